@@ -1,0 +1,182 @@
+"""Every exception lattice raises, in one tree.
+
+::
+
+    LatticeError
+    ├── ConcurrentQueryError          a second query on a busy Agent (also from replace_history)
+    ├── MissingOutputError            the model ended without submit_output
+    ├── RequestTimeoutError           a model request outlived its deadline (also TimeoutError)
+    ├── AbortError                    the query's signal fired
+    ├── HistoryStoreError             a store failed and fail_on_error=True
+    ├── SchemaError                   a schema that is itself invalid (also ValueError)
+    └── APIError                      anything from the provider or the way to it
+        ├── APIConnectionError        no usable response: connection failed, stream cut or malformed
+        └── APIStatusError            an HTTP error status (.status_code, .request_id, .body)
+            ├── BadRequestError 400
+            │   └── PromptTooLongError
+            ├── AuthenticationError 401
+            ├── PermissionDeniedError 403
+            ├── NotFoundError 404
+            ├── RateLimitError 429
+            ├── InternalServerError 5xx
+            └── OverloadedError 529
+
+Programmer mistakes (bad options) are plain ``ValueError``/``TypeError``, outside this tree.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+__all__ = [
+    "LatticeError",
+    "ConcurrentQueryError",
+    "MissingOutputError",
+    "RequestTimeoutError",
+    "AbortError",
+    "HistoryStoreError",
+    "SchemaError",
+    "APIError",
+    "APIConnectionError",
+    "APIStatusError",
+    "BadRequestError",
+    "PromptTooLongError",
+    "AuthenticationError",
+    "PermissionDeniedError",
+    "NotFoundError",
+    "RateLimitError",
+    "InternalServerError",
+    "OverloadedError",
+    "status_error_class",
+    "error_class_for_type",
+]
+
+
+class LatticeError(Exception):
+    """Base class of every error lattice raises on purpose."""
+
+
+class ConcurrentQueryError(LatticeError):
+    """A query was started (or history replaced) while another query of the Agent runs."""
+
+
+class MissingOutputError(LatticeError):
+    """The model ended its turn without calling submit_output."""
+
+
+class RequestTimeoutError(LatticeError, TimeoutError):
+    """A model request outlived ``request_timeout_ms`` (or the client's own timeout)."""
+
+
+class AbortError(LatticeError):
+    """The query's abort signal fired."""
+
+
+class HistoryStoreError(LatticeError):
+    """A history store failed while ``fail_on_error=True`` (the cause is chained)."""
+
+
+class SchemaError(LatticeError, ValueError):
+    """A JSON Schema (or a type turned into one) that is itself invalid."""
+
+
+# -- provider errors -------------------------------------------------------------------
+
+
+class APIError(LatticeError):
+    """Anything that went wrong talking to the model provider."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status_code: Optional[int] = None,
+        request_id: Optional[str] = None,
+        body: Any = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status_code = status_code
+        self.request_id = request_id
+        self.body = body
+
+
+class APIConnectionError(APIError):
+    """No usable response: the connection failed, or the stream was cut or malformed."""
+
+
+class APIStatusError(APIError):
+    """The provider answered with an HTTP error status."""
+
+    def __str__(self) -> str:
+        parts = [self.message]
+        if self.status_code is not None:
+            parts.append(f"(status {self.status_code}")
+            parts[-1] += f", request_id {self.request_id})" if self.request_id else ")"
+        return " ".join(parts)
+
+
+class BadRequestError(APIStatusError):
+    """400: the request was malformed or refused."""
+
+
+class PromptTooLongError(BadRequestError):
+    """The provider rejected the input as longer than the context window."""
+
+
+class AuthenticationError(APIStatusError):
+    """401: missing or invalid credentials."""
+
+
+class PermissionDeniedError(APIStatusError):
+    """403: the credentials may not use this resource."""
+
+
+class NotFoundError(APIStatusError):
+    """404: unknown endpoint or model."""
+
+
+class RateLimitError(APIStatusError):
+    """429: too many requests."""
+
+
+class InternalServerError(APIStatusError):
+    """5xx: the provider failed."""
+
+
+class OverloadedError(APIStatusError):
+    """529: the provider is overloaded."""
+
+
+_BY_STATUS = {
+    400: BadRequestError,
+    401: AuthenticationError,
+    403: PermissionDeniedError,
+    404: NotFoundError,
+    429: RateLimitError,
+    529: OverloadedError,
+}
+
+_BY_TYPE = {
+    "invalid_request_error": BadRequestError,
+    "authentication_error": AuthenticationError,
+    "permission_error": PermissionDeniedError,
+    "not_found_error": NotFoundError,
+    "rate_limit_error": RateLimitError,
+    "api_error": InternalServerError,
+    "overloaded_error": OverloadedError,
+}
+
+
+def status_error_class(status_code: int) -> type[APIStatusError]:
+    """The error class for an HTTP status (``APIStatusError`` for unlisted ones)."""
+    if status_code in _BY_STATUS:
+        return _BY_STATUS[status_code]
+    if 500 <= status_code < 600:
+        return InternalServerError
+    return APIStatusError
+
+
+def error_class_for_type(error_type: Optional[str]) -> type[APIStatusError]:
+    """The error class an Anthropic ``error.type`` names (mid-stream ``error`` events)."""
+    return _BY_TYPE.get(error_type or "", APIStatusError)

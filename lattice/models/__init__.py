@@ -1,0 +1,5 @@
+"""Model clients: the protocol the loop talks to, and the built-in Anthropic client."""
+
+from .base import ModelClient, ModelRequest, as_model_client
+
+__all__ = ["ModelClient", "ModelRequest", "as_model_client"]
