@@ -1,3 +1,115 @@
-"""lattice: a synchronous agent loop for Anthropic-compatible Messages APIs."""
+"""lattice: a synchronous agent loop for Anthropic-compatible Messages APIs.
+
+``Agent.prompt()`` blocks, ``Agent.query()`` is a generator; no asyncio anywhere. The only
+runtime dependency, ``requests``, is imported by the built-in HTTP client when it is used.
+"""
+
+from typing import Any
+
 from ._version import __version__
-from .errors import *  # noqa: F401,F403 - provisional, replaced by the full surface
+from .agent import Agent, create_agent
+from .cancellation import AbortController, AbortSignal
+from .compaction import DEFAULT_COMPACTION_PROMPT, AutoCompact
+from .errors import (
+    AbortError,
+    APIConnectionError,
+    APIError,
+    APIStatusError,
+    AuthenticationError,
+    BadRequestError,
+    ConcurrentQueryError,
+    HistoryStoreError,
+    InternalServerError,
+    LatticeError,
+    MissingOutputError,
+    NotFoundError,
+    OverloadedError,
+    PermissionDeniedError,
+    PromptTooLongError,
+    RateLimitError,
+    RequestTimeoutError,
+    SchemaError,
+)
+from .messages import (
+    AssistantMessage,
+    ResultMessage,
+    StreamEvent,
+    SystemMessage,
+    UserMessage,
+)
+from .models.base import ModelClient, ModelRequest
+from .output import SUBMIT_OUTPUT_TOOL_NAME, OutputSchema
+from .stores import (
+    HistoryStore,
+    JsonlHistoryStore,
+    MemoryHistoryStore,
+    SqliteHistoryStore,
+    create_jsonl_history_store,
+    define_history_store,
+)
+from .tools import Tool, ToolContext, ToolResult, tool
+from .usage import Usage
+
+__all__ = [
+    "__version__",
+    # the agent
+    "Agent",
+    "create_agent",
+    "AssistantMessage",
+    "UserMessage",
+    "SystemMessage",
+    "StreamEvent",
+    "ResultMessage",
+    "Usage",
+    # tools and output
+    "tool",
+    "Tool",
+    "ToolResult",
+    "ToolContext",
+    "OutputSchema",
+    "SUBMIT_OUTPUT_TOOL_NAME",
+    # cancellation
+    "AbortController",
+    "AbortSignal",
+    # models
+    "ModelClient",
+    "ModelRequest",
+    "AnthropicClient",
+    # history
+    "HistoryStore",
+    "define_history_store",
+    "create_jsonl_history_store",
+    "JsonlHistoryStore",
+    "SqliteHistoryStore",
+    "MemoryHistoryStore",
+    "AutoCompact",
+    "DEFAULT_COMPACTION_PROMPT",
+    # errors
+    "LatticeError",
+    "ConcurrentQueryError",
+    "MissingOutputError",
+    "RequestTimeoutError",
+    "AbortError",
+    "HistoryStoreError",
+    "SchemaError",
+    "APIError",
+    "APIConnectionError",
+    "APIStatusError",
+    "BadRequestError",
+    "PromptTooLongError",
+    "AuthenticationError",
+    "PermissionDeniedError",
+    "NotFoundError",
+    "RateLimitError",
+    "InternalServerError",
+    "OverloadedError",
+]
+
+
+def __getattr__(name: str) -> Any:
+    # AnthropicClient's module is the one that imports requests; load it on first use.
+    if name == "AnthropicClient":
+        from .models.anthropic import AnthropicClient
+
+        return AnthropicClient
+    raise AttributeError(f"module 'lattice' has no attribute {name!r}")

@@ -1,0 +1,328 @@
+"""Automatic compaction: the policy and the history surgery, as pure functions.
+
+The agent loop owns everything with side effects (the summary model call, racing it
+against the signal, usage accounting, ``store.replace``, the ``SystemMessage``). This
+module only decides and rewrites::
+
+    if should_compact(settings, last_usage):
+        cut = find_cut(history, settings.keep_recent_messages)
+        if cut is not None:
+            messages = summary_messages(history[:cut], settings.effective_prompt)
+            reply = <model call with messages, no tools>
+            history = rebuild(summary_text(reply), history[cut:])
+
+Nothing here mutates its arguments: new dicts and lists are built where a message
+changes, and untouched messages (and every content block) are shared as they are, so
+thinking blocks and provider metadata survive compaction byte for byte.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, fields
+from typing import Any, Dict, List, Mapping, Optional, Sequence
+
+__all__ = [
+    "DEFAULT_COMPACTION_PROMPT",
+    "AutoCompact",
+    "resolve_auto_compact",
+    "prompt_size",
+    "should_compact",
+    "find_cut",
+    "summary_messages",
+    "summary_text",
+    "wrap_summary",
+    "rebuild",
+]
+
+Message = Dict[str, Any]
+
+DEFAULT_COMPACTION_PROMPT = """\
+Write a summary of the conversation transcript above. The summary will replace that part \
+of the conversation: from now on the assistant sees only this summary and the most recent \
+messages, so anything left out of the summary is lost. Write it so that the assistant can \
+carry on with the work without asking the user to repeat anything.
+
+Cover, wherever the transcript has them:
+- The user's task and overall goal, in the user's own terms, and any change of direction.
+- The user's stated preferences, constraints and requirements (style, tools or approaches \
+to use or avoid, limits, things they asked not to do).
+- Decisions made and why, including approaches that were tried and rejected.
+- Progress so far: what has been done and the current state of the work.
+- Exact file names, paths, identifiers (functions, classes, variables, ids), URLs, \
+commands, configuration values and numbers. Copy them verbatim; never paraphrase them.
+- Errors encountered, with their exact messages when short, and how each was resolved \
+(or that it is still unresolved).
+- What tool calls returned that still matters later (findings, data, outputs), reduced to \
+the facts needed.
+- Open questions, pending items and the immediate next steps, including what the \
+assistant was in the middle of doing when the transcript ends.
+
+If the transcript starts with an earlier summary, carry forward everything in it that is \
+still relevant.
+
+Be dense and factual; use short sections and bullet points. Do not invent anything that is \
+not in the transcript. Write only the summary: no preamble, no commentary, no closing \
+remarks."""
+
+# A single oversized tool result is the usual reason a history overflows, so the summary
+# request must not carry it whole. Head and tail are kept: errors and totals tend to sit
+# at the end of tool output.
+_CLIP_CHARS = 4_000
+_CLIP_HEAD = 3_000
+
+
+# --- settings -----------------------------------------------------------------------
+
+
+def _is_int(value: object) -> bool:
+    # bool is an int subclass, but `threshold_tokens=True` is a mistake, not a 1.
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+@dataclass(frozen=True)
+class AutoCompact:
+    """When and how to compact the history.
+
+    Attributes:
+        threshold_tokens: compact once a response's prompt size exceeds this.
+        keep_recent_messages: how many trailing messages are kept verbatim (the cut may
+            keep a few more, so that no tool_result is parted from its tool_use).
+        prompt: the summarisation instruction; None means ``DEFAULT_COMPACTION_PROMPT``.
+    """
+
+    threshold_tokens: int = 100_000
+    keep_recent_messages: int = 6
+    prompt: Optional[str] = None
+
+    def __post_init__(self) -> None:
+        if not _is_int(self.threshold_tokens) or self.threshold_tokens <= 0:
+            raise ValueError("auto_compact.threshold_tokens must be a positive int, "
+                             f"got {self.threshold_tokens!r}")
+        if not _is_int(self.keep_recent_messages) or self.keep_recent_messages < 0:
+            raise ValueError("auto_compact.keep_recent_messages must be a non-negative int, "
+                             f"got {self.keep_recent_messages!r}")
+        if self.prompt is not None and (not isinstance(self.prompt, str)
+                                        or not self.prompt.strip()):
+            raise ValueError("auto_compact.prompt must be a non-empty str or None, "
+                             f"got {self.prompt!r}")
+
+    @property
+    def effective_prompt(self) -> str:
+        """The instruction the summary request carries."""
+        return self.prompt if self.prompt is not None else DEFAULT_COMPACTION_PROMPT
+
+
+_FIELDS = tuple(f.name for f in fields(AutoCompact))
+
+
+def resolve_auto_compact(value: object) -> Optional[AutoCompact]:
+    """Turn the ``auto_compact`` option into settings, or None when compaction is off.
+
+    Accepts False/None (off), True (defaults), an ``AutoCompact``, or a mapping of its
+    fields. Anything else, or a mapping with unknown keys, raises ``ValueError``.
+    """
+    # Identity checks: 0 and 1 compare equal to False and True but are not valid here.
+    if value is None or value is False:
+        return None
+    if value is True:
+        return AutoCompact()
+    if isinstance(value, AutoCompact):
+        return value
+    if isinstance(value, Mapping):
+        unknown = [k for k in value if k not in _FIELDS]
+        if unknown:
+            names = ", ".join(repr(k) for k in unknown)
+            raise ValueError(f"auto_compact has unknown keys {names} "
+                             f"(known: {', '.join(_FIELDS)})")
+        return AutoCompact(**value)
+    raise ValueError("auto_compact must be a bool, an AutoCompact or a dict of its fields, "
+                     f"got {value!r}")
+
+
+# --- the trigger --------------------------------------------------------------------
+
+_PROMPT_FIELDS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+
+
+def prompt_size(usage: object) -> int:
+    """Tokens the model read for one response: fresh input plus both cache fields.
+
+    ``usage`` is a usage dict or any object with those attributes (e.g. ``Usage``);
+    missing or None fields count as 0, and so does ``usage=None``.
+    """
+    total = 0
+    for name in _PROMPT_FIELDS:
+        if isinstance(usage, Mapping):
+            count = usage.get(name)
+        else:
+            count = getattr(usage, name, None)
+        if isinstance(count, int) and not isinstance(count, bool):
+            total += count
+    return total
+
+
+def should_compact(settings: Optional[AutoCompact], usage: object) -> bool:
+    """True when compaction is on and the reported prompt size exceeds the threshold.
+
+    A client that reports no usage gives 0 here, so it never triggers compaction.
+    """
+    return settings is not None and prompt_size(usage) > settings.threshold_tokens
+
+
+# --- where to cut -------------------------------------------------------------------
+
+
+def _blocks(message: Mapping[str, Any]) -> List[Any]:
+    content = message.get("content")
+    return content if isinstance(content, list) else []
+
+
+def _holds_tool_results(message: Mapping[str, Any]) -> bool:
+    return message.get("role") == "user" and any(
+        isinstance(b, dict) and b.get("type") == "tool_result" for b in _blocks(message))
+
+
+def find_cut(history: Sequence[Mapping[str, Any]], keep_recent: int) -> Optional[int]:
+    """Index of the first kept message, or None when there is nothing safe to summarise.
+
+    ``history[:cut]`` is summarised and ``history[cut:]`` kept. The cut starts so that
+    ``keep_recent`` messages are kept, and moves earlier while the first kept message is a
+    user message holding tool_results: those must stay next to the assistant message
+    whose tool_use they answer. That also means the summarised part never ends in an
+    unanswered tool_use, since its answer would be the (unsafe) first kept message.
+    """
+    if not _is_int(keep_recent) or keep_recent < 0:
+        raise ValueError(f"keep_recent must be a non-negative int, got {keep_recent!r}")
+    cut = max(len(history) - keep_recent, 0)
+    while 0 < cut < len(history) and _holds_tool_results(history[cut]):
+        cut -= 1
+    return cut if cut > 0 else None
+
+
+# --- the summary request ------------------------------------------------------------
+
+
+def _clip(text: str) -> str:
+    if len(text) <= _CLIP_CHARS:
+        return text
+    tail = _CLIP_CHARS - _CLIP_HEAD
+    omitted = len(text) - _CLIP_CHARS
+    return f"{text[:_CLIP_HEAD]}\n[... {omitted} characters omitted ...]\n{text[-tail:]}"
+
+
+def _result_text(content: Any) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(filter(None, (_render_block(b) for b in content)))
+    return json.dumps(content, ensure_ascii=False, default=str)
+
+
+def _render_block(block: Any) -> str:
+    """One content block as transcript text; "" for blocks the summary should not see."""
+    if isinstance(block, str):
+        return block
+    if not isinstance(block, dict):
+        return ""
+    kind = block.get("type")
+    if kind == "text":
+        return str(block.get("text", ""))
+    if kind in ("thinking", "redacted_thinking"):
+        # Private reasoning: bulky, and the conclusions show up in the text anyway.
+        return ""
+    if kind in ("image", "document"):
+        return f"[{kind}]"
+    if kind in ("tool_use", "server_tool_use"):
+        arguments = json.dumps(block.get("input"), ensure_ascii=False, default=str)
+        return f"[tool call {block.get('name')} (id {block.get('id')})] {_clip(arguments)}"
+    if kind == "tool_result":
+        label = "tool error" if block.get("is_error") else "tool result"
+        body = _clip(_result_text(block.get("content")))
+        return f"[{label} (id {block.get('tool_use_id')})] {body}"
+    if "content" in block:  # provider-side tool results (web search and the like)
+        return f"[{kind}] {_clip(_result_text(block.get('content')))}"
+    return f"[{kind}]"
+
+
+def _render_message(message: Mapping[str, Any]) -> str:
+    role = "User" if message.get("role") == "user" else "Assistant"
+    content = message.get("content")
+    if isinstance(content, list):
+        body = "\n".join(filter(None, (_render_block(b) for b in content)))
+    else:
+        body = _result_text(content)
+    return f"{role}:\n{body or '(no text)'}"
+
+
+def summary_messages(to_summarise: Sequence[Mapping[str, Any]], prompt: str
+                     ) -> List[Message]:
+    """The ``messages`` of the summary request: one user message, transcript then prompt.
+
+    The transcript is plain text, so the request is valid whatever shape the summarised
+    messages had (tool pairs, consecutive user messages, thinking blocks); the request is
+    meant to be sent with no tools.
+    """
+    if not to_summarise:
+        raise ValueError("there are no messages to summarise")
+    transcript = "\n\n".join(_render_message(m) for m in to_summarise)
+    text = (f"Here is the transcript of the conversation so far.\n\n<transcript>\n"
+            f"{transcript}\n</transcript>\n\n{prompt}")
+    return [{"role": "user", "content": text}]
+
+
+def summary_text(reply: Mapping[str, Any]) -> str:
+    """The summary written by the model: its reply's text blocks, joined and stripped."""
+    content = reply.get("content")
+    if isinstance(content, str):
+        text = content
+    else:
+        text = "".join(str(b.get("text", "")) for b in _blocks(reply)
+                       if isinstance(b, dict) and b.get("type") == "text")
+    text = text.strip()
+    if not text:
+        raise ValueError("compaction summary was empty")
+    return text
+
+
+# --- the new history ----------------------------------------------------------------
+
+
+def wrap_summary(summary: str) -> str:
+    """The summary as the model will read it: marked as a summary, with how to go on."""
+    return ("The earlier part of this conversation was compacted just now to save context: "
+            "it has been replaced by the summary below. Continue the task from where it "
+            "left off, using the summary and the messages that follow. Do not restart the "
+            "task, repeat finished work, or ask the user again for things the summary "
+            "already records.\n\n"
+            f"<conversation-summary>\n{summary}\n</conversation-summary>")
+
+
+def rebuild(summary: str, kept: Sequence[Message]) -> List[Message]:
+    """The compacted history: the wrapped summary, then ``kept`` (a suffix of the old one).
+
+    The summary is a user message of its own before an assistant message; before a user
+    message it becomes that message's first text block, so roles still alternate. Kept
+    messages are shared, not copied; only a merged first message is a new dict.
+    """
+    block = {"type": "text", "text": wrap_summary(summary)}
+    if not kept:
+        return [{"role": "user", "content": [block]}]
+    first = kept[0]
+    if first.get("role") != "user":
+        return [{"role": "user", "content": [block]}, *kept]
+    if _holds_tool_results(first):
+        # The API wants tool_results first in their message, and their tool_use is gone.
+        raise ValueError("the kept messages must not start with a tool_result message; "
+                         "choose the cut with find_cut")
+    content = first.get("content")
+    if isinstance(content, list):
+        merged: List[Any] = [block, *content]
+    elif isinstance(content, str) and content:
+        merged = [block, {"type": "text", "text": content}]
+    else:
+        # The API rejects empty text blocks, so an empty prompt adds nothing.
+        merged = [block]
+    return [{**first, "content": merged}, *kept[1:]]

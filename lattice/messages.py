@@ -1,0 +1,242 @@
+"""What ``query()`` yields, and small readers of history dicts.
+
+History entries are plain JSON-ready dicts (``{"role", "content", ...}``); the classes here
+wrap them for the caller with shortcuts. Assistant entries may carry SDK keys (``model``,
+``provider_response_id``, ``stop_reason``, ``usage``) that ``wire()`` strips before a request.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Dict, List, Optional
+
+from .usage import Usage
+
+__all__ = [
+    "AssistantMessage",
+    "UserMessage",
+    "SystemMessage",
+    "StreamEvent",
+    "ResultMessage",
+    "SDKMessage",
+    "text_of",
+    "tool_uses_of",
+    "wire",
+    "tool_result",
+    "unanswered_tool_uses",
+]
+
+Message = Dict[str, Any]
+
+
+def text_of(content: Any) -> str:
+    """The text of a message's content: a str as is, text blocks joined."""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return ""
+    return "".join(b.get("text", "") for b in content
+                   if isinstance(b, dict) and b.get("type") == "text")
+
+
+def tool_uses_of(content: Any) -> List[Dict[str, Any]]:
+    """The ``tool_use`` blocks of a message's content, in order."""
+    if not isinstance(content, list):
+        return []
+    return [b for b in content if isinstance(b, dict) and b.get("type") == "tool_use"]
+
+
+def wire(message: Message) -> Message:
+    """The provider-ready form of a history entry: only ``role`` and ``content``."""
+    return {"role": message["role"], "content": message["content"]}
+
+
+def tool_result(tool_use_id: str, content: Any, is_error: bool = False) -> Dict[str, Any]:
+    """A ``tool_result`` block."""
+    block: Dict[str, Any] = {"type": "tool_result", "tool_use_id": tool_use_id,
+                             "content": content}
+    if is_error:
+        block["is_error"] = True
+    return block
+
+
+def unanswered_tool_uses(history: List[Message]) -> List[Dict[str, Any]]:
+    """The ``tool_use`` blocks of the last message, when it is an assistant message.
+
+    The loop writes a reply and its results as a pair, so only the tail can be unanswered.
+    """
+    if not history or history[-1].get("role") != "assistant":
+        return []
+    return tool_uses_of(history[-1].get("content"))
+
+
+def _short(text: Optional[str], limit: int = 60) -> str:
+    if text is None:
+        return "None"
+    text = text.replace("\n", " ")
+    return repr(text if len(text) <= limit else text[: limit - 1] + "…")
+
+
+class AssistantMessage:
+    """A model reply, as it entered the history (``.message``)."""
+
+    type = "assistant"
+    __slots__ = ("message",)
+
+    def __init__(self, message: Message) -> None:
+        self.message = message
+
+    @property
+    def content(self) -> Any:
+        return self.message.get("content")
+
+    @property
+    def text(self) -> str:
+        return text_of(self.content)
+
+    @property
+    def tool_uses(self) -> List[Dict[str, Any]]:
+        return tool_uses_of(self.content)
+
+    @property
+    def stop_reason(self) -> Optional[str]:
+        return self.message.get("stop_reason")
+
+    @property
+    def usage(self) -> Usage:
+        return Usage.from_dict(self.message.get("usage"))
+
+    @property
+    def model(self) -> Optional[str]:
+        return self.message.get("model")
+
+    @property
+    def provider_response_id(self) -> Optional[str]:
+        return self.message.get("provider_response_id")
+
+    def __repr__(self) -> str:
+        tools = ", ".join(b.get("name", "?") for b in self.tool_uses)
+        extra = f" tools=[{tools}]" if tools else ""
+        return f"<AssistantMessage text={_short(self.text)}{extra} stop={self.stop_reason}>"
+
+
+class UserMessage:
+    """A user message the loop wrote (tool results); the prompt itself is not yielded."""
+
+    type = "user"
+    __slots__ = ("message",)
+
+    def __init__(self, message: Message) -> None:
+        self.message = message
+
+    @property
+    def content(self) -> Any:
+        return self.message.get("content")
+
+    def __repr__(self) -> str:
+        content = self.content
+        if isinstance(content, list):
+            n_err = sum(1 for b in content if isinstance(b, dict) and b.get("is_error"))
+            return f"<UserMessage {len(content)} blocks, {n_err} errors>"
+        return f"<UserMessage text={_short(text_of(content))}>"
+
+
+class SystemMessage:
+    """Something the SDK did on its own: ``subtype == "compaction"``."""
+
+    type = "system"
+    __slots__ = ("subtype", "compacted_messages", "usage")
+
+    def __init__(self, subtype: str, compacted_messages: int = 0,
+                 usage: Optional[Usage] = None) -> None:
+        self.subtype = subtype
+        self.compacted_messages = compacted_messages
+        self.usage = usage if usage is not None else Usage()
+
+    def __repr__(self) -> str:
+        return (f"<SystemMessage {self.subtype} compacted_messages={self.compacted_messages} "
+                f"usage={self.usage.to_dict()}>")
+
+
+class StreamEvent:
+    """A raw streaming event (only with ``include_partial_messages=True``)."""
+
+    type = "stream_event"
+    __slots__ = ("event",)
+
+    def __init__(self, event: Dict[str, Any]) -> None:
+        self.event = event
+
+    def __repr__(self) -> str:
+        return f"<StreamEvent {self.event.get('type')}>"
+
+
+class ResultMessage:
+    """How a query ended; always the last message."""
+
+    type = "result"
+    __slots__ = ("subtype", "is_error", "result", "structured_result", "usage", "stop_reason",
+                 "num_turns", "duration_ms", "error")
+
+    def __init__(self, subtype: str, *, is_error: bool = False, result: Optional[str] = None,
+                 structured_result: Any = None, usage: Optional[Usage] = None,
+                 stop_reason: Optional[str] = None, num_turns: int = 0,
+                 duration_ms: int = 0, error: Optional[BaseException] = None) -> None:
+        self.subtype = subtype
+        self.is_error = is_error
+        self.result = result
+        self.structured_result = structured_result
+        self.usage = usage if usage is not None else Usage()
+        self.stop_reason = stop_reason
+        self.num_turns = num_turns
+        self.duration_ms = duration_ms
+        self.error = error
+
+    def to_dict(self) -> Dict[str, Any]:
+        """A JSON-ready dict (the error as its type and message; a structured result
+        that is not JSON-ready as its ``repr``)."""
+        structured = self.structured_result
+        if structured is not None:
+            try:
+                json.dumps(structured)
+            except (TypeError, ValueError):
+                from .tools import to_jsonable
+
+                structured = to_jsonable(structured)
+        return {
+            "type": self.type, "subtype": self.subtype, "is_error": self.is_error,
+            "result": self.result, "structured_result": structured,
+            "usage": self.usage.to_dict(), "stop_reason": self.stop_reason,
+            "num_turns": self.num_turns, "duration_ms": self.duration_ms,
+            "error": None if self.error is None else
+            f"{type(self.error).__name__}: {self.error}",
+        }
+
+    def __repr__(self) -> str:
+        bits = [self.subtype]
+        if self.structured_result is not None:
+            bits.append(f"structured_result={self.structured_result!r:.60}")
+        else:
+            bits.append(f"result={_short(self.result)}")
+        if self.error is not None:
+            bits.append(f"error={type(self.error).__name__}")
+        bits.append(f"turns={self.num_turns} {self.duration_ms}ms")
+        return "<ResultMessage " + " ".join(bits) + ">"
+
+    def _repr_markdown_(self) -> str:
+        head = f"**{self.subtype}**" + (" (error)" if self.is_error else "")
+        u = self.usage
+        meta = (f"{self.num_turns} turns · {self.duration_ms} ms · "
+                f"{u.input_tokens} in / {u.output_tokens} out tokens"
+                + (f" · stop: `{self.stop_reason}`" if self.stop_reason else ""))
+        body = ""
+        if self.structured_result is not None:
+            body = "```\n" + repr(self.structured_result) + "\n```"
+        elif self.result:
+            body = self.result
+        if self.error is not None:
+            body += f"\n\n`{type(self.error).__name__}: {self.error}`"
+        return f"{head}  \n{meta}\n\n{body}".rstrip() + "\n"
+
+
+SDKMessage = Any  # Union of the classes above; Any keeps user code free of casts.

@@ -1,0 +1,136 @@
+"""Structured output: the ``submit_output`` tool and what the payload is checked against.
+
+``output_schema`` may be a JSON Schema dict, a dataclass or TypedDict type, an object with
+``parse(input)`` and ``json_schema()``/``model_json_schema()``, or a pydantic-style class
+(``model_validate`` + ``model_json_schema``; pydantic itself is never imported here).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from typing import Any, Callable, Dict, Optional, Tuple
+
+__all__ = ["SUBMIT_OUTPUT_TOOL_NAME", "OutputSchema", "resolve_output_schema"]
+
+SUBMIT_OUTPUT_TOOL_NAME = "submit_output"
+
+DESCRIPTION = ("Submit the final answer. Call this exactly once, alone (no other tool calls "
+               "in the same turn), when the task is done; the input is the answer itself. "
+               "If it is rejected, fix what the errors say and call it again.")
+
+_WRAP_KEY = "value"
+
+
+class OutputSchema:
+    """A checked output schema: ``json_schema`` for the tool, ``parse`` for the payload.
+
+    ``parse(payload)`` returns the structured result or raises (its message is shown to the
+    model). A schema that is not an object is wrapped as ``{"value": schema}``, because a
+    tool's input must be an object; the wrapper is removed before ``parse``.
+    """
+
+    def __init__(self, json_schema: Dict[str, Any],
+                 parse: Optional[Callable[[Any], Any]] = None, *,
+                 description: str = DESCRIPTION) -> None:
+        from . import schema
+
+        if not isinstance(json_schema, dict):
+            raise ValueError(f"output_schema must give a JSON Schema dict, got {json_schema!r}")
+        self.wrapped = json_schema.get("type") != "object"
+        self.json_schema = ({"type": "object", "properties": {_WRAP_KEY: json_schema},
+                             "required": [_WRAP_KEY], "additionalProperties": False}
+                            if self.wrapped else json_schema)
+        self.validator = schema.compile(self.json_schema)  # SchemaError for a broken schema
+        self.parse = parse
+        self.description = description
+
+    def tool_definition(self) -> Dict[str, Any]:
+        return {"name": SUBMIT_OUTPUT_TOOL_NAME, "description": self.description,
+                "input_schema": self.json_schema}
+
+    def check(self, payload: Any) -> Tuple[bool, Any]:
+        """``(True, result)`` for a valid payload, else ``(False, text for the model)``."""
+        from .schema import ValidationError
+
+        if not isinstance(payload, dict):
+            return False, "Invalid output: the input must be a JSON object."
+        try:
+            self.validator.validate(payload)
+        except ValidationError as exc:
+            return False, f"Invalid output, fix these and submit again:\n{exc}"
+        value = payload[_WRAP_KEY] if self.wrapped else payload
+        if self.parse is None:
+            return True, value
+        try:
+            return True, self.parse(value)
+        except Exception as exc:
+            return False, (f"Invalid output, fix this and submit again:\n"
+                           f"{type(exc).__name__}: {exc}")
+
+
+def _is_typeddict(tp: Any) -> bool:
+    return isinstance(tp, type) and issubclass(tp, dict) and hasattr(tp, "__annotations__") \
+        and hasattr(tp, "__total__")
+
+
+def resolve_output_schema(value: Any) -> Optional[OutputSchema]:
+    """Turn any accepted ``output_schema`` form into an ``OutputSchema`` (None stays None)."""
+    from .schema import schema_from_type
+
+    if value is None or isinstance(value, OutputSchema):
+        return value
+    if isinstance(value, dict):
+        return OutputSchema(value)
+    if isinstance(value, type) and callable(getattr(value, "model_validate", None)) \
+            and callable(getattr(value, "model_json_schema", None)):
+        return OutputSchema(value.model_json_schema(), value.model_validate)
+    parse = getattr(value, "parse", None)
+    if callable(parse) and not isinstance(value, type):
+        for name in ("json_schema", "model_json_schema"):
+            make = getattr(value, name, None)
+            if callable(make):
+                return OutputSchema(make(), parse)
+    if isinstance(value, type) and dataclasses.is_dataclass(value):
+        return OutputSchema(schema_from_type(value), lambda data: build(value, data))
+    if _is_typeddict(value):
+        return OutputSchema(schema_from_type(value))
+    raise ValueError(
+        "output_schema must be a JSON Schema dict, a dataclass or TypedDict type, an object "
+        "with parse() and json_schema(), or a class with model_validate() and "
+        f"model_json_schema(); got {value!r}")
+
+
+def build(tp: Any, data: Any) -> Any:
+    """Build ``tp`` from validated JSON data: dataclasses (nested too), lists, tuples, sets,
+    dicts, Optional/Union of those, Enums; everything else as is."""
+    import enum
+
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp) and isinstance(data, dict):
+        hints = typing.get_type_hints(tp)
+        names = {f.name for f in dataclasses.fields(tp) if f.init}
+        return tp(**{k: build(hints.get(k, Any), v) for k, v in data.items() if k in names})
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        return tp(data)
+    if origin in (list, set, frozenset) and isinstance(data, list):
+        items = [build(args[0] if args else Any, v) for v in data]
+        return origin(items) if origin is not list else items
+    if origin is tuple and isinstance(data, list):
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(build(args[0], v) for v in data)
+        return tuple(build(a, v) for a, v in zip(args, data)) if args else tuple(data)
+    if origin is dict and isinstance(data, dict) and len(args) == 2:
+        return {k: build(args[1], v) for k, v in data.items()}
+    if args and (origin is typing.Union or type(tp).__name__ == "UnionType"):
+        for option in args:
+            if option is type(None):
+                if data is None:
+                    return None
+                continue
+            if isinstance(option, type) and dataclasses.is_dataclass(option) \
+                    and isinstance(data, dict):
+                return build(option, data)
+        return data
+    return data

@@ -1,0 +1,201 @@
+"""Tools: ``@tool`` and ``Tool``, what handlers may return, and running one call.
+
+A call never raises into the loop: an unknown name, input that fails the schema, or a
+handler exception all become ``is_error`` tool_results the model can read and fix.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import json
+import re
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union, overload
+
+from .cancellation import AbortSignal
+
+__all__ = ["Tool", "ToolResult", "ToolContext", "tool", "as_tool", "to_jsonable"]
+
+_NAME = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
+
+
+@dataclasses.dataclass
+class ToolResult:
+    """What a handler may return to control the result: its content, an error flag, and
+    ``end_turn=True`` to end the query after this batch with this content as the result."""
+
+    content: Any
+    is_error: bool = False
+    end_turn: bool = False
+
+
+@dataclasses.dataclass
+class ToolContext:
+    """Given to handlers that ask for it: the query's signal, the call id, the agent."""
+
+    signal: AbortSignal
+    tool_use_id: str
+    agent: Any = None
+
+
+def _is_context(annotation: Any) -> bool:
+    if annotation is ToolContext:
+        return True
+    # String annotations (``from __future__ import annotations``) name it.
+    return isinstance(annotation, str) and annotation.rsplit(".", 1)[-1] == "ToolContext"
+
+
+class Tool:
+    """A tool the model can call.
+
+    ``handler`` is called as ``handler(input)`` or, if it takes two parameters,
+    ``handler(input, context)``. ``@tool`` builds Tools whose handler gets keyword arguments.
+    """
+
+    __slots__ = ("name", "description", "input_schema", "handler", "_call", "_validator",
+                 "definition")
+
+    def __init__(self, name: str, description: str, input_schema: Dict[str, Any],
+                 handler: Callable[..., Any]) -> None:
+        if not isinstance(name, str) or not _NAME.match(name):
+            raise ValueError(f"tool name must match {_NAME.pattern}, got {name!r}")
+        if not isinstance(description, str):
+            raise ValueError(f"tool {name!r}: description must be a str, got {description!r}")
+        if not isinstance(input_schema, dict) or input_schema.get("type", "object") != "object":
+            raise ValueError(f"tool {name!r}: input_schema must be a JSON Schema dict with "
+                             f'"type": "object", got {input_schema!r}')
+        if not callable(handler):
+            raise ValueError(f"tool {name!r}: handler must be callable, got {handler!r}")
+        from . import schema
+
+        self.name = name
+        self.description = description
+        self.input_schema = input_schema
+        self.handler = handler
+        self._validator = schema.compile(input_schema)  # SchemaError names a broken schema
+        self._call = self._caller(handler)
+        self.definition = {"name": name, "description": description,
+                           "input_schema": input_schema}
+
+    @staticmethod
+    def _caller(handler: Callable[..., Any]) -> Callable[[Dict[str, Any], ToolContext], Any]:
+        try:
+            params = [p for p in inspect.signature(handler).parameters.values()
+                      if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        except (TypeError, ValueError):  # builtins without a signature
+            params = []
+        if len(params) >= 2:
+            return lambda args, ctx: handler(args, ctx)
+        return lambda args, ctx: handler(args)
+
+    def validation_errors(self, args: Any) -> Optional[str]:
+        """None when ``args`` fits the input schema, else the errors as text."""
+        if not isinstance(args, dict):
+            return f"the input must be a JSON object, got {type(args).__name__}"
+        if self._validator.is_valid(args):
+            return None
+        from .schema import ValidationError
+
+        try:
+            self._validator.validate(args)
+        except ValidationError as exc:
+            return str(exc)
+        return None
+
+    def __call__(self, args: Dict[str, Any], context: ToolContext) -> Any:
+        return self._call(args, context)
+
+    def __repr__(self) -> str:
+        return f"<Tool {self.name}>"
+
+
+def _function_tool(fn: Callable[..., Any], name: Optional[str],
+                   description: Optional[str]) -> Tool:
+    from .schema import parse_docstring, schema_from_function
+
+    input_schema = schema_from_function(fn, skip=_is_context)
+    doc_description, _ = parse_docstring(inspect.getdoc(fn) or "")
+    context_params = [p.name for p in inspect.signature(fn).parameters.values()
+                      if _is_context(p.annotation)]
+    context_name = context_params[0] if context_params else None
+
+    def handler(args: Dict[str, Any], context: ToolContext) -> Any:
+        if context_name is not None:
+            return fn(**args, **{context_name: context})
+        return fn(**args)
+
+    made = Tool(name or fn.__name__, description if description is not None
+                else doc_description, input_schema, handler)
+    made.handler = fn  # what the user wrote, for introspection
+    return made
+
+
+@overload
+def tool(fn: Callable[..., Any]) -> Tool: ...
+@overload
+def tool(fn: None = None, *, name: Optional[str] = None,
+         description: Optional[str] = None) -> Callable[[Callable[..., Any]], Tool]: ...
+
+
+def tool(fn: Optional[Callable[..., Any]] = None, *, name: Optional[str] = None,
+         description: Optional[str] = None) -> Union[Tool, Callable[[Callable[..., Any]], Tool]]:
+    """Turn a typed function into a ``Tool``: ``@tool`` or ``@tool(name=..., description=...)``.
+
+    The input schema comes from the parameters' type hints and the docstring's parameter
+    descriptions; a parameter annotated ``ToolContext`` receives the context instead.
+    """
+    if fn is not None:
+        if not callable(fn):
+            raise ValueError(f"@tool decorates a function, got {fn!r}")
+        return _function_tool(fn, name, description)
+    return lambda f: _function_tool(f, name, description)
+
+
+def as_tool(obj: Any) -> Tool:
+    """A ``Tool`` as is; a plain function as if decorated with ``@tool``."""
+    if isinstance(obj, Tool):
+        return obj
+    if callable(obj) and (inspect.isfunction(obj) or inspect.ismethod(obj)):
+        return _function_tool(obj, None, None)
+    raise ValueError(f"tools must be Tool objects or functions, got {obj!r}")
+
+
+# -- results -------------------------------------------------------------------------
+
+
+def to_jsonable(value: Any) -> Any:
+    """Best-effort JSON-ready form: dataclasses, pydantic-style models, sets, else repr."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        return dump(mode="json")
+    if isinstance(value, (set, frozenset, tuple)):
+        return list(value)
+    return repr(value)
+
+
+def _is_blocks(value: Any) -> bool:
+    return isinstance(value, list) and bool(value) and all(
+        isinstance(b, dict) and "type" in b for b in value)
+
+
+def result_content(value: Any) -> Tuple[Any, bool, bool]:
+    """``(content, is_error, end_turn)`` for whatever a handler returned."""
+    if isinstance(value, ToolResult):
+        content, is_error, end_turn = value.content, bool(value.is_error), bool(value.end_turn)
+    else:
+        content, is_error, end_turn = value, False, False
+    if isinstance(content, str) or _is_blocks(content):
+        return content, is_error, end_turn
+    return json.dumps(content, ensure_ascii=False, default=to_jsonable), is_error, end_turn
+
+
+def error_text(tool_name: str, exc: BaseException) -> str:
+    """What the model reads when a handler raised."""
+    message = str(exc)
+    return f"Tool {tool_name!r} raised {type(exc).__name__}" + (f": {message}" if message else "")
+
+
+def tool_names(tools: List[Tool]) -> str:
+    return ", ".join(t.name for t in tools) or "(none)"

@@ -1,0 +1,52 @@
+"""Token counts, summed over a query's model requests."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Dict, Mapping, Optional
+
+__all__ = ["Usage"]
+
+_FIELDS = ("input_tokens", "output_tokens", "cache_creation_input_tokens",
+           "cache_read_input_tokens")
+
+
+def _count(value: Any) -> int:
+    # Providers send null for "not reported"; a bool is never a count.
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+@dataclass
+class Usage:
+    """Token counts; 0 means "not reported"."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+    cache_read_input_tokens: int = 0
+
+    @classmethod
+    def from_dict(cls, data: Optional[Mapping[str, Any]]) -> Usage:
+        """Read a provider ``usage`` dict (missing, null or odd values count as 0)."""
+        if not data:
+            return cls()
+        get = data.get
+        return cls(_count(get("input_tokens")), _count(get("output_tokens")),
+                   _count(get("cache_creation_input_tokens")),
+                   _count(get("cache_read_input_tokens")))
+
+    @property
+    def prompt_tokens(self) -> int:
+        """The size of the prompt that produced this usage (input plus both cache kinds)."""
+        return self.input_tokens + self.cache_creation_input_tokens + self.cache_read_input_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        if not isinstance(other, Usage):
+            return NotImplemented
+        return Usage(self.input_tokens + other.input_tokens,
+                     self.output_tokens + other.output_tokens,
+                     self.cache_creation_input_tokens + other.cache_creation_input_tokens,
+                     self.cache_read_input_tokens + other.cache_read_input_tokens)
+
+    def to_dict(self) -> Dict[str, int]:
+        return {name: getattr(self, name) for name in _FIELDS}

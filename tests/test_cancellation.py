@@ -1,0 +1,250 @@
+"""SPEC section 5: abort, request timeouts, interrupt; with clients and tools that ignore
+cancellation entirely. Bounds are wide (seconds), the asserted behaviour is exact."""
+import threading
+import time
+
+import pytest
+from conftest import reply, tool_use
+
+from lattice import (AbortController, AbortError, AbortSignal, Agent, RequestTimeoutError,
+                     Tool)
+from lattice.testing import FunctionModelClient, ScriptedModelClient, assert_well_formed
+
+FOREVER = 30  # a hung client/tool sleeps this long; tests must finish far sooner
+
+
+def hung_client(started=None):
+    def fn(request):
+        if started is not None:
+            started.set()
+        time.sleep(FOREVER)
+        return "too late"
+    return fn
+
+
+def test_abort_signal_basics():
+    controller = AbortController()
+    seen = []
+    controller.signal.add_callback(lambda: seen.append(1))
+    assert not controller.signal.aborted
+    controller.abort("why")
+    controller.abort("again")
+    assert controller.signal.aborted and controller.signal.reason == "why" and seen == [1]
+    assert controller.signal.wait(0)
+    late = []
+    controller.signal.add_callback(lambda: late.append(1))
+    assert late == [1]
+    with pytest.raises(AbortError):
+        controller.signal.throw_if_aborted()
+    assert AbortSignal.timeout(20).wait(5)
+    with pytest.raises(ValueError):
+        AbortSignal.timeout(-1)
+
+
+def test_abort_during_hung_model_call_returns_promptly(no_thread_leak=None):
+    started = threading.Event()
+    controller = AbortController()
+    agent = Agent(model="m", model_client=hung_client(started))
+    threading.Thread(target=lambda: (started.wait(5), controller.abort())).start()
+    t0 = time.monotonic()
+    result = agent.prompt("x", signal=controller.signal)
+    assert time.monotonic() - t0 < 2
+    assert result.subtype == "error_abort" and result.is_error
+    assert isinstance(result.error, AbortError)
+    assert_well_formed(agent.get_history())
+
+
+def test_already_aborted_signal_makes_no_request():
+    client = ScriptedModelClient(["never"])
+    controller = AbortController()
+    controller.abort()
+    result = Agent(model="m", model_client=client).prompt("x", signal=controller.signal)
+    assert result.subtype == "error_abort" and client.requests == []
+
+
+def test_threading_event_is_accepted_as_signal():
+    started = threading.Event()
+    event = threading.Event()
+    agent = Agent(model="m", model_client=hung_client(started))
+    threading.Thread(target=lambda: (started.wait(5), event.set())).start()
+    t0 = time.monotonic()
+    result = agent.prompt("x", signal=event)
+    assert result.subtype == "error_abort" and time.monotonic() - t0 < 2
+
+
+def test_abort_during_hung_tool_answers_every_call():
+    started = threading.Event()
+
+    def hang(args):
+        started.set()
+        time.sleep(FOREVER)
+        return "late"
+
+    controller = AbortController()
+    agent = Agent(model="m", model_client=ScriptedModelClient(
+        [reply(tool_use("quick", {}, "t1"), tool_use("hang", {}, "t2"), tool_use("quick", {}, "t3"))]),
+        tools=[Tool("hang", "H.", {"type": "object"}, hang),
+               Tool("quick", "Q.", {"type": "object"}, lambda a: "quick done")])
+    threading.Thread(target=lambda: (started.wait(5), controller.abort())).start()
+    t0 = time.monotonic()
+    result = agent.prompt("x", signal=controller.signal)
+    assert result.subtype == "error_abort" and time.monotonic() - t0 < 2
+    history = agent.get_history()
+    assert_well_formed(history)
+    contents = [b["content"] for b in history[-1]["content"]]
+    assert contents[0] == "quick done" and "aborted" in contents[1] and "aborted" in contents[2]
+
+
+def test_signal_timeout_bounds_the_whole_query():
+    agent = Agent(model="m", model_client=hung_client())
+    t0 = time.monotonic()
+    result = agent.prompt("x", signal=AbortSignal.timeout(100))
+    assert result.subtype == "error_abort" and time.monotonic() - t0 < 2
+
+
+def test_request_timeout_ends_with_error_timeout_and_late_reply_never_enters():
+    release = threading.Event()
+
+    def slow(request):
+        release.wait(5)
+        return "late reply"
+
+    agent = Agent(model="m", model_client=slow, request_timeout_ms=50)
+    t0 = time.monotonic()
+    result = agent.prompt("x")
+    assert time.monotonic() - t0 < 2
+    assert result.subtype == "error_timeout" and result.is_error
+    assert isinstance(result.error, RequestTimeoutError) and isinstance(result.error, TimeoutError)
+    release.set()
+    time.sleep(0.05)
+    assert [m["role"] for m in agent.get_history()] == ["user"]
+
+
+def test_request_timeout_per_query_override_and_is_per_request():
+    delays = [0.05, 0.05, 0.05]
+
+    def fn(request):
+        time.sleep(delays.pop(0))
+        assert request.timeout_ms == 1000
+        return reply(tool_use("t", {}, f"t{len(delays)}")) if delays else "done"
+
+    agent = Agent(model="m", model_client=fn, request_timeout_ms=10,
+                  tools=[Tool("t", "T.", {"type": "object"}, lambda a: "ok")])
+    # each request takes 50 ms, the query far more than 10 ms: the override applies per request
+    assert agent.prompt("x", request_timeout_ms=1000).result == "done"
+
+
+def test_client_raising_timeout_is_error_timeout():
+    def fn(request):
+        raise RequestTimeoutError("client gave up")
+
+    result = Agent(model="m", model_client=fn).prompt("x")
+    assert result.subtype == "error_timeout" and str(result.error) == "client gave up"
+
+
+def test_request_signal_and_timeout_passed_to_client():
+    seen = {}
+
+    def fn(request):
+        seen["signal"] = request.signal
+        seen["timeout"] = request.timeout_ms
+        request.signal.wait(5)  # a cooperative client stops when told
+        return "late"
+
+    agent = Agent(model="m", model_client=fn, request_timeout_ms=80)
+    assert agent.prompt("x").subtype == "error_timeout"
+    assert seen["timeout"] == 80 and isinstance(seen["signal"], AbortSignal)
+    assert seen["signal"].aborted and isinstance(seen["signal"].reason, RequestTimeoutError)
+
+
+def test_request_signal_is_a_signal_without_query_signal():
+    seen = []
+    Agent(model="m", model_client=lambda r: seen.append(r.signal) or "ok").prompt("x")
+    assert isinstance(seen[0], AbortSignal) and not seen[0].aborted
+
+
+def test_interrupt_during_model_request():
+    started = threading.Event()
+    agent = Agent(model="m", model_client=hung_client(started))
+    threading.Thread(target=lambda: (started.wait(5), agent.interrupt())).start()
+    t0 = time.monotonic()
+    result = agent.prompt("x")
+    assert result.subtype == "interrupted" and result.is_error is False
+    assert time.monotonic() - t0 < 2
+    assert [m["role"] for m in agent.get_history()] == ["user"]
+
+
+def test_interrupt_during_tool_batch_lets_batch_finish():
+    entered, release = threading.Event(), threading.Event()
+    seen_signal = []
+
+    def work(args, context):
+        entered.set()
+        release.wait(5)
+        seen_signal.append(context.signal.aborted)
+        return "finished"
+
+    client = ScriptedModelClient([reply(tool_use("work", {}, "t1")), "never asked"])
+    agent = Agent(model="m", model_client=client,
+                  tools=[Tool("work", "W.", {"type": "object"}, work)])
+
+    def interrupter():
+        entered.wait(5)
+        agent.interrupt()
+        release.set()
+
+    threading.Thread(target=interrupter).start()
+    result = agent.prompt("x")
+    assert result.subtype == "interrupted"
+    assert len(client.requests) == 1 and seen_signal == [True]
+    history = agent.get_history()
+    assert history[-1]["content"][0]["content"] == "finished"
+    assert_well_formed(history)
+
+
+def test_interrupt_while_consumer_holds_assistant_message():
+    ran = []
+    agent = Agent(model="m", model_client=ScriptedModelClient([reply(tool_use("t", {}, "t1")), "next"]),
+                  tools=[Tool("t", "T.", {"type": "object"}, lambda a: ran.append(1) or "ran")])
+    messages = []
+    for message in agent.query("x"):
+        messages.append(message)
+        if message.type == "assistant":
+            agent.interrupt()
+    assert ran == [] and messages[-1].subtype == "interrupted"
+    assert "interrupted" in agent.get_history()[-1]["content"][0]["content"]
+    # the conversation goes on
+    assert agent.prompt("go on").result == "next"
+    assert_well_formed(agent.get_history())
+
+
+def test_interrupt_when_idle_is_noop_and_does_not_leak_into_next_query():
+    agent = Agent(model="m", model_client=ScriptedModelClient(["ok"]))
+    agent.interrupt()
+    assert agent.prompt("x").subtype == "success"
+
+
+def test_tool_context_signal_fires_on_abort():
+    fired = threading.Event()
+    started = threading.Event()
+
+    def cooperative(args, context):
+        started.set()
+        if context.signal.wait(5):
+            fired.set()
+        return "stopped early"
+
+    controller = AbortController()
+    agent = Agent(model="m", model_client=ScriptedModelClient([reply(tool_use("c", {}, "t1"))]),
+                  tools=[Tool("c", "C.", {"type": "object"}, cooperative)])
+    threading.Thread(target=lambda: (started.wait(5), controller.abort())).start()
+    assert agent.prompt("x", signal=controller.signal).subtype == "error_abort"
+    assert fired.wait(2)
+
+
+def test_reused_signal_does_not_pile_up_callbacks():
+    controller = AbortController()
+    agent = Agent(model="m", model_client=FunctionModelClient(lambda r: "ok"))
+    for _ in range(50):
+        agent.prompt("x", signal=controller.signal)
+    assert len(controller.signal._callbacks) == 0
