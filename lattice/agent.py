@@ -153,9 +153,10 @@ class Agent:
             loaded = self._history.load()  # a fail_on_error store raises: retried next time
             self._loaded = True
             self._history.replace(loaded or [], to_store=False)
-            repair = _repair(self._history.messages)
-            if repair is not None:
-                self._history.append(repair)
+            from .stores import repair_history
+
+            for message in repair_history(self._history.messages):
+                self._history.append(message)  # the store gets the repair too
 
     def get_history(self) -> List[Dict[str, Any]]:
         """A deep copy of the conversation."""
@@ -301,16 +302,6 @@ def _check_prompt(prompt: Any) -> None:
     if isinstance(prompt, list) and all(isinstance(b, dict) and "type" in b for b in prompt):
         return
     raise ValueError(f"prompt must be a str or a list of content blocks, got {prompt!r}")
-
-
-def _repair(history: List[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
-    """Resume repair: a transcript cut between a tool_use and its result."""
-    uses = unanswered_tool_uses(history)
-    if not uses:
-        return None
-    return {"role": "user", "content": [
-        tool_result(u.get("id", ""), "The call did not complete: the previous session ended "
-                    "before its result was recorded.", True) for u in uses]}
 
 
 def _result(end: End, loop: Loop, started: float) -> ResultMessage:
