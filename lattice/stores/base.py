@@ -1,0 +1,206 @@
+"""The history-store protocol, stores built from callables or kept in memory, and the
+one place store failures are turned into log lines or ``HistoryStoreError``.
+
+A store only raises ordinary exceptions (``OSError``, ``sqlite3.Error``, ``TypeError`` for
+a message that is not JSON-serialisable, ...). Whether a failure stops the conversation is
+decided by the caller through ``call_store``, so every store gets the same policy.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import os
+import threading
+from typing import Any, Callable, Dict, Iterable, List, Optional, Protocol, Union, runtime_checkable
+
+from ..errors import HistoryStoreError
+
+__all__ = [
+    "HistoryStore",
+    "define_history_store",
+    "MemoryHistoryStore",
+    "call_store",
+    "encode_message",
+    "resolve_path",
+    "Message",
+    "PathArg",
+]
+
+logger = logging.getLogger("lattice")
+
+Message = Dict[str, Any]
+"""One history entry: ``{"role": "user"|"assistant", "content": ...}``."""
+
+PathArg = Union[str, "os.PathLike[str]"]
+
+
+@runtime_checkable
+class HistoryStore(Protocol):
+    """Where an Agent's history is persisted.
+
+    ``load`` runs once per Agent, before its first query; every message entering the
+    history is passed to ``append``; compaction and ``replace_history`` call ``replace``.
+    With ``fail_on_error`` False (the default) a failing store is logged and the
+    conversation continues in memory; True makes the failure raise ``HistoryStoreError``.
+    """
+
+    fail_on_error: bool
+
+    def load(self) -> List[Message]:  # pragma: no cover - protocol
+        ...
+
+    def append(self, message: Message) -> None:  # pragma: no cover - protocol
+        ...
+
+    def replace(self, messages: List[Message]) -> None:  # pragma: no cover - protocol
+        ...
+
+
+def call_store(store: Any, method_name: str, *args: Any) -> Any:
+    """Call ``store.<method_name>(*args)`` under the store's error policy.
+
+    Returns what the method returned. On failure, raises ``HistoryStoreError`` (the cause
+    chained) when ``store.fail_on_error`` is true; otherwise logs a warning on the
+    ``lattice`` logger and returns None (for ``load``, the caller treats None as ``[]``).
+    """
+    try:
+        return getattr(store, method_name)(*args)
+    except Exception as exc:
+        if getattr(store, "fail_on_error", False):
+            raise HistoryStoreError(f"history store {method_name} failed: {exc}") from exc
+        logger.warning(
+            "history store %s failed; continuing with the in-memory history",
+            method_name,
+            exc_info=True,
+        )
+        return None
+
+
+_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+_COMPACT_ASCII = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"))
+
+
+def encode_message(message: Message) -> bytes:
+    """``message`` as compact UTF-8 JSON, for the stores that serialise.
+
+    Raises:
+        TypeError: ``message`` is not a dict, or holds something JSON cannot encode.
+    """
+    if not isinstance(message, dict):
+        raise TypeError(f"a history message must be a dict, got {type(message).__name__}")
+    try:
+        return _COMPACT.encode(message).encode("utf-8")
+    except UnicodeEncodeError:
+        # A lone surrogate (e.g. from undecodable tool output) has no UTF-8 form; its
+        # \uXXXX escape does, and loads back as the same string.
+        return _COMPACT_ASCII.encode(message).encode("ascii")
+
+
+def resolve_path(path: PathArg) -> str:
+    """``path`` as an absolute ``str`` with ``~`` expanded (no I/O).
+
+    Absolute at construction, so a later ``chdir`` in the host does not move the history.
+    """
+    raw = os.fspath(path)
+    if not isinstance(raw, str):
+        raise TypeError(f"path must be a str or os.PathLike[str], got {raw!r}")
+    return os.path.abspath(os.path.expanduser(raw))
+
+
+# -- a store from callables ----------------------------------------------------------
+
+
+class _CallableHistoryStore:
+    """What ``define_history_store`` returns: three optional callables and a flag."""
+
+    __slots__ = ("_load", "_append", "_replace", "fail_on_error")
+
+    def __init__(
+        self,
+        load: Optional[Callable[[], Optional[Iterable[Message]]]],
+        append: Optional[Callable[[Message], Any]],
+        replace: Optional[Callable[[List[Message]], Any]],
+        fail_on_error: bool,
+    ) -> None:
+        self._load = load
+        self._append = append
+        self._replace = replace
+        self.fail_on_error = fail_on_error
+
+    def load(self) -> List[Message]:
+        if self._load is None:
+            return []
+        loaded = self._load()
+        # A callable returning None means "nothing stored yet", like a missing file.
+        return [] if loaded is None else list(loaded)
+
+    def append(self, message: Message) -> None:
+        if self._append is not None:
+            self._append(message)
+
+    def replace(self, messages: List[Message]) -> None:
+        if self._replace is not None:
+            self._replace(messages)
+
+    def __repr__(self) -> str:
+        names = [n for n in ("load", "append", "replace") if getattr(self, "_" + n) is not None]
+        return f"<history store ({', '.join(names) or 'no callables'})>"
+
+
+def define_history_store(
+    load: Optional[Callable[[], Optional[Iterable[Message]]]] = None,
+    append: Optional[Callable[[Message], Any]] = None,
+    replace: Optional[Callable[[List[Message]], Any]] = None,
+    *,
+    fail_on_error: bool = False,
+) -> HistoryStore:
+    """Build a store from plain callables.
+
+    A missing ``load`` loads nothing (``[]``); a missing ``append`` or ``replace`` does
+    nothing. The callables receive the Agent's own dicts: copy them if you keep them.
+
+    Raises:
+        ValueError: an argument that is neither None nor callable (named in the message).
+    """
+    for name, fn in (("load", load), ("append", append), ("replace", replace)):
+        if fn is not None and not callable(fn):
+            raise ValueError(f"define_history_store: {name} must be callable or None, got {fn!r}")
+    return _CallableHistoryStore(load, append, replace, bool(fail_on_error))
+
+
+# -- in memory ----------------------------------------------------------------------
+
+
+class MemoryHistoryStore:
+    """Keeps the history in this process: for tests, and to share a history between Agents.
+
+    Every message is deep-copied on the way in and out, so later changes to the Agent's
+    dicts (or to what ``load`` returned) never alter what is stored. ``messages`` is the
+    stored list itself, for inspection.
+    """
+
+    def __init__(
+        self, messages: Optional[Iterable[Message]] = None, *, fail_on_error: bool = False
+    ) -> None:
+        self.messages: List[Message] = copy.deepcopy(list(messages or []))
+        self.fail_on_error = fail_on_error
+        self._lock = threading.Lock()
+
+    def load(self) -> List[Message]:
+        with self._lock:
+            return copy.deepcopy(self.messages)
+
+    def append(self, message: Message) -> None:
+        stored = copy.deepcopy(message)
+        with self._lock:
+            self.messages.append(stored)
+
+    def replace(self, messages: List[Message]) -> None:
+        stored = copy.deepcopy(list(messages))
+        with self._lock:
+            self.messages[:] = stored  # same list object, so a held reference stays live
+
+    def __repr__(self) -> str:
+        return f"MemoryHistoryStore(<{len(self.messages)} messages>)"

@@ -1,0 +1,274 @@
+"""SQLite history store: many sessions in one file, used from many threads and processes.
+
+One table, ``lattice_history(session_id, seq, message)`` keyed by ``(session_id, seq)``,
+``message`` holding the JSON text. The database runs in WAL mode, so readers never wait
+for the writer, and every connection waits up to 30 s for a lock instead of failing.
+
+Connections are borrowed from a small pool for one operation and given back. A
+thread-per-request server thus reuses a handful of connections rather than opening one per
+thread, and the stores made by ``with_session`` share one pool. ``sqlite3`` is imported on
+first use, so ``import lattice`` does not pay for it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import weakref
+from typing import TYPE_CHECKING, Any, List, Optional
+
+from .base import Message, PathArg, encode_message, logger, resolve_path
+
+if TYPE_CHECKING:
+    import sqlite3
+
+__all__ = ["SqliteHistoryStore"]
+
+_BUSY_TIMEOUT_S = 30.0
+_MAX_IDLE = 8  # connections kept open per pool; more are closed when given back
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS lattice_history (
+    session_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    message TEXT NOT NULL,
+    PRIMARY KEY (session_id, seq)
+)"""
+
+# One statement, so it runs as one write transaction: the write lock is taken before
+# MAX(seq) is read, and two appenders can never pick the same seq.
+_APPEND = """
+INSERT INTO lattice_history (session_id, seq, message)
+SELECT ?, COALESCE(MAX(seq), 0) + 1, ? FROM lattice_history WHERE session_id = ?"""
+
+
+class _Pool:
+    """Idle connections to one database file."""
+
+    def __init__(self, path: str, fsync: bool) -> None:
+        self.path = path
+        self.fsync = fsync
+        self._lock = threading.Lock()
+        self._idle: List[sqlite3.Connection] = []  # only ever changed in place: see below
+        self._pid = os.getpid()
+        self._generation = 0
+        # Connections inherited through fork: SQLite forbids using (or closing) them in
+        # the child, so they are only kept referenced, never touched.
+        self._inherited: List[sqlite3.Connection] = []
+        # A store nobody closed still closes its connections when it is collected
+        # (Python 3.13 warns about connections left to the garbage collector).
+        weakref.finalize(self, _close_all, self._idle)
+
+    def borrow(self) -> _Borrowed:
+        with self._lock:
+            if self._pid != os.getpid():
+                self._inherited.extend(self._idle)
+                self._idle.clear()
+                self._pid = os.getpid()
+            generation = self._generation
+            conn = self._idle.pop() if self._idle else None
+        return _Borrowed(self, conn if conn is not None else self._connect(), generation)
+
+    def give_back(self, conn: sqlite3.Connection, generation: int, ok: bool) -> None:
+        if ok and not conn.in_transaction:
+            with self._lock:
+                if generation == self._generation and len(self._idle) < _MAX_IDLE:
+                    self._idle.append(conn)
+                    return
+        # After an error the connection may be mid-transaction or broken: a new one is cheap.
+        conn.close()
+
+    def close(self) -> None:
+        with self._lock:
+            idle = self._idle[:]
+            self._idle.clear()
+            self._generation += 1  # connections out on loan are closed when given back
+        _close_all(idle)
+
+    def _connect(self) -> sqlite3.Connection:
+        import sqlite3
+
+        os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        # isolation_level=None: no implicit transactions; replace opens its own.
+        # check_same_thread=False: a pooled connection serves whichever thread borrows it
+        # (one at a time).
+        conn = sqlite3.connect(
+            self.path, timeout=_BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
+        )
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {int(_BUSY_TIMEOUT_S * 1000)}")
+            conn.execute("PRAGMA journal_mode = WAL")
+            # In WAL mode NORMAL survives a crash of the process; FULL also a power cut.
+            conn.execute(f"PRAGMA synchronous = {'FULL' if self.fsync else 'NORMAL'}")
+            conn.execute(_SCHEMA)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+
+def _close_all(connections: List[sqlite3.Connection]) -> None:
+    while connections:
+        connections.pop().close()
+
+
+class _Borrowed:
+    """``with pool.borrow() as conn``: a connection for one operation."""
+
+    __slots__ = ("pool", "conn", "generation")
+
+    def __init__(self, pool: _Pool, conn: sqlite3.Connection, generation: int) -> None:
+        self.pool = pool
+        self.conn = conn
+        self.generation = generation
+
+    def __enter__(self) -> sqlite3.Connection:
+        return self.conn
+
+    def __exit__(self, exc_type: Any, *rest: object) -> None:
+        self.pool.give_back(self.conn, self.generation, exc_type is None)
+
+
+class SqliteHistoryStore:
+    """The history of session ``session_id`` in the SQLite database at ``path``.
+
+    Creating the store touches nothing; the folder, file and table are created on first
+    use, and ``load`` of a missing file returns ``[]``. Safe to share between threads;
+    any number of processes may use the same file.
+
+    Args:
+        path: the database file (``str`` or path-like; ``~`` is expanded).
+        session_id: a non-empty string naming the conversation.
+        fail_on_error: make store failures raise ``HistoryStoreError`` from the Agent.
+        fsync: ``synchronous=FULL``, so a committed message survives a power cut
+            (default ``NORMAL``: it survives a crash of the process).
+    """
+
+    def __init__(
+        self,
+        path: PathArg,
+        session_id: str,
+        *,
+        fail_on_error: bool = False,
+        fsync: bool = False,
+    ) -> None:
+        if not isinstance(session_id, str) or not session_id:
+            raise ValueError(f"session_id must be a non-empty str, got {session_id!r}")
+        self.path = resolve_path(path)
+        self.session_id = session_id
+        self.fail_on_error = fail_on_error
+        self._pool = _Pool(self.path, fsync)
+
+    def __repr__(self) -> str:
+        return f"SqliteHistoryStore({self.path!r}, {self.session_id!r})"
+
+    def with_session(self, session_id: str) -> SqliteHistoryStore:
+        """A store for another session of the same file, sharing this one's connections."""
+        other = SqliteHistoryStore(
+            self.path, session_id, fail_on_error=self.fail_on_error, fsync=self._pool.fsync
+        )
+        other._pool = self._pool
+        return other
+
+    # -- the protocol ---------------------------------------------------------------
+
+    def load(self) -> List[Message]:
+        """The session's messages in order (rows that are not JSON objects are skipped
+        and counted in a warning)."""
+        if not os.path.exists(self.path):
+            return []  # loading must not create anything
+        with self._pool.borrow() as conn:
+            rows = conn.execute(
+                "SELECT message FROM lattice_history WHERE session_id = ? ORDER BY seq",
+                (self.session_id,),
+            ).fetchall()
+        messages: List[Message] = []
+        for (text,) in rows:
+            try:
+                message = json.loads(text)
+            except (TypeError, ValueError):
+                message = None
+            if isinstance(message, dict):
+                messages.append(message)
+        if len(messages) != len(rows):
+            logger.warning(
+                "skipped %d corrupt row(s) of session %r in %s",
+                len(rows) - len(messages),
+                self.session_id,
+                self.path,
+            )
+        return messages
+
+    def append(self, message: Message) -> None:
+        """Add one message at the end of the session."""
+        text = encode_message(message).decode("utf-8")  # before any I/O
+        with self._pool.borrow() as conn:
+            conn.execute(_APPEND, (self.session_id, text, self.session_id))
+
+    def replace(self, messages: List[Message]) -> None:
+        """Make the session hold exactly ``messages``, in one transaction."""
+        rows = [
+            (self.session_id, seq, encode_message(m).decode("utf-8"))
+            for seq, m in enumerate(messages, 1)
+        ]
+        with self._pool.borrow() as conn, _transaction(conn):
+            conn.execute("DELETE FROM lattice_history WHERE session_id = ?", (self.session_id,))
+            conn.executemany(
+                "INSERT INTO lattice_history (session_id, seq, message) VALUES (?, ?, ?)", rows
+            )
+
+    # -- sessions -------------------------------------------------------------------
+
+    def list_sessions(self) -> List[str]:
+        """Every session id with at least one message, sorted."""
+        if not os.path.exists(self.path):
+            return []
+        with self._pool.borrow() as conn:
+            rows = conn.execute(
+                "SELECT DISTINCT session_id FROM lattice_history ORDER BY session_id"
+            ).fetchall()
+        return [sid for (sid,) in rows]
+
+    def delete(self, session_id: Optional[str] = None) -> None:
+        """Remove every message of ``session_id`` (default: this store's session)."""
+        if not os.path.exists(self.path):
+            return
+        target = self.session_id if session_id is None else session_id
+        with self._pool.borrow() as conn:
+            conn.execute("DELETE FROM lattice_history WHERE session_id = ?", (target,))
+
+    def close(self) -> None:
+        """Close the pooled connections (new ones are opened if the store is used again)."""
+        self._pool.close()
+
+    def __enter__(self) -> SqliteHistoryStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+class _transaction:
+    """``BEGIN IMMEDIATE`` ... ``COMMIT``, or ``ROLLBACK`` on error.
+
+    IMMEDIATE takes the write lock up front: a deferred transaction that reads first could
+    find its snapshot stale when it starts writing, and that error does not wait.
+    """
+
+    __slots__ = ("conn",)
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def __enter__(self) -> None:
+        self.conn.execute("BEGIN IMMEDIATE")
+
+    def __exit__(self, exc_type: Any, *rest: object) -> None:
+        if exc_type is None:
+            self.conn.execute("COMMIT")
+            return
+        try:
+            self.conn.execute("ROLLBACK")
+        except Exception:
+            pass  # the first error matters; the connection is closed, not pooled, anyway
