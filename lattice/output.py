@@ -114,6 +114,8 @@ def build(tp: Any, data: Any) -> Any:
         return tp(**{k: build(hints.get(k, Any), v) for k, v in data.items() if k in names})
     if isinstance(tp, type) and issubclass(tp, enum.Enum):
         return tp(data)
+    if tp is float and isinstance(data, int) and not isinstance(data, bool):
+        return float(data)  # JSON has one number type; the dataclass asked for a float
     if origin in (list, set, frozenset) and isinstance(data, list):
         items = [build(args[0] if args else Any, v) for v in data]
         return origin(items) if origin is not list else items
