@@ -214,7 +214,7 @@ class Agent:
         settings = settings if not settings.include_partial_messages else QuerySettings(
             **{**settings.__dict__, "include_partial_messages": False})
         result: Any = None
-        for result in self._iterate(prompt, settings, as_signal(signal), gated=False):
+        for result in self._iterate(prompt, settings, as_signal(signal), gated=False):  # noqa: B007
             pass
         assert isinstance(result, ResultMessage)
         return result

@@ -12,6 +12,7 @@ import heapq
 import itertools
 import threading
 import time
+from functools import partial
 from typing import Any, Callable, List, Optional, Tuple, Union
 
 from .errors import AbortError
@@ -99,7 +100,7 @@ class AbortSignal:
 
     # -- constructors ---------------------------------------------------------------
     @staticmethod
-    def timeout(ms: Union[int, float]) -> "AbortSignal":
+    def timeout(ms: Union[int, float]) -> AbortSignal:
         """A signal that aborts itself with an ``AbortError``
         after ``ms`` milliseconds."""
         if isinstance(ms, bool) or not isinstance(ms, (int, float)) or ms < 0:
@@ -109,19 +110,23 @@ class AbortSignal:
         return controller.signal
 
     @staticmethod
-    def any(signals: "List[SignalLike]") -> "AbortSignal":
+    def any(signals: List[SignalLike]) -> AbortSignal:
         """A signal that fires when the first of ``signals`` fires (with its reason)."""
         controller = AbortController()
         for item in signals:
             sig = as_signal(item)
-            if isinstance(sig, _EventSignal):
+            if sig is None or isinstance(sig, _EventSignal):
                 raise TypeError("AbortSignal.any() takes AbortSignals, not threading.Event")
-            sig.add_callback(lambda s=sig: controller.abort(s.reason))
+            sig.add_callback(partial(_forward, controller, sig))
         return controller.signal
 
     def __repr__(self) -> str:
         state = f"aborted, reason={self._reason!r}" if self._aborted else "not aborted"
         return f"<AbortSignal {state}>"
+
+
+def _forward(controller: "AbortController", source: AbortSignal) -> None:
+    controller.abort(source.reason)
 
 
 class AbortController:

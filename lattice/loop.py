@@ -11,12 +11,20 @@ from __future__ import annotations
 import json
 import logging
 import threading
+from functools import partial
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 from . import compaction
 from .errors import AbortError, MissingOutputError, PromptTooLongError, RequestTimeoutError
-from .messages import AssistantMessage, StreamEvent, SystemMessage, UserMessage, text_of
-from .messages import tool_result, tool_uses_of
+from .messages import (
+    AssistantMessage,
+    StreamEvent,
+    SystemMessage,
+    UserMessage,
+    text_of,
+    tool_result,
+    tool_uses_of,
+)
 from .models.base import ModelRequest
 from .output import SUBMIT_OUTPUT_TOOL_NAME
 from .race import End, QueryRun, Stopped
@@ -154,7 +162,7 @@ class Loop:
                 self.check_stop()
                 continue
             uses = bool(tool_uses_of(reply["content"]))
-            self.run.commit(lambda: self.accept(reply), AssistantMessage(reply), gate=uses)
+            self.run.commit(partial(self.accept, reply), AssistantMessage(reply), gate=uses)
             return reply
 
     def accept(self, reply: Dict[str, Any]) -> None:
@@ -205,6 +213,7 @@ class Loop:
     def run_one(self, use: Dict[str, Any]) -> Tuple[Dict[str, Any], bool]:
         """Run one call; whatever happens becomes a tool_result."""
         use_id, name, args = use.get("id", ""), use.get("name", ""), use.get("input")
+        # args is checked to be a dict by validation_errors before the handler sees it
         tool = self.settings.tools.get(name)
         end_turn = False
         if tool is None:
@@ -218,7 +227,7 @@ class Loop:
             else:
                 context = ToolContext(self.run.controller.signal, use_id, self.agent)
                 try:
-                    content, is_error, end_turn = result_content(tool(args, context))
+                    content, is_error, end_turn = result_content(tool(args or {}, context))
                     block = tool_result(use_id, content, is_error)
                 except Exception as exc:
                     log.debug("tool %s raised", name, exc_info=True)

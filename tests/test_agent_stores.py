@@ -4,8 +4,14 @@ import logging
 import pytest
 from conftest import reply, tool_use
 
-from lattice import (Agent, HistoryStoreError, MemoryHistoryStore, Tool,
-                     create_jsonl_history_store, define_history_store)
+from lattice import (
+    Agent,
+    HistoryStoreError,
+    MemoryHistoryStore,
+    Tool,
+    create_jsonl_history_store,
+    define_history_store,
+)
 from lattice.testing import ScriptedModelClient, assert_well_formed
 
 echo = Tool("echo", "Echo.", {"type": "object"}, lambda a: "echoed")

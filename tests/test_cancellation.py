@@ -6,8 +6,7 @@ import time
 import pytest
 from conftest import reply, tool_use
 
-from lattice import (AbortController, AbortError, AbortSignal, Agent, RequestTimeoutError,
-                     Tool)
+from lattice import AbortController, AbortError, AbortSignal, Agent, RequestTimeoutError, Tool
 from lattice.testing import FunctionModelClient, ScriptedModelClient, assert_well_formed
 
 FOREVER = 30  # a hung client/tool sleeps this long; tests must finish far sooner

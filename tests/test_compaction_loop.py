@@ -4,8 +4,14 @@ import logging
 import pytest
 from conftest import reply, tool_use
 
-from lattice import (DEFAULT_COMPACTION_PROMPT, Agent, AutoCompact, MemoryHistoryStore,
-                     PromptTooLongError, Tool)
+from lattice import (
+    DEFAULT_COMPACTION_PROMPT,
+    Agent,
+    AutoCompact,
+    MemoryHistoryStore,
+    PromptTooLongError,
+    Tool,
+)
 from lattice.testing import FunctionModelClient, assert_well_formed
 
 BIG = {"input_tokens": 900, "output_tokens": 10}

@@ -6,7 +6,7 @@ from typing import List, Optional
 import pytest
 from conftest import reply, tool_use
 
-from lattice import (SUBMIT_OUTPUT_TOOL_NAME, Agent, MissingOutputError, OutputSchema, Tool)
+from lattice import SUBMIT_OUTPUT_TOOL_NAME, Agent, MissingOutputError, OutputSchema, Tool
 from lattice.testing import ScriptedModelClient, assert_well_formed
 
 try:
