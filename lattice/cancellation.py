@@ -196,6 +196,20 @@ class _Timers:
         self._heap: List[Tuple[float, int, List[Any]]] = []
         self._seq = itertools.count()
         self._thread: Optional[threading.Thread] = None
+        self._cancelled = 0
+
+    def cancel(self, entry: List[Any]) -> None:
+        with self._cond:
+            if entry[0] is None:
+                return
+            entry[0] = None
+            self._cancelled += 1
+            # Request deadlines are mostly cancelled long before they are due: drop the dead
+            # entries once they are most of the heap, so many queries don't grow it.
+            if self._cancelled > 64 and self._cancelled * 2 > len(self._heap):
+                self._heap = [item for item in self._heap if item[2][0] is not None]
+                heapq.heapify(self._heap)
+                self._cancelled = 0
 
     def schedule(self, delay: float, callback: Callback) -> List[Any]:
         entry: List[Any] = [callback]
@@ -217,11 +231,13 @@ class _Timers:
                     now = time.monotonic()
                     while self._heap and self._heap[0][2][0] is None:
                         heapq.heappop(self._heap)  # cancelled
+                        self._cancelled = max(0, self._cancelled - 1)
                     if self._heap and self._heap[0][0] <= now:
                         entry = heapq.heappop(self._heap)[2]
                         break
                     self._cond.wait(self._heap[0][0] - now if self._heap else None)
-            callback, entry[0] = entry[0], None
+            with self._cond:
+                callback, entry[0] = entry[0], None
             if callback is not None:
                 try:
                     callback()
@@ -245,9 +261,6 @@ def call_later(delay: float, callback: Callback) -> Callable[[], None]:
         with _timers_lock:
             if _timers is None:
                 _timers = _Timers()
-    entry = _timers.schedule(max(0.0, delay), callback)
-
-    def cancel() -> None:
-        entry[0] = None
-
-    return cancel
+    timers = _timers
+    entry = timers.schedule(max(0.0, delay), callback)
+    return partial(timers.cancel, entry)
