@@ -1,0 +1,196 @@
+"""Throughput of lattice.schema against jsonschema (and fastjsonschema when installed).
+
+Every (schema, instance) pair of the JSON-Schema-Test-Suite's required tests (remote-ref
+cases left out) is validated with one compiled validator per schema, for each library, in
+the same run. Pairs that any library cannot compile or that raise are left out for all,
+so every figure covers the same work.
+
+    python bench/schema_bench.py [--reps 30] [--drafts 2020-12 7] [--suite DIR]
+
+Neither jsonschema nor fastjsonschema is a dependency of lattice; missing ones are skipped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, Optional
+from urllib.parse import urldefrag, urljoin
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from lattice import schema  # noqa: E402
+
+DEFAULT_SUITE = Path(__file__).resolve().parents[1].parent / "shared/data/JSON-Schema-Test-Suite"
+DRAFT_DIRS = {"2020-12": "draft2020-12", "7": "draft7"}
+REMOTE = "http://localhost:1234/"
+TARGETS = {"2020-12": ("jsonschema", 5.0), "7": ("fastjsonschema", 0.5)}
+
+Factory = Callable[[Any], Callable[[Any], bool]]
+
+
+def _needs_remote(node: Any, draft: str) -> bool:
+    defined: set[str] = set()
+    wanted: set[str] = set()
+
+    def walk(n: Any, base: str) -> None:
+        if isinstance(n, list):
+            for item in n:
+                walk(item, base)
+        elif isinstance(n, dict):
+            if isinstance(n.get("$id"), str) and not (draft == "7" and "$ref" in n):
+                base = urldefrag(urljoin(base, n["$id"]))[0] or base
+                defined.add(base)
+            for key in ("$ref", "$dynamicRef", "$schema"):
+                if isinstance(n.get(key), str):
+                    wanted.add(urldefrag(urljoin(base, n[key]))[0])
+            for key, value in n.items():
+                if key not in ("enum", "const", "default", "examples"):
+                    walk(value, base)
+
+    walk(node, "")
+    return any(u.startswith(REMOTE) and u not in defined for u in wanted)
+
+
+def load_cases(suite: Path, draft: str) -> list[dict[str, Any]]:
+    root = suite / "tests" / DRAFT_DIRS[draft]
+    cases = []
+    for path in sorted(root.glob("*.json")):
+        if path.name == "refRemote.json":
+            continue
+        for case in json.loads(path.read_text(encoding="utf-8")):
+            if not _needs_remote(case["schema"], draft):
+                cases.append(case)
+    return cases
+
+
+def factories(draft: str) -> dict[str, Factory]:
+    found: dict[str, Factory] = {
+        "lattice": lambda s: schema.compile(s, draft=draft).is_valid,
+    }
+    try:
+        import jsonschema
+    except ImportError:
+        pass
+    else:
+        cls = jsonschema.Draft202012Validator if draft == "2020-12" else jsonschema.Draft7Validator
+        found["jsonschema"] = lambda s: cls(s).is_valid
+    if draft == "7":  # fastjsonschema implements drafts 4, 6 and 7 only
+        try:
+            import fastjsonschema
+        except ImportError:
+            pass
+        else:
+
+            def build(s: Any) -> Callable[[Any], bool]:
+                # No default-filling: it would write into the shared instances. (Its other
+                # switches, use_formats and detailed_exceptions, break many schemas in 2.22.)
+                check = fastjsonschema.compile(s, use_default=False)
+                error = fastjsonschema.JsonSchemaException
+
+                def is_valid(instance: Any) -> bool:
+                    try:
+                        check(instance)
+                    except error:
+                        return False
+                    return True
+
+                return is_valid
+
+            found["fastjsonschema"] = build
+    return found
+
+
+def prepare(
+    cases: list[dict[str, Any]], impls: dict[str, Factory]
+) -> tuple[dict[str, list[Any]], int]:
+    """Per library, a list of (validate, instance) pairs; only pairs every library handles."""
+    calls: dict[str, list[Any]] = {name: [] for name in impls}
+    dropped = 0
+    for case in cases:
+        built: dict[str, Optional[Callable[[Any], bool]]] = {}
+        for name, factory in impls.items():
+            try:
+                built[name] = factory(json.loads(json.dumps(case["schema"])))
+            except Exception:  # noqa: BLE001 - a library that cannot compile this schema
+                built[name] = None
+        for test in case["tests"]:
+            ok = True
+            for fn in built.values():
+                try:
+                    ok = ok and fn is not None and isinstance(fn(test["data"]), bool)
+                except Exception:  # noqa: BLE001
+                    ok = False
+            if not ok:
+                dropped += 1
+                continue
+            for name, fn in built.items():
+                calls[name].append((fn, test["data"], test["valid"]))
+    return calls, dropped
+
+
+def measure(pairs: list[Any], reps: int, repeat: int = 3) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        for _ in range(reps):
+            for fn, instance, _ in pairs:
+                fn(instance)
+        best = min(best, time.perf_counter() - start)
+    return len(pairs) * reps / best
+
+
+def run(suite: Path, draft: str, reps: int) -> None:
+    cases = load_cases(suite, draft)
+    impls = factories(draft)
+    calls, dropped = prepare(cases, impls)
+    n = len(calls["lattice"])
+    print(
+        f"draft {draft}: {len(cases)} schemas, {n} (schema, instance) pairs timed, "
+        f"{dropped} left out (some library could not compile or run them); {reps} reps"
+    )
+    rates = {}
+    for name, pairs in calls.items():
+        correct = sum(fn(instance) == valid for fn, instance, valid in pairs)
+        rates[name] = measure(pairs, reps)
+        rate = f"{rates[name]:>12,.0f} validations/s"
+        print(f"  {name:<15} {rate}   ({correct}/{n} as the suite expects)")
+    plain = [
+        (lambda x, s=c["schema"]: schema.is_valid(x, s, draft=draft), t["data"], t["valid"])
+        for c in cases
+        for t in c["tests"]
+    ]
+    print(
+        f"  {'lattice (plain)':<15} {measure(plain, reps):>12,.0f} validations/s   "
+        "(schema.is_valid(instance, schema) per call, cache lookup included)"
+    )
+    for other in rates:
+        if other != "lattice":
+            print(f"  lattice / {other}: {rates['lattice'] / rates[other]:.2f}x")
+    target_lib, target = TARGETS[draft]
+    if target_lib in rates:
+        ratio = rates["lattice"] / rates[target_lib]
+        verdict = "met" if ratio >= target else "NOT met"
+        print(f"  target: lattice >= {target}x {target_lib} -> {ratio:.2f}x, {verdict}")
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--suite", type=Path, default=DEFAULT_SUITE)
+    parser.add_argument("--reps", type=int, default=30)
+    parser.add_argument("--drafts", nargs="+", default=["2020-12", "7"], choices=list(DRAFT_DIRS))
+    args = parser.parse_args(argv)
+    if not (args.suite / "tests").is_dir():
+        print(f"JSON-Schema-Test-Suite not found at {args.suite}", file=sys.stderr)
+        return 1
+    print(f"python {sys.version.split()[0]}")
+    for draft in args.drafts:
+        run(args.suite, draft, args.reps)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,236 @@
+"""Applicators for the parts of an instance: object members and array items.
+
+Same shape as ``_keywords``: ``(env, value) -> Check | None``. Each returns a fast ``ok``
+that short-circuits and an ``errs`` that visits every part, extending the path with the
+property name or item index.
+"""
+
+from __future__ import annotations
+
+from itertools import islice
+from typing import Any, Callable, Optional
+
+from ._combinators import schema_list, schema_map
+from ._compiler import Check, Env, Node, Path
+from ._errors import ErrorDetail
+from ._json import ARRAY, OBJECT, short_json
+from ._regex import RegexError, compile_pattern
+
+__all__ = ["APPLICATORS", "positional_check", "rest_items_check", "pattern_searches"]
+
+Search = Callable[[str], Any]
+
+
+def pattern_searches(env: Env, patterns: Any) -> list[Search]:
+    if not isinstance(patterns, dict):
+        return []
+    try:
+        return [compile_pattern(p).search for p in patterns]
+    except RegexError as exc:
+        raise env.error(str(exc), "patternProperties") from None
+
+
+# -- objects ----------------------------------------------------------------------------
+
+
+def kw_properties(env: Env, value: Any) -> Optional[Check]:
+    nodes = schema_map(env, value, "properties")
+    pairs = tuple((k, n.call_ok()) for k, n in nodes.items() if n.schema is not True)
+    if not pairs:
+        return None
+    if len(pairs) == 1:
+        ((key, f),) = pairs
+        ok: Callable[[Any], bool] = lambda x: key not in x or f(x[key])  # noqa: E731
+    else:
+
+        def ok(x: Any) -> bool:
+            for k, f in pairs:
+                if k in x and not f(x[k]):
+                    return False
+            return True
+
+    def errs(x: Any, path: Path, out: list[ErrorDetail]) -> None:
+        for k, n in nodes.items():
+            if k in x:
+                n.errs(x[k], (*path, k), out)
+
+    return Check(OBJECT, ok, errs, "properties")
+
+
+def kw_pattern_properties(env: Env, value: Any) -> Check:
+    nodes = schema_map(env, value, "patternProperties")
+    rules = tuple(zip(pattern_searches(env, value), (n.call_ok() for n in nodes.values())))
+
+    def ok(x: Any) -> bool:
+        for k, v in x.items():
+            for search, f in rules:
+                if search(k) and not f(v):
+                    return False
+        return True
+
+    searched = tuple(zip((s for s, _ in rules), nodes.values()))
+
+    def errs(x: Any, path: Path, out: list[ErrorDetail]) -> None:
+        for k, v in x.items():
+            for search, n in searched:
+                if search(k):
+                    n.errs(v, (*path, k), out)
+
+    return Check(OBJECT, ok, errs, "patternProperties")
+
+
+def _allowed_names(known: Any, patterns: Any) -> str:
+    names = [str(k) for k in known][:20]
+    if isinstance(patterns, dict):
+        names += [f"names matching {short_json(p)}" for p in patterns]
+    return ", ".join(names) if names else "none"
+
+
+def kw_additional_properties(env: Env, value: Any) -> Check:
+    props = env.schema.get("properties")
+    known = frozenset(props) if isinstance(props, dict) else frozenset()
+    searches = tuple(pattern_searches(env, env.schema.get("patternProperties")))
+    node = env.sub(value, "additionalProperties")
+    f = node.call_ok()
+
+    def extra(k: str) -> bool:
+        return k not in known and not any(s(k) for s in searches)
+
+    if node.is_false and not searches:
+        ok: Callable[[Any], bool] = known.issuperset
+    elif node.is_false:
+        ok = lambda x: not any(extra(k) for k in x)  # noqa: E731
+    else:
+        ok = lambda x: all(f(v) for k, v in x.items() if extra(k))  # noqa: E731
+    names = props if isinstance(props, dict) else ()
+    allowed = _allowed_names(names, env.schema.get("patternProperties"))
+
+    def errs(x: Any, path: Path, out: list[ErrorDetail]) -> None:
+        for k, v in x.items():
+            if not extra(k):
+                continue
+            if node.is_false:
+                message = f"unexpected property {k!r} (allowed: {allowed})"
+                out.append(ErrorDetail(path, message, "additionalProperties"))
+            else:
+                node.errs(v, (*path, k), out)
+
+    return Check(OBJECT, ok, errs, "additionalProperties")
+
+
+def kw_property_names(env: Env, value: Any) -> Check:
+    node = env.sub(value, "propertyNames")
+    f = node.call_ok()
+
+    def errs(x: Any, path: Path, out: list[ErrorDetail]) -> None:
+        for k in x:
+            found: list[ErrorDetail] = []
+            node.errs(k, (), found)
+            for e in found:
+                message = f"property name {k!r} is invalid: {e.message}"
+                out.append(ErrorDetail(path, message, "propertyNames"))
+
+    return Check(OBJECT, lambda x: all(f(k) for k in x), errs, "propertyNames")
+
+
+# -- arrays -----------------------------------------------------------------------------
+
+
+def kw_prefix_items(env: Env, value: Any) -> Check:
+    return positional_check(schema_list(env, value, "prefixItems"), "prefixItems")
+
+
+def positional_check(nodes: list[Node], keyword: str) -> Check:
+    """Item ``i`` must match ``nodes[i]`` (``prefixItems``, draft-07 array ``items``)."""
+    oks = tuple(n.call_ok() for n in nodes)
+
+    def ok(x: Any) -> bool:
+        for f, v in zip(oks, x):
+            if not f(v):
+                return False
+        return True
+
+    def errs(x: Any, path: Path, out: list[ErrorDetail]) -> None:
+        for i, (n, v) in enumerate(zip(nodes, x)):
+            n.errs(v, (*path, i), out)
+
+    return Check(ARRAY, ok, errs, keyword)
+
+
+def rest_items_check(node: Node, start: int, keyword: str) -> Check:
+    """``node`` applied to every item from index ``start`` on (``items``/``additionalItems``)."""
+    f = node.call_ok()
+    if node.is_false:
+        ok: Callable[[Any], bool] = lambda x: len(x) <= start  # noqa: E731
+    elif start:
+        ok = lambda x: all(f(v) for v in islice(x, start, None))  # noqa: E731
+    else:
+
+        def ok(x: Any) -> bool:
+            for v in x:
+                if not f(v):
+                    return False
+            return True
+
+    def errs(x: Any, path: Path, out: list[ErrorDetail]) -> None:
+        if node.is_false and len(x) > start:
+            message = f"must have at most {start} items (got {len(x)}); extra items are not allowed"
+            out.append(ErrorDetail(path, message, keyword))
+            return
+        for i in range(start, len(x)):
+            node.errs(x[i], (*path, i), out)
+
+    return Check(ARRAY, ok, errs, keyword)
+
+
+def kw_items(env: Env, value: Any) -> Check:
+    if isinstance(value, list):  # draft-07 form, accepted for compatibility
+        from ._draft7 import kw_items as items7
+
+        return items7(env, value)
+    prefix = env.schema.get("prefixItems")
+    start = len(prefix) if isinstance(prefix, list) else 0
+    return rest_items_check(env.sub(value, "items"), start, "items")
+
+
+def kw_contains(env: Env, value: Any) -> Optional[Check]:
+    f = env.sub(value, "contains").call_ok()
+    lo, hi = 1, None
+    if env.draft != "7":
+        from ._keywords import _count
+
+        if "minContains" in env.schema:
+            lo = _count(env, env.schema["minContains"], "minContains")
+        if "maxContains" in env.schema:
+            hi = _count(env, env.schema["maxContains"], "maxContains")
+    if lo == 1 and hi is None:
+        ok: Callable[[Any], bool] = lambda x: any(f(v) for v in x)  # noqa: E731
+    else:
+
+        def ok(x: Any) -> bool:
+            n = sum(1 for v in x if f(v))
+            return lo <= n and (hi is None or n <= hi)
+
+    text = short_json(value, 80)
+
+    def errs(x: Any, path: Path, out: list[ErrorDetail]) -> None:
+        n = sum(1 for v in x if f(v))
+        if n < lo:
+            message = f"must contain at least {lo} item(s) matching {text} (found {n})"
+            out.append(ErrorDetail(path, message, "contains"))
+        elif hi is not None and n > hi:
+            message = f"must contain at most {hi} item(s) matching {text} (found {n})"
+            out.append(ErrorDetail(path, message, "maxContains"))
+
+    return Check(ARRAY, ok, errs, "contains")
+
+
+APPLICATORS: dict[str, Callable[[Env, Any], Optional[Check]]] = {
+    "properties": kw_properties,
+    "patternProperties": kw_pattern_properties,
+    "additionalProperties": kw_additional_properties,
+    "propertyNames": kw_property_names,
+    "prefixItems": kw_prefix_items,
+    "items": kw_items,
+    "contains": kw_contains,
+}

@@ -1,0 +1,76 @@
+"""What validation reports: one ``ErrorDetail`` per problem, gathered in a ``ValidationError``.
+
+Messages are written for a reader (often a language model) that must fix the instance:
+each names the place with a JSONPath-like path (``$.items[2].name``) and says what is
+wrong in plain words, quoting the offending value.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Union
+
+from ..errors import LatticeError
+
+__all__ = ["ErrorDetail", "ValidationError", "format_path"]
+
+PathItem = Union[str, int]
+_IDENTIFIER = re.compile(r"^[A-Za-z_$][A-Za-z0-9_$]*$")
+
+
+def format_path(path: Sequence[PathItem]) -> str:
+    """``$`` for the root, else ``$.items[2].name`` (odd keys as ``$['a b']``)."""
+    parts = ["$"]
+    for item in path:
+        if isinstance(item, int):
+            parts.append(f"[{item}]")
+        elif _IDENTIFIER.match(item):
+            parts.append(f".{item}")
+        else:
+            escaped = item.replace("\\", "\\\\").replace("'", "\\'")
+            parts.append(f"['{escaped}']")
+    return "".join(parts)
+
+
+class ErrorDetail:
+    """One problem: where it is (``path``, keys and indices), and what it is (``message``)."""
+
+    __slots__ = ("path", "message", "keyword")
+
+    def __init__(self, path: Sequence[PathItem], message: str, keyword: str = "") -> None:
+        self.path: list[PathItem] = list(path)
+        self.message = message
+        self.keyword = keyword
+
+    @property
+    def json_path(self) -> str:
+        """The path as text, e.g. ``$.items[2].name``."""
+        return format_path(self.path)
+
+    def __str__(self) -> str:
+        return f"{format_path(self.path)}: {self.message}"
+
+    def __repr__(self) -> str:
+        return f"ErrorDetail(path={self.path!r}, message={self.message!r})"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ErrorDetail):
+            return NotImplemented
+        return (self.path, self.message) == (other.path, other.message)
+
+    def __hash__(self) -> int:
+        return hash((tuple(self.path), self.message))
+
+
+class ValidationError(LatticeError, ValueError):
+    """An instance does not match its schema; ``.errors`` lists every problem found."""
+
+    def __init__(self, errors: Sequence[ErrorDetail]) -> None:
+        self.errors: list[ErrorDetail] = list(errors)
+        super().__init__("\n".join(str(e) for e in self.errors) or "instance is invalid")
+
+    @property
+    def message(self) -> str:
+        """All problems, one ``path: message`` per line (same as ``str()``)."""
+        return str(self)
