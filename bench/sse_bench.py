@@ -1,0 +1,192 @@
+"""SSE throughput: a 1 MB answer streamed as ~50k text deltas from a local server.
+
+Compares ``AnthropicClient`` (parse, assemble, return the reply) with floors that only
+read the same stream through ``requests`` and ``json.loads`` every event, in the same run:
+
+* floor A: ``iter_content(64 KiB)`` + ``split(b"\\n")`` + ``json.loads``;
+* floor B: ``iter_lines(chunk_size=64 KiB)`` + ``json.loads``;
+
+and reports the ratio to the faster of the two.
+
+Two wire shapes: the body in large HTTP chunks, and one ~event-sized chunk at a time (as
+the real API sends). The server runs in a child process so it does not share our GIL.
+The official ``anthropic`` SDK is timed too when it is installed.
+
+    python bench/sse_bench.py [--reps 5] [--deltas 50000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import multiprocessing
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, Dict, Iterator, List, Optional
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import requests  # noqa: E402
+
+from lattice.models.anthropic import AnthropicClient  # noqa: E402
+from lattice.models.base import ModelRequest  # noqa: E402
+from lattice.testing.mock_server import MockMessagesServer  # noqa: E402
+
+KEY = "sk-ant-bench-0123456789"
+
+
+def build_stream(deltas: int, piece: int) -> bytes:
+    def event(payload: Dict[str, object]) -> str:
+        return f"event: {payload['type']}\ndata: {json.dumps(payload)}\n\n"
+
+    start = {"type": "message_start", "message": {
+        "id": "msg_bench", "type": "message", "role": "assistant", "model": "claude-bench",
+        "content": [], "stop_reason": None, "stop_sequence": None,
+        "usage": {"input_tokens": 10, "output_tokens": 1}}}
+    parts = [event(start), event({"type": "content_block_start", "index": 0,
+                                  "content_block": {"type": "text", "text": ""}}),
+             event({"type": "ping"})]
+    text = ("lorem ipsum dolor sit amet " * (piece // 10 + 1))[:piece]
+    delta = event({"type": "content_block_delta", "index": 0,
+                   "delta": {"type": "text_delta", "text": text}})
+    parts.extend([delta] * deltas)
+    parts += [event({"type": "content_block_stop", "index": 0}),
+              event({"type": "message_delta", "delta": {"stop_reason": "end_turn"},
+                     "usage": {"output_tokens": deltas * 5}}),
+              event({"type": "message_stop"})]
+    return "".join(parts).encode("utf-8")
+
+
+def _serve(conn: Any, deltas: int, chunk_size: Optional[int]) -> None:
+    # In its own process, so the server's Python does not share our GIL.
+    body = build_stream(deltas, 20)
+    fault = MockMessagesServer.raw_sse(body, chunk_size=chunk_size)
+    with MockMessagesServer(record=False) as server:
+        server.add(*[fault] * 10_000)
+        conn.send(server.base_url)
+        conn.recv()  # until the parent is done
+
+
+@contextlib.contextmanager
+def server_process(deltas: int, chunk_size: Optional[int]) -> Iterator[str]:
+    ctx = multiprocessing.get_context("spawn")
+    parent, child = ctx.Pipe()
+    process = ctx.Process(target=_serve, args=(child, deltas, chunk_size), daemon=True)
+    process.start()
+    try:
+        yield parent.recv()
+    finally:
+        parent.send("stop")
+        process.join(10)
+
+
+def post(url: str) -> requests.Response:
+    return SESSION.post(url + "/v1/messages", json={"model": "m", "stream": True},
+                        headers={"x-api-key": KEY}, stream=True)
+
+
+def floor_split(url: str) -> int:
+    count, pending = 0, b""
+    with post(url) as response:
+        for chunk in response.iter_content(1 << 16):
+            lines = (pending + chunk).split(b"\n")
+            pending = lines.pop()
+            for line in lines:
+                if line.startswith(b"data:"):
+                    json.loads(line[5:])
+                    count += 1
+    return count
+
+
+def floor_iter_lines(url: str) -> int:
+    count = 0
+    with post(url) as response:
+        for line in response.iter_lines(chunk_size=1 << 16):
+            if line.startswith(b"data:"):
+                json.loads(line[5:])
+                count += 1
+    return count
+
+
+def lattice_client(url: str, expected_chars: int) -> Callable[[], int]:
+    client = AnthropicClient(KEY, url)
+    request = ModelRequest(model="m", messages=[{"role": "user", "content": "go"}])
+
+    def run() -> int:
+        reply = client.create(request)
+        text = reply["content"][0]["text"]
+        assert len(text) == expected_chars and reply["stop_reason"] == "end_turn", len(text)
+        return len(text)
+
+    return run
+
+
+def anthropic_sdk(url: str, expected_chars: int) -> Callable[[], int]:
+    import anthropic  # only when installed
+
+    client = anthropic.Anthropic(api_key=KEY, base_url=url, max_retries=0)
+
+    def run() -> int:
+        with client.messages.stream(model="m", max_tokens=10, messages=[
+                {"role": "user", "content": "go"}]) as stream:
+            message = stream.get_final_message()
+        text = message.content[0].text  # type: ignore[union-attr]
+        assert len(text) == expected_chars
+        return len(text)
+
+    return run
+
+
+def timed(fn: Callable[[], int], reps: int) -> float:
+    fn()  # warm up (connection, caches)
+    times = []
+    for _ in range(reps):
+        started = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--deltas", type=int, default=50_000)
+    args = parser.parse_args()
+    piece = 20
+    body = build_stream(args.deltas, piece)  # only for the sizes printed below
+    chars = args.deltas * piece
+    print(f"stream: {args.deltas} text deltas, {chars / 1e6:.2f} MB of text, "
+          f"{len(body) / 1e6:.2f} MB on the wire; median of {args.reps} runs\n")
+    rows: List[List[str]] = []
+    worst = 0.0
+    for shape, chunk_size in (("large chunks", None), ("one event per chunk", 130)):
+        with server_process(args.deltas, chunk_size) as url:
+            floor_a = timed(lambda: floor_split(url), args.reps)
+            floor_b = timed(lambda: floor_iter_lines(url), args.reps)
+            ours = timed(lattice_client(url, chars), args.reps)
+            try:
+                sdk = timed(anthropic_sdk(url, chars), args.reps)
+                sdk_cell = f"{sdk * 1e3:8.1f} ms ({sdk / min(floor_a, floor_b):.2f}x)"
+            except ImportError:
+                sdk_cell = "not installed"
+        ratio = ours / min(floor_a, floor_b)
+        worst = max(worst, ratio)
+        rows.append([shape, f"{floor_a * 1e3:8.1f} ms", f"{floor_b * 1e3:8.1f} ms",
+                     f"{ours * 1e3:8.1f} ms", f"{ratio:.2f}x", sdk_cell])
+    header = ["wire shape", "floor A split", "floor B iter_lines", "AnthropicClient",
+              "vs floor", "anthropic SDK"]
+    widths = [max(len(r[i]) for r in rows + [header]) for i in range(len(header))]
+    for row in [header, ["-" * w for w in widths]] + rows:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)))
+    verdict = "PASS" if worst <= 1.5 else "FAIL"
+    print(f"\nworst ratio to the faster floor: {worst:.2f}x (target <= 1.5x): {verdict}")
+    return 0
+
+
+SESSION = requests.Session()
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,358 @@
+"""Server-sent events of the Anthropic Messages API, decoded without any I/O.
+
+Three layers, each a pure function of its input, so tests feed them plain lists:
+
+* ``iter_lines(chunks)``: byte chunks -> lines. LF, CRLF and CR all end a line. We split
+  bytes, not text: ``str.splitlines`` would also split on U+2028 and friends, which are
+  legal inside JSON strings, and a UTF-8 character cut between two chunks is only decoded
+  once its whole line is there.
+* ``SSEDecoder.decode(line)``: lines -> a ``ServerSentEvent`` at each blank line.
+* ``MessageAccumulator.feed(event)``: event dicts -> the Messages API message object.
+
+``parse_stream(chunks, on_event)`` chains them.
+"""
+
+from __future__ import annotations
+
+import json
+from json.scanner import make_scanner
+from typing import (
+    Any,
+    Callable,
+    Dict,
+    Iterable,
+    Iterator,
+    List,
+    NamedTuple,
+    Optional,
+    Tuple,
+    Union,
+)
+
+from ..errors import APIConnectionError, error_class_for_type
+
+__all__ = [
+    "ServerSentEvent",
+    "SSEDecoder",
+    "MessageAccumulator",
+    "iter_lines",
+    "parse_stream",
+]
+
+EventCallback = Callable[[Dict[str, Any]], None]
+
+
+class ServerSentEvent(NamedTuple):
+    """One dispatched event: its ``event:`` name (or None) and its ``data:`` bytes."""
+
+    event: Optional[str]
+    data: bytes
+
+
+def iter_lines(chunks: Iterable[bytes]) -> Iterator[bytes]:
+    """Split byte chunks into lines without their terminators (LF, CRLF or CR)."""
+    pending = b""
+    first = True
+    for chunk in chunks:
+        if not chunk:
+            continue
+        if first:
+            first = False
+            if chunk.startswith(b"\xef\xbb\xbf"):  # a UTF-8 BOM may open the stream
+                chunk = chunk[3:]
+        data = pending + chunk if pending else chunk
+        hold = b""
+        if b"\r" in data:
+            if data.endswith(b"\r"):
+                # The LF of a CRLF may be in the next chunk: keep the CR until we know.
+                data, hold = data[:-1], b"\r"
+            data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        lines = data.split(b"\n")
+        pending = lines.pop() + hold
+        yield from lines
+    if pending:
+        yield pending[:-1] if pending.endswith(b"\r") else pending
+
+
+class SSEDecoder:
+    """The SSE state machine: ``decode(line)`` returns an event at each blank line.
+
+    Only ``event`` and ``data`` matter to the Messages API; ``id``, ``retry`` and unknown
+    fields are ignored, as are ``:`` comments (servers use them as keep-alives).
+    """
+
+    __slots__ = ("_event", "_data")
+
+    def __init__(self) -> None:
+        self._event: Optional[str] = None
+        self._data: List[bytes] = []
+
+    def decode(self, line: Union[bytes, str]) -> Optional[ServerSentEvent]:
+        """Feed one line (without its terminator); return an event when one is complete."""
+        if isinstance(line, str):
+            line = line.encode("utf-8")
+        if not line:
+            return self.flush()
+        if line[0] == 0x3A:  # ":" starts a comment
+            return None
+        name, colon, value = line.partition(b":")
+        if colon and value[:1] == b" ":
+            value = value[1:]
+        if name == b"data":
+            self._data.append(value)
+        elif name == b"event":
+            self._event = value.decode("utf-8", "replace")
+        return None
+
+    def flush(self) -> Optional[ServerSentEvent]:
+        """Dispatch what has been gathered (at a blank line, or when the stream ends)."""
+        data = self._data
+        event, self._event = self._event, None
+        if not data:
+            return None  # per the SSE spec, an event without data is dropped
+        self._data = []
+        return ServerSentEvent(event, data[0] if len(data) == 1 else b"\n".join(data))
+
+    def events(self, lines: Iterable[bytes]) -> Iterator[ServerSentEvent]:
+        """``decode`` over many byte lines, yielding each event.
+
+        The same rules with the common lines (``data:``, ``event:``, blank) handled inline:
+        this loop runs three times per streamed token, and a method call per line showed.
+        """
+        for line in lines:
+            if line.startswith(b"data:"):
+                self._data.append(line[6:] if line[5:6] == b" " else line[5:])
+            elif line.startswith(b"event:"):
+                value = line[7:] if line[6:7] == b" " else line[6:]
+                self._event = value.decode("utf-8", "replace")
+            elif line:
+                self.decode(line)
+            else:
+                event = self.flush()
+                if event is not None:
+                    yield event
+
+
+# -- assembling the message ------------------------------------------------------------
+
+# Deltas whose payload is appended to a field of the block, as (payload key, block field).
+# text_delta is handled first, on its own, in MessageAccumulator.feed.
+_APPENDING_DELTAS = {
+    "thinking_delta": ("thinking", "thinking"),
+    "input_json_delta": ("partial_json", "input"),
+    "compaction_delta": ("content", "content"),
+}
+
+
+class _Block:
+    """A content block as ``content_block_start`` gave it, plus the deltas seen since."""
+
+    __slots__ = ("block", "text", "parts", "citations", "signature")
+
+    def __init__(self, block: Dict[str, Any]) -> None:
+        self.block = dict(block)  # a copy: the caller's event dict stays as it was
+        self.text: List[str] = []  # text_delta, by far the most common, has its own list
+        self.parts: Dict[str, List[str]] = {}
+        self.citations: Optional[List[Any]] = None
+        self.signature: Optional[str] = None
+
+    def finish(self, stop_reason: Optional[str]) -> Dict[str, Any]:
+        block = self.block
+        if self.text:
+            block["text"] = (block.get("text") or "") + "".join(self.text)
+        for name, parts in self.parts.items():
+            joined = "".join(parts)
+            if name == "input":
+                block["input"] = _tool_input(joined, block, stop_reason)
+            else:
+                block[name] = (block.get(name) or "") + joined
+        if self.citations is not None:
+            block["citations"] = list(block.get("citations") or ()) + self.citations
+        if self.signature is not None:
+            block["signature"] = self.signature
+        return block
+
+
+def _tool_input(text: str, block: Dict[str, Any], stop_reason: Optional[str]) -> Any:
+    if not text.strip():
+        return {}
+    try:
+        return json.loads(text)
+    except ValueError:
+        if stop_reason == "max_tokens":
+            # The reply was cut mid-call. The loop never runs such a call (it answers it
+            # with an error), and ``{}`` keeps the block valid to send back next turn.
+            return {}
+        raise APIConnectionError(
+            f"malformed tool input JSON in stream for block {block.get('id')!r}: {text[:200]!r}"
+        ) from None
+
+
+class MessageAccumulator:
+    """Builds the Messages API message object from streamed event dicts.
+
+    Unknown event, block and delta types are ignored: a block stays as
+    ``content_block_start`` gave it plus the deltas we understand. Usage starts from
+    ``message_start`` and every non-null field of a ``message_delta`` usage replaces the
+    value so far (they are running totals, not increments).
+    """
+
+    __slots__ = ("_message", "_blocks", "_usage", "done")
+
+    def __init__(self) -> None:
+        self._message: Dict[str, Any] = {}
+        self._blocks: Dict[Any, _Block] = {}
+        self._usage: Dict[str, Any] = {}
+        self.done = False
+
+    def feed(self, event: Dict[str, Any]) -> None:
+        """Apply one event; raise the matching API error for an ``error`` event."""
+        kind = event.get("type")
+        if kind == "content_block_delta":
+            block = self._blocks.get(event.get("index"))
+            delta = event.get("delta")
+            if block is not None and isinstance(delta, dict):
+                if delta.get("type") == "text_delta":
+                    text = delta.get("text")
+                    if isinstance(text, str):
+                        block.text.append(text)
+                else:
+                    _apply_delta(block, delta)
+        elif kind == "content_block_start":
+            block = event.get("content_block")
+            if isinstance(block, dict):
+                self._blocks[event.get("index", len(self._blocks))] = _Block(block)
+        elif kind == "message_start":
+            self._start(event.get("message") or {})
+        elif kind == "message_delta":
+            self._message_delta(event)
+        elif kind == "message_stop":
+            self.done = True
+        elif kind == "error":
+            raise _error_from_event(event)
+        # ping, content_block_stop and unknown events change nothing
+
+    def _start(self, message: Dict[str, Any]) -> None:
+        self._message = {k: v for k, v in message.items() if k not in ("content", "usage")}
+        self._usage = dict(message.get("usage") or {})
+        for index, block in enumerate(message.get("content") or ()):
+            if isinstance(block, dict):
+                self._blocks[index] = _Block(block)
+
+    def _message_delta(self, event: Dict[str, Any]) -> None:
+        delta = event.get("delta")
+        if isinstance(delta, dict):
+            for key in ("stop_reason", "stop_sequence"):
+                if key in delta:
+                    self._message[key] = delta[key]
+        usage = event.get("usage")
+        if isinstance(usage, dict):
+            for key, value in usage.items():
+                if value is not None:
+                    self._usage[key] = value
+
+    def message(self) -> Dict[str, Any]:
+        """The finished message object; ``APIConnectionError`` if the stream was cut."""
+        if not self.done:
+            raise APIConnectionError("the stream ended before message_stop")
+        stop_reason = self._message.get("stop_reason")
+        message = dict(self._message)
+        message["content"] = [
+            self._blocks[index].finish(stop_reason) for index in sorted(self._blocks, key=_order)
+        ]
+        message["usage"] = dict(self._usage)
+        return message
+
+
+def _apply_delta(block: _Block, delta: Dict[str, Any]) -> None:
+    kind = delta.get("type")
+    appending = _APPENDING_DELTAS.get(kind)  # type: ignore[arg-type]
+    if appending is not None:
+        key, name = appending
+        value = delta.get(key)
+        if isinstance(value, str):
+            block.parts.setdefault(name, []).append(value)
+    elif kind == "signature_delta":
+        block.signature = delta.get("signature")  # sent whole: the last one wins
+    elif kind == "citations_delta":
+        if block.citations is None:
+            block.citations = []
+        block.citations.append(delta.get("citation"))
+
+
+def _order(index: Any) -> Any:
+    return (0, index) if isinstance(index, int) else (1, str(index))
+
+
+def _error_from_event(event: Dict[str, Any]) -> Exception:
+    error = event.get("error")
+    if not isinstance(error, dict):
+        error = {}
+    cls = error_class_for_type(error.get("type"))
+    message = error.get("message") or f"stream error event: {error.get('type') or 'unknown'}"
+    return cls(str(message), status_code=None, request_id=event.get("request_id"), body=event)
+
+
+def _load(sse: ServerSentEvent, scan: Callable[[str, int], Tuple[Any, int]]) -> Any:
+    """The event dict in ``sse.data`` (None for empty data); malformed data raises."""
+    try:
+        text = sse.data.decode("utf-8")
+        # The C scanner under json.loads, called directly: loads' type checks and regex
+        # passes cost more than the parse itself on a token-sized event.
+        event, end = scan(text, 0)
+        if end != len(text) and text[end:].strip():
+            raise ValueError("extra data")
+    except (StopIteration, ValueError):
+        event = _load_slowly(sse)
+        if event is None:
+            return None
+    if not isinstance(event, dict):
+        raise _malformed(sse)
+    if "type" not in event and sse.event:
+        event["type"] = sse.event
+    return event
+
+
+def _load_slowly(sse: ServerSentEvent) -> Any:
+    if not sse.data.strip():
+        return None  # "data:" with nothing in it carries no event
+    try:
+        return json.loads(sse.data)  # leading whitespace, odd encodings
+    except ValueError:
+        raise _malformed(sse) from None
+
+
+def _malformed(sse: ServerSentEvent) -> APIConnectionError:
+    return APIConnectionError(f"malformed data in stream event {sse.event!r}: {sse.data[:200]!r}")
+
+
+def parse_stream(
+    chunks: Iterable[bytes], on_event: Optional[EventCallback] = None
+) -> Dict[str, Any]:
+    """Read an SSE byte stream up to ``message_stop``; return the message object.
+
+    Each parsed event dict goes to ``on_event`` first. Stops reading at ``message_stop``
+    (the caller may drain the rest). Raises ``APIConnectionError`` for malformed data or a
+    stream that ends early, and the matching ``APIStatusError`` for an ``error`` event.
+    """
+    decoder = SSEDecoder()
+    accumulator = MessageAccumulator()
+    feed = accumulator.feed
+    scan = make_scanner(json.JSONDecoder())  # type: ignore[arg-type]  # one per stream: memo
+    for sse in decoder.events(iter_lines(chunks)):
+        event = _load(sse, scan)
+        if event is None:
+            continue
+        if on_event is not None:
+            on_event(event)
+        feed(event)
+        if accumulator.done:
+            return accumulator.message()
+    last = decoder.flush()  # tolerate a last event without its blank line
+    if last is not None:
+        event = _load(last, scan)
+        if event is not None:
+            if on_event is not None:
+                on_event(event)
+            feed(event)
+    return accumulator.message()
