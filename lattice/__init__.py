@@ -38,6 +38,7 @@ from .messages import (
     UserMessage,
 )
 from .models.base import ModelClient, ModelRequest
+from .models.retry import RetryPolicy
 from .output import SUBMIT_OUTPUT_TOOL_NAME, OutputSchema
 from .stores import (
     HistoryStore,
@@ -75,6 +76,7 @@ __all__ = [
     "ModelClient",
     "ModelRequest",
     "AnthropicClient",
+    "RetryPolicy",
     # history
     "HistoryStore",
     "define_history_store",

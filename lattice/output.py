@@ -84,8 +84,8 @@ def resolve_output_schema(value: Any) -> Optional[OutputSchema]:
         return OutputSchema(value)
     if isinstance(value, type) and callable(getattr(value, "model_validate", None)) \
             and callable(getattr(value, "model_json_schema", None)):
-        return OutputSchema(getattr(value, "model_json_schema")(),
-                            getattr(value, "model_validate"))
+        make, parse = value.model_json_schema, value.model_validate  # type: ignore[attr-defined]
+        return OutputSchema(make(), parse)
     parse = getattr(value, "parse", None)
     if callable(parse) and not isinstance(value, type):
         for name in ("json_schema", "model_json_schema"):
