@@ -125,7 +125,7 @@ class AbortSignal:
         return f"<AbortSignal {state}>"
 
 
-def _forward(controller: "AbortController", source: AbortSignal) -> None:
+def _forward(controller: AbortController, source: AbortSignal) -> None:
     controller.abort(source.reason)
 
 
