@@ -77,10 +77,9 @@ def _short(text: Optional[str], limit: int = 60) -> str:
     return repr(text if len(text) <= limit else text[: limit - 1] + "…")
 
 
-class AssistantMessage:
-    """A model reply, as it entered the history (``.message``)."""
+class _HistoryEntry:
+    """A yielded message that is a history dict (``.message``), shared, not copied."""
 
-    type = "assistant"
     __slots__ = ("message",)
 
     def __init__(self, message: Message) -> None:
@@ -89,6 +88,13 @@ class AssistantMessage:
     @property
     def content(self) -> Any:
         return self.message.get("content")
+
+
+class AssistantMessage(_HistoryEntry):
+    """A model reply, as it entered the history (``.message``)."""
+
+    type = "assistant"
+    __slots__ = ()
 
     @property
     def text(self) -> str:
@@ -120,18 +126,11 @@ class AssistantMessage:
         return f"<AssistantMessage text={_short(self.text)}{extra} stop={self.stop_reason}>"
 
 
-class UserMessage:
+class UserMessage(_HistoryEntry):
     """A user message the loop wrote (tool results); the prompt itself is not yielded."""
 
     type = "user"
-    __slots__ = ("message",)
-
-    def __init__(self, message: Message) -> None:
-        self.message = message
-
-    @property
-    def content(self) -> Any:
-        return self.message.get("content")
+    __slots__ = ()
 
     def __repr__(self) -> str:
         content = self.content
