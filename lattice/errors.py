@@ -5,6 +5,7 @@
     LatticeError
     ├── ConcurrentQueryError          a second query on a busy Agent (also from replace_history)
     ├── MissingOutputError            the model ended without submit_output
+    ├── MaxTurnsExceededError         the query reached max_turns (on ResultMessage.error)
     ├── RequestTimeoutError           a model request outlived its deadline (also TimeoutError)
     ├── AbortError                    the query's signal fired
     ├── HistoryStoreError             a store failed and fail_on_error=True
@@ -32,6 +33,7 @@ __all__ = [
     "LatticeError",
     "ConcurrentQueryError",
     "MissingOutputError",
+    "MaxTurnsExceededError",
     "RequestTimeoutError",
     "AbortError",
     "HistoryStoreError",
@@ -62,6 +64,10 @@ class ConcurrentQueryError(LatticeError):
 
 class MissingOutputError(LatticeError):
     """The model ended its turn without calling submit_output."""
+
+
+class MaxTurnsExceededError(LatticeError):
+    """The query made ``max_turns`` model requests without finishing."""
 
 
 class RequestTimeoutError(LatticeError, TimeoutError):

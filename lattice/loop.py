@@ -15,7 +15,13 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 from . import compaction
-from .errors import AbortError, MissingOutputError, PromptTooLongError, RequestTimeoutError
+from .errors import (
+    AbortError,
+    MaxTurnsExceededError,
+    MissingOutputError,
+    PromptTooLongError,
+    RequestTimeoutError,
+)
 from .messages import (
     AssistantMessage,
     StreamEvent,
@@ -87,11 +93,14 @@ class Loop:
         while True:
             self.check_stop()
             if self.turns >= self.settings.max_turns:
-                return Outcome("error_max_turns", is_error=True, result=self.last_text())
+                return Outcome("error_max_turns", is_error=True, result=self.last_text(),
+                               error=MaxTurnsExceededError(
+                                   f"reached max_turns={self.settings.max_turns} model requests"))
             self.maybe_compact()
             reply = self.next_reply()
             uses = tool_uses_of(reply["content"])
             if not uses:
+                self.check_stop()  # the consumer may have interrupted while holding it
                 return self.final_answer(reply)
             outcome = self.run_batch(reply, uses)
             if outcome is not None:
@@ -161,8 +170,7 @@ class Loop:
                 self.recover(exc)
                 self.check_stop()
                 continue
-            uses = bool(tool_uses_of(reply["content"]))
-            self.run.commit(partial(self.accept, reply), AssistantMessage(reply), gate=uses)
+            self.run.commit(partial(self.accept, reply), AssistantMessage(reply))
             return reply
 
     def accept(self, reply: Dict[str, Any]) -> None:

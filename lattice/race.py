@@ -128,14 +128,14 @@ class QueryRun:
             self._unlink = None
 
     # -- worker side -------------------------------------------------------------------
-    def commit(self, write: Optional[Callable[[], T]] = None, item: Any = None, *,
-               gate: bool = False) -> Optional[T]:
+    def commit(self, write: Optional[Callable[[], T]] = None, item: Any = None) -> Optional[T]:
         """Run ``write`` and hand ``item`` to the consumer, together, unless the query has
         ended (then raise ``Stopped``).
 
-        With ``gate``, wait until the consumer asks for the next item, so that what it does
-        while holding ``item`` (an interrupt, closing the generator) happens before the loop
-        goes on.
+        When gated (``query()``), wait until the consumer asks for the next item: a query
+        suspended at a ``yield`` is still running, so what the consumer does while holding
+        ``item`` (an interrupt, an abort, closing the generator) happens before the loop
+        goes on. ``prompt()`` has no consumer in between and never waits here.
         """
         with self.cond:
             if self.ended is not None:
@@ -146,7 +146,7 @@ class QueryRun:
                 self.queue.append(item)
                 self.emitted += 1
                 self.cond.notify_all()
-                if gate and self.gated:
+                if self.gated:
                     mine = self.emitted
                     while self.requested <= mine and self.ended is None:
                         self.cond.wait()
@@ -167,6 +167,9 @@ class QueryRun:
 
         with self.cond:
             if self.ended is not None:
+                raise Stopped
+            if self.interrupted:
+                self._end(End("interrupt"))
                 raise Stopped
             self.phase = MODEL
             self.request_no += 1
