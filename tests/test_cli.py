@@ -1,0 +1,249 @@
+"""The ``lattice`` command line: one-shot, --json, --session, chat, errors, Ctrl-C.
+
+Quick cases call ``main(argv)`` in this process; what needs a terminal-like process of its
+own (stdin, signals, resuming from a file in a new process) runs ``python -m lattice``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Dict, List, Tuple
+
+import pytest
+
+from lattice.cli import main
+from lattice.testing import MockMessagesServer
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def offline_env() -> Dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
+    env.pop("LATTICE_MODEL", None)
+    env["PYTHONPATH"] = str(ROOT)
+    env["PYTHONIOENCODING"] = "utf-8"
+    return env
+
+
+def lattice(*args: str, input: str = "", cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "lattice", *args], input=input, cwd=cwd,
+                          env=offline_env(), capture_output=True, text=True, timeout=30)
+
+
+@pytest.fixture
+def no_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL",
+                 "LATTICE_MODEL"):
+        monkeypatch.delenv(name, raising=False)
+
+
+# -- one-shot ----------------------------------------------------------------------------
+
+
+def test_one_shot_with_mock_streams_the_reply(no_key: None,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--mock", "hello", "there"]) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith("(mock) You said: 'hello there'.")
+    assert out.endswith("claude-sonnet-4-5.\n") and out.count("\n") == 1
+    assert err == ""
+
+
+def test_python_dash_m_lattice() -> None:
+    done = lattice("--mock", "--model", "my-model", "hi")
+    assert done.returncode == 0, done.stderr
+    assert "You said: 'hi'" in done.stdout and "my-model" in done.stdout
+
+
+def test_json_prints_the_result_message(no_key: None,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--mock", "--json", "--system", "Be kind.", "hi"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["type"] == "result" and result["subtype"] == "success"
+    assert result["is_error"] is False and result["error"] is None
+    assert "You said: 'hi'" in result["result"]
+    assert result["num_turns"] == 1 and result["usage"]["input_tokens"] > 0
+
+
+def test_model_default_comes_from_the_environment(no_key: None,
+                                                  monkeypatch: pytest.MonkeyPatch,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("LATTICE_MODEL", "env-model")
+    assert main(["--mock", "hi"]) == 0
+    assert "talk to env-model." in capsys.readouterr().out
+
+
+def test_prompt_from_stdin(no_key: None, monkeypatch: pytest.MonkeyPatch,
+                           capsys: pytest.CaptureFixture[str]) -> None:
+    import io
+
+    monkeypatch.setattr(sys, "stdin", io.StringIO("piped prompt\n"))
+    assert main(["--mock", "-"]) == 0
+    assert "You said: 'piped prompt'" in capsys.readouterr().out
+
+
+def test_session_resumes_across_processes(tmp_path: Path) -> None:
+    first = lattice("--mock", "--session", "talk.jsonl", "My name is Ada.", cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    assert "prompt 1 of this conversation" in first.stdout
+    second = lattice("--mock", "--session", "talk.jsonl", "What is my name?", cwd=tmp_path)
+    assert second.returncode == 0, second.stderr
+    assert "prompt 2 of this conversation" in second.stdout  # it was sent the first turn
+    lines = (tmp_path / "talk.jsonl").read_text().splitlines()
+    assert [json.loads(line)["role"] for line in lines] == ["user", "assistant"] * 2
+
+
+# -- errors ----------------------------------------------------------------------------
+
+
+def test_missing_api_key_says_how_to_fix_it(no_key: None,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["hello"]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert "no API key" in err and "export ANTHROPIC_API_KEY=" in err
+    assert "ANTHROPIC_AUTH_TOKEN" in err and "--mock" in err
+
+
+def test_missing_api_key_exit_code_from_a_process() -> None:
+    done = lattice("chat")
+    assert done.returncode == 2
+    assert "ANTHROPIC_API_KEY" in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--max-turns", "0", "hi"], "--max-turns must be a positive integer"),
+    (["--max-turns", "many", "hi"], "--max-turns must be a positive integer"),
+    (["--timeout-ms", "-5", "hi"], "--timeout-ms must be a positive integer"),
+    (["--mock-delay", "soon", "hi"], "--mock-delay must be a number"),
+    (["--base-url", "http://x", "hi"], "--mock runs its own server"),
+    ([], "give a prompt"),
+    (["--no-such-option", "hi"], "unrecognized arguments: --no-such-option"),
+])
+def test_bad_options(no_key: None, capsys: pytest.CaptureFixture[str], args: List[str],
+                     message: str) -> None:
+    assert main(["--mock", *args]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.startswith("usage: lattice")
+
+
+def test_bad_options_are_reported_before_a_missing_key(
+        no_key: None, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--max-turns", "0", "hi"]) == 2
+    err = capsys.readouterr().err
+    assert "--max-turns must be a positive integer" in err and "API key" not in err
+
+
+def test_bad_base_url_is_a_usage_error(no_key: None, monkeypatch: pytest.MonkeyPatch,
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-key-123")
+    assert main(["--base-url", "ftp://example.com", "hi"]) == 2
+    assert "base_url must be an http(s) URL" in capsys.readouterr().err
+
+
+def test_api_error_prints_class_and_message(no_key: None, monkeypatch: pytest.MonkeyPatch,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-key-123")
+    with MockMessagesServer([MockMessagesServer.error(401, "invalid x-api-key")]) as server:
+        assert main(["--base-url", server.base_url, "hi"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: AuthenticationError: invalid x-api-key (status 401")
+
+
+def test_error_result_exits_1(no_key: None, monkeypatch: pytest.MonkeyPatch,
+                              capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-key-123")
+    with MockMessagesServer([MockMessagesServer.delay(2.0, "late")]) as server:
+        assert main(["--base-url", server.base_url, "--timeout-ms", "100", "hi"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: error_timeout: RequestTimeoutError:")
+
+
+def test_version_and_help(capsys: pytest.CaptureFixture[str]) -> None:
+    import lattice
+
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out.strip() == f"lattice {lattice.__version__}"
+    assert main(["--help"]) == 0
+    out = capsys.readouterr().out
+    assert "--session FILE.jsonl" in out and "--mock-delay" not in out  # hidden: for tests
+
+
+# -- chat --------------------------------------------------------------------------------
+
+
+def test_chat_reads_lines_until_eof() -> None:
+    done = lattice("chat", "--mock", input="first line\n\nsecond line\n")
+    assert done.returncode == 0, done.stderr
+    replies = done.stdout.splitlines()
+    assert len(replies) == 2
+    assert "You said: 'first line'. That is prompt 1" in replies[0]
+    assert "You said: 'second line'. That is prompt 2" in replies[1]
+    assert "lattice chat" in done.stderr  # the banner goes to stderr, not the transcript
+
+
+def test_chat_exit_command_and_json_lines(tmp_path: Path) -> None:
+    done = lattice("chat", "--mock", "--json", "--session", "s.jsonl", input="one\n/exit\ntwo\n",
+                   cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    results = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [r["subtype"] for r in results] == ["success"]
+    resumed = lattice("chat", "--mock", "--session", "s.jsonl", input="", cwd=tmp_path)
+    assert "(resumed 2 messages from s.jsonl)" in resumed.stderr
+
+
+def _start_chat(*args: str) -> subprocess.Popen[str]:
+    process = subprocess.Popen([sys.executable, "-m", "lattice", "chat", "--mock", *args],
+                               cwd=ROOT, env=offline_env(), stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert process.stderr is not None
+    banner = process.stderr.readline()  # printed once the Ctrl-C handler is in place
+    assert banner.startswith("lattice chat"), banner
+    return process
+
+
+def _finish(process: subprocess.Popen[str]) -> Tuple[int, str, str]:
+    assert process.stdout is not None and process.stderr is not None
+    try:
+        code = process.wait(timeout=20)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    return code, process.stdout.read(), process.stderr.read()
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGINT to a child needs POSIX")
+def test_ctrl_c_interrupts_the_turn_and_chat_goes_on() -> None:
+    process = _start_chat("--mock-delay", "1.0")
+    assert process.stdin is not None
+    started = time.monotonic()
+    process.stdin.write("tell me a long story\n")
+    process.stdin.flush()
+    time.sleep(0.3)  # the first reply is now on its way (it takes 1 s)
+    process.send_signal(signal.SIGINT)
+    process.stdin.write("second prompt\n")
+    process.stdin.close()
+    code, out, err = _finish(process)
+
+    assert code == 0, err
+    assert "(interrupted)" in err and "Traceback" not in err
+    # The interrupted reply never arrived; the next prompt was read and answered, and the
+    # model was sent the whole conversation (both prompts).
+    assert "long story" not in out
+    assert "You said: 'second prompt'. That is prompt 2" in out
+    assert time.monotonic() - started < 1.3 + 1.0 + 5  # interrupted early, not after 1 s
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGINT to a child needs POSIX")
+def test_ctrl_c_while_idle_exits() -> None:
+    process = _start_chat()
+    process.send_signal(signal.SIGINT)  # waiting for input: quit
+    code, out, err = _finish(process)
+    assert code == 130
+    assert out == "" and "Traceback" not in err
