@@ -24,12 +24,12 @@ __all__ = ["Agent", "create_agent", "QuerySettings"]
 log = logging.getLogger("lattice")
 _UNSET: Any = object()
 
-NOT_RUN = {
-    "abort": "The call was not run: the query was aborted.",
-    "timeout": "The call was not run: the model request timed out.",
-    "interrupt": "The call was not run: the query was interrupted.",
-    "closed": "The call was not run: the caller stopped the query.",
-    "error": "The call was not run: the query failed.",
+WHY_NOT_ANSWERED = {
+    "abort": "the query was aborted",
+    "timeout": "the model request timed out",
+    "interrupt": "the query was interrupted",
+    "closed": "the caller stopped the query",
+    "error": "the query failed",
 }
 
 
@@ -272,9 +272,16 @@ class Agent:
             uses = unanswered_tool_uses(self._history.messages)
             if not uses:
                 return None
-            reason = NOT_RUN.get(end.kind, NOT_RUN["error"])
-            blocks = [run.partial.get(u.get("id", "")) or tool_result(u.get("id", ""), reason,
-                                                                      True) for u in uses]
+            why = WHY_NOT_ANSWERED.get(end.kind, WHY_NOT_ANSWERED["error"])
+            blocks = []
+            for use in uses:
+                use_id = use.get("id", "")
+                done = run.partial.get(use_id)
+                if done is None:
+                    what = ("was stopped before it finished (its result was discarded)"
+                            if use_id in run.started else "was not run")
+                    done = tool_result(use_id, f"The call {what}: {why}.", True)
+                blocks.append(done)
             message = {"role": "user", "content": blocks}
             self._history.append(message)
             return message

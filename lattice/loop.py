@@ -234,6 +234,7 @@ class Loop:
                                     True)
             else:
                 context = ToolContext(self.run.controller.signal, use_id, self.agent)
+                self.run.started.add(use_id)  # set.add is atomic: no lock on the hot path
                 try:
                     content, is_error, end_turn = result_content(tool(args or {}, context))
                     block = tool_result(use_id, content, is_error)

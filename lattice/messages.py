@@ -225,7 +225,8 @@ class ResultMessage:
     def _repr_markdown_(self) -> str:
         head = f"**{self.subtype}**" + (" (error)" if self.is_error else "")
         u = self.usage
-        meta = (f"{self.num_turns} turns · {self.duration_ms} ms · "
+        turns = "1 turn" if self.num_turns == 1 else f"{self.num_turns} turns"
+        meta = (f"{turns} · {self.duration_ms} ms · "
                 f"{u.input_tokens} in / {u.output_tokens} out tokens"
                 + (f" · stop: `{self.stop_reason}`" if self.stop_reason else ""))
         body = ""

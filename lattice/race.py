@@ -17,7 +17,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from typing import Any, Callable, Deque, Dict, Optional, TypeVar
+from typing import Any, Callable, Deque, Dict, Optional, Set, TypeVar
 
 from .cancellation import AbortController, AbortSignal, call_later, needs_polling
 
@@ -73,6 +73,7 @@ class QueryRun:
         self.deadline: Optional[float] = None
         self.interrupted = False
         self.partial: Dict[str, Dict[str, Any]] = {}  # tool_use_id -> result, this batch
+        self.started: Set[str] = set()  # tool_use_ids whose handler was called, this batch
         self.user_signal = signal
         self.poll = needs_polling(signal)
         # Fires on abort and on interrupt: ToolContext.signal and ModelRequest.signal.
@@ -223,6 +224,7 @@ class QueryRun:
                 raise Stopped
             self.phase = TOOLS
             self.partial = {}
+            self.started = set()
 
     def record(self, tool_use_id: str, block: Dict[str, Any]) -> None:
         with self.cond:
