@@ -19,11 +19,11 @@ where the short limits below will usually, not always, cut the replies off.
 
 from __future__ import annotations
 
-import os
 import threading
 import time
-from contextlib import ExitStack
 from typing import Any, Dict, List
+
+from _backend import model_options  # examples/_backend.py
 
 from lattice import AbortSignal, Agent, ToolContext, tool
 from lattice.testing import assert_well_formed
@@ -76,18 +76,7 @@ def timed(label: str, started: float, result: Any) -> None:
 
 
 def main() -> None:
-    with ExitStack() as stack:
-        if os.environ.get("ANTHROPIC_API_KEY"):
-            options: Dict[str, Any] = {"model": os.environ.get("LATTICE_MODEL",
-                                                               "claude-sonnet-4-5")}
-            print("(talking to the real API)")
-        else:
-            from lattice.testing import MockMessagesServer
-
-            server = stack.enter_context(MockMessagesServer([mock_model] * 10))
-            options = {"model": "mock-model", "base_url": server.base_url,
-                       "api_key": "offline-mock-key"}
-            print(f"(offline: mock Messages API at {server.base_url})")
+    with model_options([mock_model] * 10) as options:
 
         agent = Agent(**options, tools=[research])
 

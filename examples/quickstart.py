@@ -9,10 +9,10 @@ real HTTP on 127.0.0.1) unless ``ANTHROPIC_API_KEY`` is set; then it talks to th
 from __future__ import annotations
 
 import json
-import os
-from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any, Dict
+
+from _backend import model_options  # examples/_backend.py
 
 from lattice import Agent, tool
 
@@ -53,18 +53,7 @@ def mock_model(body: Dict[str, Any]) -> Dict[str, Any]:
 
 
 def main() -> None:
-    with ExitStack() as stack:
-        if os.environ.get("ANTHROPIC_API_KEY"):
-            options: Dict[str, Any] = {"model": os.environ.get("LATTICE_MODEL",
-                                                               "claude-sonnet-4-5")}
-            print("(talking to the real API)")
-        else:
-            from lattice.testing import MockMessagesServer
-
-            server = stack.enter_context(MockMessagesServer([mock_model] * 10))
-            options = {"model": "mock-model", "base_url": server.base_url,
-                       "api_key": "offline-mock-key"}
-            print(f"(offline: mock Messages API at {server.base_url})")
+    with model_options([mock_model] * 10) as options:
 
         agent = Agent(**options, tools=[get_weather], max_turns=5)
         for message in agent.query("What's the weather in Paris?"):

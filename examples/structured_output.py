@@ -13,11 +13,11 @@ then it talks to the real API (model from ``LATTICE_MODEL``, default ``claude-so
 
 from __future__ import annotations
 
-import os
 import re
-from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
+
+from _backend import model_options  # examples/_backend.py
 
 from lattice import Agent
 
@@ -80,18 +80,7 @@ def _find(pattern: str, text: str) -> Tuple[str, ...]:
 
 
 def main() -> None:
-    with ExitStack() as stack:
-        if os.environ.get("ANTHROPIC_API_KEY"):
-            options: Dict[str, Any] = {"model": os.environ.get("LATTICE_MODEL",
-                                                               "claude-sonnet-4-5")}
-            print("(talking to the real API)")
-        else:
-            from lattice.testing import MockMessagesServer
-
-            server = stack.enter_context(MockMessagesServer([mock_model] * 5))
-            options = {"model": "mock-model", "base_url": server.base_url,
-                       "api_key": "offline-mock-key"}
-            print(f"(offline: mock Messages API at {server.base_url})")
+    with model_options([mock_model] * 5) as options:
 
         agent = Agent(**options, output_schema=Meeting, max_turns=4,
                       system="Extract the meeting described by the user. Dates as "

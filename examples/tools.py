@@ -14,10 +14,10 @@ then it talks to the real API (model from ``LATTICE_MODEL``, default ``claude-so
 from __future__ import annotations
 
 import json
-import os
 import time
-from contextlib import ExitStack
 from typing import Any, Dict, List, Union
+
+from _backend import model_options  # examples/_backend.py
 
 from lattice import Agent, ToolContext, ToolResult, tool
 
@@ -98,18 +98,7 @@ def mock_model(body: Dict[str, Any]) -> Dict[str, Any]:
 
 
 def main() -> None:
-    with ExitStack() as stack:
-        if os.environ.get("ANTHROPIC_API_KEY"):
-            options: Dict[str, Any] = {"model": os.environ.get("LATTICE_MODEL",
-                                                               "claude-sonnet-4-5")}
-            print("(talking to the real API)")
-        else:
-            from lattice.testing import MockMessagesServer
-
-            server = stack.enter_context(MockMessagesServer([mock_model] * 10))
-            options = {"model": "mock-model", "base_url": server.base_url,
-                       "api_key": "offline-mock-key"}
-            print(f"(offline: mock Messages API at {server.base_url})")
+    with model_options([mock_model] * 10) as options:
 
         agent = Agent(**options, tools=TOOLS, parallel_tool_calls=True, max_turns=8,
                       system="You plan trips. Look up everything you need in as few turns "

@@ -46,7 +46,7 @@ Run = Tuple[int, str, str, float]
 
 
 def example_files() -> List[str]:
-    return sorted(p.name for p in EXAMPLES.glob("*.py"))
+    return sorted(p.name for p in EXAMPLES.glob("*.py") if not p.name.startswith("_"))
 
 
 def offline_env() -> Dict[str, str]:
