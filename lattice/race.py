@@ -61,7 +61,8 @@ class QueryRun:
 
     def __init__(self, signal: Optional[AbortSignal], *, gated: bool,
                  collect: bool = True) -> None:
-        self.cond = threading.Condition(threading.Lock())
+        # Re-entrant: a signal handler (SIGINT -> interrupt()) may run while this thread holds it.
+        self.cond = threading.Condition(threading.RLock())
         self.queue: Deque[Any] = deque()
         self.ended: Optional[End] = None
         self.gated = gated
