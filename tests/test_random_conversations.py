@@ -91,7 +91,7 @@ def test_random_cancellation_storm():
     made_replies = set()
     agents = []
     outcomes = {}
-    for i in range(1500):
+    for i in range(2500):
         if i % 5 == 0:
             agent = Agent(model="m", model_client=FunctionModelClient(
                 _script(rng, ids, sleep_max=0.003, marks=made_replies)),
