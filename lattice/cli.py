@@ -152,8 +152,8 @@ class _Session:
             raise KeyboardInterrupt
         self.interrupting = True
         # Not agent.interrupt() here: a handler runs on the main thread between two
-        # bytecodes, maybe while that thread holds the query's (non-reentrant) lock. A
-        # helper thread simply waits for the lock.
+        # bytecodes, maybe in the middle of the consumer's own critical section; a helper
+        # thread keeps the handler trivially safe.
         threading.Thread(target=self.agent.interrupt, name="lattice-cli-interrupt",
                          daemon=True).start()
 

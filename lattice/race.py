@@ -1,7 +1,8 @@
 """One running query: its loop in a worker thread, raced by the caller.
 
-The loop runs in one daemon worker per query, so a query costs one thread handoff, not one
-per turn. The caller's thread (the consumer of ``query()``) waits on one condition that is
+The loop runs in one daemon worker per query, so ``prompt()`` costs one thread handoff per
+query, not one per turn; ``query()`` pays one per yielded history message, because a query
+suspended at a ``yield`` is still running and waits for its consumer. The caller's thread (the consumer of ``query()``) waits on one condition that is
 woken by a yielded message, the loop's end, the abort signal, a request deadline (the shared
 timer thread) or ``interrupt()``: no busy polling, except for a bare ``threading.Event``
 signal, which cannot call back and is checked every ``EVENT_POLL_S``.
@@ -161,6 +162,7 @@ class QueryRun:
         with self.cond:
             if self.ended is None and self.collect:
                 self.queue.append(item)
+                self.emitted += 1  # the consumer counts it when it takes it: keep in step
                 self.cond.notify_all()
 
     def start_model(self, timeout_ms: Optional[int]) -> AbortSignal:

@@ -250,3 +250,24 @@ def test_reused_signal_does_not_pile_up_callbacks():
     for _ in range(50):
         agent.prompt("x", signal=controller.signal)
     assert len(controller.signal._callbacks) == 0
+
+
+def test_interrupt_holding_tool_reply_with_partial_messages():
+    """Stream events are handed out too: the lockstep must count them."""
+    from lattice.testing import MockMessagesServer
+
+    ran = []
+    tool_reply = reply(tool_use("t", {}, "t1"))
+    with MockMessagesServer([tool_reply, "next"]) as server:
+        agent = Agent(model="m", api_key="k", base_url=server.base_url,
+                      include_partial_messages=True,
+                      tools=[Tool("t", "T.", {"type": "object"}, lambda a: ran.append(1) or "x")])
+        messages = []
+        for message in agent.query("x"):
+            messages.append(message)
+            if message.type == "assistant":
+                time.sleep(0.1)  # a loop that ran ahead would run the batch meanwhile
+                agent.interrupt()
+        assert any(m.type == "stream_event" for m in messages)
+        assert ran == [] and messages[-1].subtype == "interrupted"
+        assert_well_formed(agent.get_history())
