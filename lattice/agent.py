@@ -227,17 +227,19 @@ class Agent:
 
     def _iterate(self, prompt: Any, settings: QuerySettings, signal: Any, *,
                  gated: bool) -> Iterator[Any]:
-        if not self._guard.acquire(blocking=False):
-            raise ConcurrentQueryError("this Agent is already running a query; create one "
-                                       "Agent per conversation")
         run: Optional[QueryRun] = None
         loop: Optional[Loop] = None
         released = False
+        if not self._guard.acquire(blocking=False):
+            raise ConcurrentQueryError("this Agent is already running a query; create one "
+                                       "Agent per conversation")
         try:
             started = time.monotonic()
-            self._ensure_loaded()
+            # The run exists before anything slow (the store's load), so an interrupt() from
+            # now on reaches this query.
             run = QueryRun(signal, gated=gated, collect=gated)
             self._run = run
+            self._ensure_loaded()
             self._history.append({"role": "user", "content": prompt})
             loop = Loop(self, run, settings)
             worker = threading.Thread(target=loop, name="lattice-query", daemon=True)
@@ -258,17 +260,23 @@ class Agent:
             yield result
         finally:
             if not released:
-                if run is not None and run.ended is None:
-                    run.end(End("closed"))
                 try:
-                    if run is not None and run.ended is not None:
-                        self._repair_tail(run.ended, run)
+                    if run is not None:
+                        try:
+                            if run.ended is None:
+                                run.end(End("closed"))
+                        finally:
+                            if run.ended is not None:
+                                self._repair_tail(run.ended, run)
                 finally:
                     self._release(run)
 
     def _repair_tail(self, end: End, run: QueryRun) -> Optional[Dict[str, Any]]:
         """Answer the calls of an unanswered last reply, so the history stays sendable."""
-        with run.cond:  # the worker can no longer write: the query has ended
+        with run.cond:
+            while run.writing:  # a write that began before the end completes first
+                run.cond.wait()
+            # The worker can no longer write (the query has ended), so the history is ours.
             uses = unanswered_tool_uses(self._history.messages)
             if not uses:
                 return None
@@ -283,14 +291,16 @@ class Agent:
                     done = tool_result(use_id, f"The call {what}: {why}.", True)
                 blocks.append(done)
             message = {"role": "user", "content": blocks}
-            self._history.append(message)
-            return message
+        self._history.append(message)  # store I/O without the lock (see QueryRun.commit)
+        return message
 
     def _release(self, run: Optional[QueryRun]) -> None:
-        if run is not None:
-            run.release()
-        self._run = None
-        self._guard.release()
+        try:
+            if run is not None:
+                run.release()
+        finally:  # even if a KeyboardInterrupt lands in run.release()
+            self._run = None
+            self._guard.release()
 
     def __repr__(self) -> str:
         s = self._settings

@@ -12,6 +12,7 @@ import heapq
 import itertools
 import threading
 import time
+import weakref
 from functools import partial
 from typing import Any, Callable, List, Optional, Tuple, Union
 
@@ -94,8 +95,21 @@ class AbortSignal:
             callbacks, self._callbacks = self._callbacks, []
             if self._event is not None:
                 self._event.set()
+        # One failing callback must not keep the others (e.g. a running query's) from
+        # hearing of the abort: an Exception is logged, a BaseException re-raised at the end.
+        error: Optional[BaseException] = None
         for callback in callbacks:
-            callback()
+            try:
+                callback()
+            except Exception:
+                import logging
+
+                logging.getLogger("lattice").exception("abort signal callback failed")
+            except BaseException as exc:  # noqa: B036 - re-raised below
+                if error is None:
+                    error = exc
+        if error is not None:
+            raise error
         return True
 
     # -- constructors ---------------------------------------------------------------
@@ -112,21 +126,42 @@ class AbortSignal:
     @staticmethod
     def any(signals: List[SignalLike]) -> AbortSignal:
         """A signal that fires when the first of ``signals`` fires (with its reason)."""
-        controller = AbortController()
+        sources: List[AbortSignal] = []
         for item in signals:
             sig = as_signal(item)
             if sig is None or isinstance(sig, _EventSignal):
                 raise TypeError("AbortSignal.any() takes AbortSignals, not threading.Event")
-            sig.add_callback(partial(_forward, controller, sig))
-        return controller.signal
+            sources.append(sig)
+        combined = AbortSignal()
+        # The sources hold only a weak reference to the combined signal, and forget their
+        # callbacks once it fires or is collected: a long-lived source (an app-wide shutdown
+        # signal) does not pile up one callback per call.
+        target = weakref.ref(combined)
+        links: List[Tuple[AbortSignal, Callback]] = [
+            (sig, partial(_forward, target, sig)) for sig in sources]
+        unlink = partial(_unlink, links)
+        weakref.finalize(combined, unlink)
+        combined.add_callback(unlink)
+        for sig, link in links:
+            sig.add_callback(link)
+        if combined.aborted:  # a source had fired: links added after that are dropped too
+            unlink()
+        return combined
 
     def __repr__(self) -> str:
         state = f"aborted, reason={self._reason!r}" if self._aborted else "not aborted"
         return f"<AbortSignal {state}>"
 
 
-def _forward(controller: AbortController, source: AbortSignal) -> None:
-    controller.abort(source.reason)
+def _forward(target: weakref.ref[AbortSignal], source: AbortSignal) -> None:
+    combined = target()
+    if combined is not None:
+        combined._fire(source.reason)
+
+
+def _unlink(links: List[Tuple[AbortSignal, Callback]]) -> None:
+    for sig, link in links:
+        sig.remove_callback(link)
 
 
 class AbortController:
@@ -241,7 +276,7 @@ class _Timers:
             if callback is not None:
                 try:
                     callback()
-                except Exception:  # pragma: no cover - a timer must never die
+                except BaseException:  # noqa: B036 - a timer must never die (no one to raise to)
                     import logging
 
                     logging.getLogger("lattice").exception("timer callback failed")

@@ -248,9 +248,13 @@ class Loop:
         """Run a batch in daemon threads (a hung tool must not block interpreter exit);
         results stay in tool_use order."""
         out: List[Any] = [None] * len(uses)
+        errors: List[BaseException] = []
 
         def work(i: int) -> None:
-            out[i] = self.run_one(uses[i])
+            try:
+                out[i] = self.run_one(uses[i])
+            except BaseException as exc:  # noqa: B036 - raised in the worker, as in sequence
+                errors.append(exc)
 
         threads = [threading.Thread(target=work, args=(i,), daemon=True,
                                     name="lattice-tool") for i in range(1, len(uses))]
@@ -259,6 +263,8 @@ class Loop:
         work(0)
         for thread in threads:
             thread.join()
+        if errors:
+            raise errors[0]
         return out
 
     # -- structured output -----------------------------------------------------------------

@@ -2,15 +2,18 @@
 
 The loop runs in one daemon worker per query, so ``prompt()`` costs one thread handoff per
 query, not one per turn; ``query()`` pays one per yielded history message, because a query
-suspended at a ``yield`` is still running and waits for its consumer. The caller's thread (the consumer of ``query()``) waits on one condition that is
-woken by a yielded message, the loop's end, the abort signal, a request deadline (the shared
-timer thread) or ``interrupt()``: no busy polling, except for a bare ``threading.Event``
-signal, which cannot call back and is checked every ``EVENT_POLL_S``.
+suspended at a ``yield`` is still running and waits for its consumer. The caller's thread
+(the consumer of ``query()``) waits on one condition that is woken by a yielded message,
+the loop's end, the abort signal, a request deadline (the shared timer thread) or
+``interrupt()``: no busy polling, except for a bare ``threading.Event`` signal, which
+cannot call back and is checked every ``EVENT_POLL_S``.
 
 Whoever decides the end first wins, under ``cond``: the worker finishing, an abort, a
 deadline, an interrupt during a model request, or the consumer closing the generator.
 After that ``commit`` refuses every write, so a late reply from a worker that lost the race
-can never enter the history; the consumer then repairs the history's tail.
+can never enter the history; the consumer then repairs the history's tail. The history
+write itself (store I/O included) runs outside ``cond``, so a slow store never stalls an
+abort or the shared timer thread; readers after the end wait for a write in progress.
 """
 
 from __future__ import annotations
@@ -70,6 +73,7 @@ class QueryRun:
         self.collect = collect  # False for prompt(): nobody reads the messages in between
         self.requested = 0  # items the consumer has asked for
         self.emitted = 0
+        self.writing = 0  # commits writing to the history right now (without ``cond``)
         self.phase = IDLE
         self.request_no = 0  # which model request a deadline belongs to
         self.deadline: Optional[float] = None
@@ -125,7 +129,11 @@ class QueryRun:
 
     def release(self) -> None:
         """Drop the link to the caller's signal (a long-lived signal must not pile up
-        callbacks from finished queries)."""
+        callbacks from finished queries), and cancel the deadline of a request the query
+        stopped waiting for (its timer would keep this run alive until it was due)."""
+        with self.cond:
+            done, self._request_done = self._request_done, _nothing
+        done()
         if self._unlink is not None:
             self._unlink()
             self._unlink = None
@@ -144,17 +152,30 @@ class QueryRun:
             if self.ended is not None:
                 raise Stopped
             self.phase = IDLE
+            # The write (history and store I/O) runs without ``cond``: an abort, a deadline
+            # (on the shared timer thread) or the consumer never waits for a slow store.
+            # The end may come meanwhile; the write still completes, and whoever reads or
+            # repairs the history after the end waits for it (``writing``).
+            self.writing += 1
+        try:
             written = write() if write is not None else None
-            if item is not None and self.collect:
-                self.queue.append(item)
-                self.emitted += 1
+        except BaseException:
+            with self.cond:
+                self.writing -= 1
                 self.cond.notify_all()
-                if self.gated:
-                    mine = self.emitted
-                    while self.requested <= mine and self.ended is None:
-                        self.cond.wait()
-                    if self.ended is not None:
-                        raise Stopped
+            raise
+        with self.cond:  # one acquisition: done writing, hand the item over, maybe wait
+            self.writing -= 1
+            if item is not None and self.collect:
+                self.queue.append(item)  # it is in the history: yield it, even after the end
+                self.emitted += 1
+            self.cond.notify_all()
+            if item is not None and self.collect and self.gated:
+                mine = self.emitted
+                while self.requested <= mine and self.ended is None:
+                    self.cond.wait()
+            if self.ended is not None:
+                raise Stopped
             return written
 
     def emit(self, item: Any) -> None:
@@ -202,7 +223,10 @@ class QueryRun:
             cancel_timer()
             parent.remove_callback(link)
 
-        self._request_done = done
+        with self.cond:
+            if self.ended is None:
+                self._request_done, done = done, _nothing
+        done()  # the query ended meanwhile: nothing else would cancel the timer
         return request.signal
 
     def finish_model(self) -> None:
@@ -239,8 +263,8 @@ class QueryRun:
         with self.cond:
             self.requested += 1
             self.cond.notify_all()
-            while not self.queue and self.ended is None:
-                if not self.poll:
+            while not self.queue and (self.ended is None or self.writing):
+                if not self.poll or self.ended is not None:
                     self.cond.wait()
                 elif not self.cond.wait(EVENT_POLL_S) and self.user_aborted():
                     break

@@ -4,6 +4,14 @@ Each example is run as its own process, the way a user runs it: no API key in th
 environment (so it takes its offline path, against the bundled mock server) and the repo
 root on ``PYTHONPATH`` (so it works without installing the package). The scripts start all
 at once, which keeps the module about as slow as the slowest example.
+
+Two checks depend on the wall clock: how long an example takes, and the lines of
+``cancellation.py`` that show a deadline cutting a tool off (its first model request must
+come back within the deadline). On a loaded machine (every example starting at once, other
+test runs beside this one) those can miss for reasons that are not the example's; such a
+miss is measured again with the example running alone, up to ``ATTEMPTS`` times in all.
+Anything else (an exit code, a traceback, a missing line that does not depend on timing)
+fails at once.
 """
 
 from __future__ import annotations
@@ -11,9 +19,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
-from typing import Dict, Iterator, List, Tuple
+from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
 import pytest
 
@@ -21,6 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
 TIMEOUT_S = 60
 SLOW_S = 3.0  # an example should stay quick to run
+ATTEMPTS = 3  # for the checks that depend on the wall clock (see the module docstring)
 
 # file name -> (extra command-line arguments, lines its output must contain)
 EXPECTED: Dict[str, Tuple[List[str], List[str]]] = {
@@ -41,6 +51,10 @@ EXPECTED: Dict[str, Tuple[List[str], List[str]]] = {
                              "3. agent.interrupt(): interrupted",
                              "afterwards: success", "all well-formed"]),
 }
+# Lines that only appear when the machine is quick enough (see the module docstring).
+TIMING_LINES: Dict[str, List[str]] = {
+    "cancellation.py": ["research noticed the signal"],
+}
 
 Run = Tuple[int, str, str, float]
 
@@ -57,29 +71,64 @@ def offline_env() -> Dict[str, str]:
     return env
 
 
+def start(name: str, tmp: Path) -> subprocess.Popen[str]:
+    args = [a.format(tmp=tmp) for a in EXPECTED.get(name, ([], []))[0]]
+    return subprocess.Popen(
+        [sys.executable, str(EXAMPLES / name), *args], cwd=tmp, env=offline_env(),
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, encoding="utf-8")
+
+
+def finish(process: subprocess.Popen[str], began: float) -> Run:
+    """Wait for ``process``; its own run time, measured when it ended."""
+    try:
+        out, err = process.communicate(timeout=TIMEOUT_S)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    return (process.returncode, out, err, time.monotonic() - began)
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dict[str, Run]]:
-    """Start every example at once; collect (exit code, stdout, stderr, seconds)."""
-    started: Dict[str, Tuple[subprocess.Popen[str], float]] = {}
+    """Start every example at once; collect (exit code, stdout, stderr, seconds).
+
+    Each process is waited for by its own thread, so an example's time is its own, not
+    that of the slowest example waited for before it.
+    """
+    results: Dict[str, Run] = {}
+    failures: List[BaseException] = []
+
+    def wait(name: str, process: subprocess.Popen[str], began: float) -> None:
+        try:
+            results[name] = finish(process, began)
+        except BaseException as exc:  # noqa: B036 - reported by the fixture
+            failures.append(exc)
+
+    waiters = []
     for name in example_files():
         tmp = tmp_path_factory.mktemp(name.replace(".py", ""))
-        args = [a.format(tmp=tmp) for a in EXPECTED.get(name, ([], []))[0]]
-        process = subprocess.Popen(
-            [sys.executable, str(EXAMPLES / name), *args], cwd=tmp, env=offline_env(),
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            text=True, encoding="utf-8")
-        started[name] = (process, time.monotonic())
-    results: Dict[str, Run] = {}
-    try:
-        for name, (process, began) in started.items():
-            out, err = process.communicate(timeout=TIMEOUT_S)
-            results[name] = (process.returncode, out, err, time.monotonic() - began)
-        yield results
-    finally:
-        for process, _ in started.values():
-            if process.poll() is None:
-                process.kill()
-                process.communicate()
+        process = start(name, tmp)
+        waiters.append(threading.Thread(target=wait, args=(name, process, time.monotonic())))
+    for waiter in waiters:
+        waiter.start()
+    for waiter in waiters:
+        waiter.join()
+    if failures:
+        raise failures[0]
+    yield results
+
+
+@pytest.fixture(scope="module")
+def alone(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Run]:
+    """Run one example by itself (the retry for a check that depends on the clock)."""
+
+    def run(name: str) -> Run:
+        tmp = tmp_path_factory.mktemp(name.replace(".py", "") + "-alone")
+        return finish(start(name, tmp), time.monotonic())
+
+    return run
 
 
 def test_every_example_is_checked() -> None:
@@ -89,17 +138,39 @@ def test_every_example_is_checked() -> None:
     assert not gone, f"EXPECTED names examples that do not exist: {gone}"
 
 
-@pytest.mark.parametrize("name", example_files())
-def test_example_runs_offline(name: str, runs: Dict[str, Run]) -> None:
-    code, out, err, seconds = runs[name]
-    assert code == 0, f"{name} exited {code}\nstdout:\n{out}\nstderr:\n{err}"
-    assert "offline" in out or name in ("resume_jsonl.py", "wsgi_app.py")
-    for line in EXPECTED[name][1]:
-        assert line in out, f"{name}: {line!r} not in its output:\n{out}"
-    assert "Traceback" not in err, err
+def output_problem(name: str, run: Run) -> Tuple[Optional[str], bool]:
+    """What is wrong with ``run`` (None if nothing), and whether it may be the clock's fault."""
+    code, out, err, _ = run
+    if code != 0:
+        return f"{name} exited {code}\nstdout:\n{out}\nstderr:\n{err}", False
+    if "Traceback" in err:
+        return f"{name} wrote a traceback:\n{err}", False
+    if not ("offline" in out or name in ("resume_jsonl.py", "wsgi_app.py")):
+        return f"{name} did not take its offline path:\n{out}", False
+    missing = [line for line in EXPECTED[name][1] if line not in out]
+    if missing:
+        timing = all(line in TIMING_LINES.get(name, []) for line in missing)
+        return f"{name}: {missing} not in its output:\n{out}", timing
+    return None, False
 
 
 @pytest.mark.parametrize("name", example_files())
-def test_example_is_quick(name: str, runs: Dict[str, Run]) -> None:
-    # Measured with every example running at once, so this is a generous bound.
-    assert runs[name][3] < SLOW_S * 2, f"{name} took {runs[name][3]:.1f} s"
+def test_example_runs_offline(name: str, runs: Dict[str, Run],
+                              alone: Callable[[str], Run]) -> None:
+    problem, timing = output_problem(name, runs[name])
+    attempt = 1
+    while problem is not None and timing and attempt < ATTEMPTS:
+        attempt += 1
+        problem, timing = output_problem(name, alone(name))
+    assert problem is None, f"(attempt {attempt} of {ATTEMPTS}) {problem}"
+
+
+@pytest.mark.parametrize("name", example_files())
+def test_example_is_quick(name: str, runs: Dict[str, Run],
+                          alone: Callable[[str], Run]) -> None:
+    # The first measurement has every example running at once: a generous bound. A miss
+    # is measured again with the example alone (a loaded machine is not the example's fault).
+    times = [runs[name][3]]
+    while times[-1] >= SLOW_S * 2 and len(times) < ATTEMPTS:
+        times.append(alone(name)[3])
+    assert min(times) < SLOW_S * 2, f"{name} took {', '.join(f'{t:.1f}' for t in times)} s"

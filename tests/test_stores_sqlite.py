@@ -252,10 +252,17 @@ def test_replace_racing_an_appender(tmp_path):
     thread.start()
     import time
 
+    def wait_for_appends(count):  # events would change the appender's pace; poll instead
+        deadline = time.monotonic() + 30
+        while len(appended) < count and time.monotonic() < deadline:
+            time.sleep(0.001)
+
+    wait_for_appends(1)  # the replaces really race the appender
     for k in range(20):
         store.replace([{"role": "user", "summary": k}])
         time.sleep(0.002)
-    time.sleep(0.01)
+    # A few appends surely started after the last replace (however busy the machine).
+    wait_for_appends(len(appended) + 3)
     stop.set()
     thread.join()
     loaded = store.load()

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 import weakref
 from typing import TYPE_CHECKING, Any, List, Optional
 
@@ -98,14 +99,49 @@ class _Pool:
         )
         try:
             conn.execute(f"PRAGMA busy_timeout = {int(_BUSY_TIMEOUT_S * 1000)}")
-            conn.execute("PRAGMA journal_mode = WAL")
-            # In WAL mode NORMAL survives a crash of the process; FULL also a power cut.
-            conn.execute(f"PRAGMA synchronous = {'FULL' if self.fsync else 'NORMAL'}")
-            conn.execute(_SCHEMA)
+            _set_up(conn, self.fsync)
         except BaseException:
             conn.close()
             raise
         return conn
+
+
+def _set_up(conn: sqlite3.Connection, fsync: bool) -> None:
+    """WAL mode, the synchronous level and the table, waiting out other connections.
+
+    The busy timeout does not cover all of it: while another connection turns a new
+    (still rollback-journal) file into WAL, or writes to it, ``PRAGMA journal_mode = WAL``
+    fails with "database is locked" at once, without waiting. Many threads or processes
+    opening a new file together hit that, so a busy error is retried here, up to the
+    same 30 s any other statement waits.
+    """
+    import sqlite3
+
+    deadline = time.monotonic() + _BUSY_TIMEOUT_S
+    pause = 0.001
+    while True:
+        try:
+            # Once the file is in WAL mode (the usual case) setting it again is not needed.
+            if str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
+                conn.execute("PRAGMA journal_mode = WAL")
+            # In WAL mode NORMAL survives a crash of the process; FULL also a power cut.
+            conn.execute(f"PRAGMA synchronous = {'FULL' if fsync else 'NORMAL'}")
+            conn.execute(_SCHEMA)
+            return
+        except sqlite3.OperationalError as exc:
+            if not _is_busy(exc) or time.monotonic() + pause > deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.05)
+
+
+def _is_busy(exc: Exception) -> bool:
+    """SQLITE_BUSY or SQLITE_LOCKED (by code where Python reports it, else by message)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if isinstance(code, int):
+        return code & 0xFF in (5, 6)
+    text = str(exc).lower()
+    return "locked" in text or "busy" in text
 
 
 def _close_all(connections: List[sqlite3.Connection]) -> None:
