@@ -29,7 +29,9 @@ class AbortSignal:
     __slots__ = ("_lock", "_aborted", "_reason", "_callbacks", "_event", "__weakref__")
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        # Re-entrant: abort() may be called from a signal handler that interrupted this
+        # very thread inside one of these critical sections.
+        self._lock = threading.RLock()
         self._aborted = False
         self._reason: Any = None
         self._callbacks: List[Callback] = []
