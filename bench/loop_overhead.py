@@ -2,7 +2,8 @@
 
 A 50-turn and a 500-turn tool loop against ``FunctionModelClient``: microseconds per turn
 (median of several runs), and the ratio 500/50 (per-turn cost must not grow with history).
-Both ``prompt()`` and iterating ``query()`` are measured.
+Both ``prompt()`` and iterating ``query()`` are measured, and the cost of one thread
+handoff round trip in the same run (the floor of ``query()``'s lockstep).
 
     python bench/loop_overhead.py [--repeat 5]
 """
@@ -54,6 +55,35 @@ def per_turn_us(turns: int, mode: str) -> float:
     return elapsed / turns * 1e6
 
 
+def handoff_round_trip_us(n: int = 20_000) -> float:
+    """The floor for query(): one thread handoff there and back on a Condition."""
+    import threading
+
+    cond = threading.Condition()
+    state = [0]
+
+    def other() -> None:
+        for _ in range(n):
+            with cond:
+                while state[0] != 1:
+                    cond.wait()
+                state[0] = 2
+                cond.notify()
+
+    thread = threading.Thread(target=other)
+    thread.start()
+    t0 = time.perf_counter()
+    for _ in range(n):
+        with cond:
+            state[0] = 1
+            cond.notify()
+            while state[0] != 2:
+                cond.wait()
+    elapsed = time.perf_counter() - t0
+    thread.join()
+    return elapsed / n * 1e6
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repeat", type=int, default=7)
@@ -68,6 +98,11 @@ def main() -> None:
             print(f"{mode:8} {turns:>6} {figures[turns]:>18.1f}")
         print(f"{mode:8} ratio 500/50 = {figures[500] / figures[50]:.2f} "
               f"(target <= 1.5; target < 100 us/turn)")
+    trip = handoff_round_trip_us()
+    print(f"thread handoff round trip here: {trip:.1f} us. prompt() makes one per query; "
+          "query() waits for its consumer at each yielded message (SPEC 5: a suspended "
+          "query is still running), i.e. two round trips per tool turn, "
+          f"floor ~{2 * trip:.0f} us/turn.")
 
 
 if __name__ == "__main__":
