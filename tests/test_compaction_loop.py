@@ -189,3 +189,35 @@ def test_dict_and_true_forms():
     assert agent_for(Model([]), auto_compact=True)._settings.auto_compact == AutoCompact()
     agent = agent_for(Model([]), auto_compact={"threshold_tokens": 10})
     assert agent._settings.auto_compact.threshold_tokens == 10
+
+
+@pytest.mark.parametrize("keep", range(0, 9))
+def test_sweep_every_request_after_compaction_is_well_formed(keep):
+    """Random conversations through the Agent, compacting often: every request the model
+    receives (summary requests included) is one the API accepts."""
+    import random
+
+    rng = random.Random(keep)
+    counter = [0]
+
+    def model(request):
+        if is_summary(request):
+            return reply("SUMMARY", usage=SUMMARY_USAGE)
+        counter[0] += 1
+        n = counter[0]
+        usage = BIG if rng.random() < 0.4 else SMALL
+        if rng.random() < 0.6:
+            calls = [tool_use("echo", {}, f"t{n}_{j}") for j in range(rng.randint(1, 3))]
+            return reply(*(["thinking aloud"] if rng.random() < 0.5 else []), *calls, usage=usage)
+        return reply(f"answer {n}", usage=usage)
+
+    client = FunctionModelClient(model)
+    agent = Agent(model="m", model_client=client, tools=[echo], max_turns=50,
+                  auto_compact=AutoCompact(threshold_tokens=500, keep_recent_messages=keep))
+    for _ in range(12):
+        agent.prompt("next step")
+    compactions = sum(1 for r in client.requests if is_summary(r))
+    assert compactions > 0
+    for request in client.requests:
+        assert_well_formed(request.messages, strict_roles=True)
+    assert_well_formed(agent.get_history(), strict_roles=True)
