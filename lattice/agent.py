@@ -6,12 +6,12 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Union
 
 from . import compaction
 from .cancellation import SignalLike, as_signal
-from .errors import AbortError, ConcurrentQueryError, RequestTimeoutError
+from .errors import ConcurrentQueryError
 from .loop import Loop
 from .messages import ResultMessage, UserMessage, tool_result, unanswered_tool_uses
 from .models.base import ModelClient, ModelRequest, as_model_client
@@ -178,10 +178,12 @@ class Agent:
             self._guard.release()
 
     # -- queries ---------------------------------------------------------------------------
-    def _settings_for(self, signal: Any, request_timeout_ms: Any, max_turns: Any,
-                      max_tokens: Any) -> QuerySettings:
-        s = self._settings
-        changes: Dict[str, Any] = {}
+    def _prepare(self, prompt: Any, signal: Any, request_timeout_ms: Any, max_turns: Any,
+                 max_tokens: Any, **fixed: Any) -> QuerySettings:
+        """Check a query's prompt and overrides (ValueError naming them) before it starts."""
+        _check_prompt(prompt)
+        as_signal(signal)
+        changes: Dict[str, Any] = dict(fixed)
         if request_timeout_ms is not _UNSET:
             changes["request_timeout_ms"] = _positive_int(
                 "request_timeout_ms", request_timeout_ms, allow_none=True)
@@ -189,19 +191,14 @@ class Agent:
             changes["max_turns"] = _positive_int("max_turns", max_turns)
         if max_tokens is not None:
             changes["max_tokens"] = _positive_int("max_tokens", max_tokens)
-        as_signal(signal)  # ValueError for a wrong type, before anything starts
-        if not changes:
-            return s
-        copy = QuerySettings(**{**s.__dict__, **changes})
-        return copy
+        return replace(self._settings, **changes) if changes else self._settings
 
     def query(self, prompt: Union[str, List[Dict[str, Any]]], *,
               signal: Optional[SignalLike] = None, request_timeout_ms: Any = _UNSET,
               max_turns: Optional[int] = None, max_tokens: Optional[int] = None) -> Iterator[Any]:
         """Run one query; yields ``AssistantMessage``, ``UserMessage`` (tool results),
         ``SystemMessage``, ``StreamEvent`` and, last, the ``ResultMessage``."""
-        _check_prompt(prompt)
-        settings = self._settings_for(signal, request_timeout_ms, max_turns, max_tokens)
+        settings = self._prepare(prompt, signal, request_timeout_ms, max_turns, max_tokens)
         return self._iterate(prompt, settings, as_signal(signal), gated=True)
 
     def prompt(self, prompt: Union[str, List[Dict[str, Any]]], *,
@@ -209,10 +206,11 @@ class Agent:
                max_turns: Optional[int] = None, max_tokens: Optional[int] = None
                ) -> ResultMessage:
         """Run one query to its end and return the ``ResultMessage``."""
-        _check_prompt(prompt)
-        settings = self._settings_for(signal, request_timeout_ms, max_turns, max_tokens)
-        settings = settings if not settings.include_partial_messages else QuerySettings(
-            **{**settings.__dict__, "include_partial_messages": False})
+        # Nobody sees stream events here: don't produce them.
+        quiet = {"include_partial_messages": False} if \
+            self._settings.include_partial_messages else {}
+        settings = self._prepare(prompt, signal, request_timeout_ms, max_turns, max_tokens,
+                                 **quiet)
         result: Any = None
         for result in self._iterate(prompt, settings, as_signal(signal), gated=False):  # noqa: B007
             pass
@@ -337,9 +335,6 @@ def _result(end: End, loop: Loop, started: float) -> ResultMessage:
     text = loop.last_text()
     if end.kind == "interrupt":
         return ResultMessage("interrupted", result=text, **common)
-    if end.kind == "timeout":
-        error = end.error if end.error is not None else RequestTimeoutError("timed out")
-        return ResultMessage("error_timeout", is_error=True, result=text, error=error, **common)
-    error = end.error if isinstance(end.error, AbortError) else AbortError(str(end.error or
-                                                                               "aborted"))
-    return ResultMessage("error_abort", is_error=True, result=text, error=error, **common)
+    # Timeouts carry a RequestTimeoutError, aborts an AbortError (QueryRun made them).
+    subtype = "error_timeout" if end.kind == "timeout" else "error_abort"
+    return ResultMessage(subtype, is_error=True, result=text, error=end.error, **common)

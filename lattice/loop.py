@@ -98,9 +98,9 @@ class Loop:
                                    f"reached max_turns={self.settings.max_turns} model requests"))
             self.maybe_compact()
             reply = self.next_reply()
+            self.check_stop()  # what the consumer did while holding the reply comes first
             uses = tool_uses_of(reply["content"])
             if not uses:
-                self.check_stop()  # the consumer may have interrupted while holding it
                 return self.final_answer(reply)
             outcome = self.run_batch(reply, uses)
             if outcome is not None:
@@ -110,7 +110,7 @@ class Loop:
     def check_stop(self) -> None:
         """Abort and interrupt are honoured before every model request and tool batch."""
         if self.run.user_aborted():
-            self.run.end(End("abort", AbortError("aborted")))
+            self.run.abort_from_user()
             raise Stopped
         if self.run.interrupted:
             self.run.end(End("interrupt"))
@@ -191,7 +191,6 @@ class Loop:
 
     # -- tools -----------------------------------------------------------------------------
     def run_batch(self, reply: Dict[str, Any], uses: List[Dict[str, Any]]) -> Optional[Outcome]:
-        self.check_stop()
         if reply.get("stop_reason") == "max_tokens":
             self.write_results([tool_result(u["id"], TRUNCATED, True) for u in uses])
             return None

@@ -24,6 +24,7 @@ from collections import deque
 from typing import Any, Callable, Deque, Dict, Optional, Set, TypeVar
 
 from .cancellation import AbortController, AbortSignal, call_later, needs_polling
+from .errors import AbortError, LatticeError, RequestTimeoutError
 
 __all__ = ["QueryRun", "End", "Stopped"]
 
@@ -87,7 +88,7 @@ class QueryRun:
         self._unlink: Optional[Callable[[], None]] = None
         self._request_done: Callable[[], None] = _nothing
         if signal is not None and not self.poll:
-            callback = signal.add_callback(self._on_user_abort)
+            callback = signal.add_callback(self.abort_from_user)
             self._unlink = lambda: signal.remove_callback(callback)
 
     # -- the end ---------------------------------------------------------------------
@@ -109,17 +110,15 @@ class QueryRun:
     def user_aborted(self) -> bool:
         return self.user_signal is not None and self.user_signal.aborted
 
-    def _on_user_abort(self) -> None:
-        from .errors import AbortError
-
+    def abort_from_user(self) -> None:
+        """End the query because the caller's signal fired, with an ``AbortError`` that
+        carries its reason."""
         reason = self.user_signal.reason if self.user_signal is not None else None
         self.end(End("abort", reason if isinstance(reason, AbortError) else
                      AbortError(str(reason) if reason is not None else "aborted")))
 
     def interrupt(self) -> None:
         """During a model request: end now. Otherwise: the loop ends at its next check."""
-        from .errors import LatticeError
-
         with self.cond:
             self.interrupted = True
             if self.phase == MODEL:
@@ -188,8 +187,6 @@ class QueryRun:
 
     def start_model(self, timeout_ms: Optional[int]) -> AbortSignal:
         """Enter a model request; returns its signal (fires on abort, interrupt, deadline)."""
-        from .errors import RequestTimeoutError
-
         with self.cond:
             if self.ended is not None:
                 raise Stopped
@@ -231,8 +228,6 @@ class QueryRun:
 
     def finish_model(self) -> None:
         """Leave the model request: a reply that comes after the deadline lost the race."""
-        from .errors import RequestTimeoutError
-
         with self.cond:
             if self.ended is not None:
                 raise Stopped
@@ -272,8 +267,6 @@ class QueryRun:
                 return self.queue.popleft()
             if self.ended is not None:
                 return None
-        from .errors import AbortError
-
-        self.end(End("abort", AbortError("aborted")))  # a polled Event fired
+        self.abort_from_user()  # a polled Event fired
         with self.cond:
             return self.queue.popleft() if self.queue else None

@@ -271,3 +271,17 @@ def test_interrupt_holding_tool_reply_with_partial_messages():
         assert any(m.type == "stream_event" for m in messages)
         assert ran == [] and messages[-1].subtype == "interrupted"
         assert_well_formed(agent.get_history())
+
+
+def test_abort_reason_reaches_the_result():
+    mine = AbortError("the user left")
+    controller = AbortController()
+    controller.abort(mine)
+    agent = Agent(model="m", model_client=ScriptedModelClient(["never"]))
+    assert agent.prompt("x", signal=controller.signal).error is mine
+    started = threading.Event()
+    controller = AbortController()
+    agent = Agent(model="m", model_client=hung_client(started))
+    threading.Thread(target=lambda: (started.wait(5), controller.abort("shutting down"))).start()
+    result = agent.prompt("x", signal=controller.signal)
+    assert isinstance(result.error, AbortError) and str(result.error) == "shutting down"
