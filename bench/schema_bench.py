@@ -18,41 +18,19 @@ import sys
 import time
 from pathlib import Path
 from typing import Any, Callable, Optional
-from urllib.parse import urldefrag, urljoin
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+
+from suite_adapter import needs_remote  # noqa: E402
 
 from lattice import schema  # noqa: E402
 
-DEFAULT_SUITE = Path(__file__).resolve().parents[1].parent / "shared/data/JSON-Schema-Test-Suite"
+DEFAULT_SUITE = ROOT.parent / "shared/data/JSON-Schema-Test-Suite"
 DRAFT_DIRS = {"2020-12": "draft2020-12", "7": "draft7"}
-REMOTE = "http://localhost:1234/"
 TARGETS = {"2020-12": ("jsonschema", 5.0), "7": ("fastjsonschema", 0.5)}
 
 Factory = Callable[[Any], Callable[[Any], bool]]
-
-
-def _needs_remote(node: Any, draft: str) -> bool:
-    defined: set[str] = set()
-    wanted: set[str] = set()
-
-    def walk(n: Any, base: str) -> None:
-        if isinstance(n, list):
-            for item in n:
-                walk(item, base)
-        elif isinstance(n, dict):
-            if isinstance(n.get("$id"), str) and not (draft == "7" and "$ref" in n):
-                base = urldefrag(urljoin(base, n["$id"]))[0] or base
-                defined.add(base)
-            for key in ("$ref", "$dynamicRef", "$schema"):
-                if isinstance(n.get(key), str):
-                    wanted.add(urldefrag(urljoin(base, n[key]))[0])
-            for key, value in n.items():
-                if key not in ("enum", "const", "default", "examples"):
-                    walk(value, base)
-
-    walk(node, "")
-    return any(u.startswith(REMOTE) and u not in defined for u in wanted)
 
 
 def load_cases(suite: Path, draft: str) -> list[dict[str, Any]]:
@@ -62,7 +40,7 @@ def load_cases(suite: Path, draft: str) -> list[dict[str, Any]]:
         if path.name == "refRemote.json":
             continue
         for case in json.loads(path.read_text(encoding="utf-8")):
-            if not _needs_remote(case["schema"], draft):
+            if not needs_remote(case["schema"], draft):
                 cases.append(case)
     return cases
 

@@ -11,44 +11,17 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from typing import Any
-from urllib.parse import urldefrag, urljoin
 
 import pytest
+from suite_adapter import needs_remote
 
 from lattice import schema
 
 SUITE = Path(__file__).resolve().parents[1].parent / "shared/data/JSON-Schema-Test-Suite/tests"
 DRAFTS = {"2020-12": "draft2020-12", "7": "draft7"}
-REMOTE = "http://localhost:1234/"
 GENERIC = "instance does not match the schema"
 
 pytestmark = pytest.mark.skipif(not SUITE.is_dir(), reason="../shared/data is not available")
-
-
-def _needs_remote(node: Any, draft: str) -> bool:
-    """Whether a schema points at a localhost:1234 document that it does not define itself."""
-    defined: set[str] = set()
-    wanted: set[str] = set()
-
-    def walk(n: Any, base: str) -> None:
-        if isinstance(n, list):
-            for item in n:
-                walk(item, base)
-            return
-        if not isinstance(n, dict):
-            return
-        if isinstance(n.get("$id"), str) and not (draft == "7" and "$ref" in n):
-            base = urldefrag(urljoin(base, n["$id"]))[0] or base
-            defined.add(base)
-        for key in ("$ref", "$dynamicRef", "$schema"):
-            if isinstance(n.get(key), str):
-                wanted.add(urldefrag(urljoin(base, n[key]))[0])
-        for key, value in n.items():
-            if key not in ("enum", "const", "default", "examples"):
-                walk(value, base)
-
-    walk(node, "")
-    return any(uri.startswith(REMOTE) and uri not in defined for uri in wanted)
 
 
 def _files(draft: str, section: str = "") -> list[Path]:
@@ -60,7 +33,7 @@ def _files(draft: str, section: str = "") -> list[Path]:
 
 def _cases(path: Path, draft: str) -> list[dict[str, Any]]:
     with path.open(encoding="utf-8") as fh:
-        return [c for c in json.load(fh) if not _needs_remote(c["schema"], draft)]
+        return [c for c in json.load(fh) if not needs_remote(c["schema"], draft)]
 
 
 def _run(path: Path, draft: str, format_checker: bool = False) -> list[str]:

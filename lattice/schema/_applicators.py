@@ -16,9 +16,12 @@ from ._errors import ErrorDetail
 from ._json import ARRAY, OBJECT, short_json
 from ._regex import RegexError, compile_pattern
 
-__all__ = ["APPLICATORS", "positional_check", "rest_items_check", "pattern_searches"]
+__all__ = [
+    "APPLICATORS", "part_errors", "positional_check", "rest_items_check", "pattern_searches",
+]
 
 Search = Callable[[str], Any]
+PartErrs = Callable[[Any, Any, Path, "list[ErrorDetail]"], None]
 
 
 def pattern_searches(env: Env, patterns: Any) -> list[Search]:
@@ -28,6 +31,22 @@ def pattern_searches(env: Env, patterns: Any) -> list[Search]:
         return [compile_pattern(p).search for p in patterns]
     except RegexError as exc:
         raise env.error(str(exc), "patternProperties") from None
+
+
+def part_errors(node: Node, keyword: str, unexpected: Callable[[Any], str]) -> PartErrs:
+    """``errs(key, value, path, out)`` for one member/item that ``node`` applies to: when
+    ``node`` is ``false``, one error ``unexpected(key)`` at the container; else its errors."""
+    if node.is_false:
+
+        def reject(key: Any, value: Any, path: Path, out: list[ErrorDetail]) -> None:
+            out.append(ErrorDetail(path, unexpected(key), keyword))
+
+        return reject
+
+    def descend(key: Any, value: Any, path: Path, out: list[ErrorDetail]) -> None:
+        node.errs(value, (*path, key), out)
+
+    return descend
 
 
 # -- objects ----------------------------------------------------------------------------
@@ -59,7 +78,8 @@ def kw_properties(env: Env, value: Any) -> Optional[Check]:
 
 def kw_pattern_properties(env: Env, value: Any) -> Check:
     nodes = schema_map(env, value, "patternProperties")
-    rules = tuple(zip(pattern_searches(env, value), (n.call_ok() for n in nodes.values())))
+    searches = pattern_searches(env, value)
+    rules = tuple(zip(searches, (n.call_ok() for n in nodes.values())))
 
     def ok(x: Any) -> bool:
         for k, v in x.items():
@@ -68,7 +88,7 @@ def kw_pattern_properties(env: Env, value: Any) -> Check:
                     return False
         return True
 
-    searched = tuple(zip((s for s, _ in rules), nodes.values()))
+    searched = tuple(zip(searches, nodes.values()))
 
     def errs(x: Any, path: Path, out: list[ErrorDetail]) -> None:
         for k, v in x.items():
@@ -104,16 +124,14 @@ def kw_additional_properties(env: Env, value: Any) -> Check:
         ok = lambda x: all(f(v) for k, v in x.items() if extra(k))  # noqa: E731
     names = props if isinstance(props, dict) else ()
     allowed = _allowed_names(names, env.schema.get("patternProperties"))
+    part = part_errors(
+        node, "additionalProperties", lambda k: f"unexpected property {k!r} (allowed: {allowed})"
+    )
 
     def errs(x: Any, path: Path, out: list[ErrorDetail]) -> None:
         for k, v in x.items():
-            if not extra(k):
-                continue
-            if node.is_false:
-                message = f"unexpected property {k!r} (allowed: {allowed})"
-                out.append(ErrorDetail(path, message, "additionalProperties"))
-            else:
-                node.errs(v, (*path, k), out)
+            if extra(k):
+                part(k, v, path, out)
 
     return Check(OBJECT, ok, errs, "additionalProperties")
 

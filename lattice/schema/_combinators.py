@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional
 
-from ._compiler import Check, Env, Node, Path, _all
+from ._compiler import Check, Env, Node, Path, Rule, _all, when_present
 from ._errors import ErrorDetail, format_path
-from ._json import OBJECT, short_json
+from ._json import short_json
 
 # Errors that say "this branch is about a different shape": a wrong type or a false schema
 # at the instance itself, or a mismatched constant (a discriminator) on it or a member.
@@ -21,7 +21,7 @@ _WRONG_SHAPE = ("type", "false")
 _WRONG_TAG = ("const", "enum")
 
 __all__ = [
-    "COMBINATORS", "alternatives_error", "dependent_schemas_check", "schema_list", "schema_map",
+    "COMBINATORS", "alternatives_error", "dependent_schema_rules", "schema_list", "schema_map",
 ]
 
 
@@ -176,25 +176,14 @@ def kw_if(env: Env, value: Any) -> Optional[Check]:
     return Check(None, lambda x: then_ok(x) if cond(x) else else_ok(x), errs, "if")
 
 
-def dependent_schemas_check(nodes: dict[str, Node], keyword: str) -> Check:
-    pairs = tuple((k, n.call_ok(), n.call_errs()) for k, n in nodes.items())
-
-    def ok(x: Any) -> bool:
-        for key, f, _ in pairs:
-            if key in x and not f(x):
-                return False
-        return True
-
-    def errs(x: Any, path: Path, out: list[ErrorDetail]) -> None:
-        for key, _, f in pairs:
-            if key in x:
-                f(x, path, out)
-
-    return Check(OBJECT, ok, errs, keyword)
+def dependent_schema_rules(nodes: dict[str, Node]) -> list[Rule]:
+    """``when_present`` rules: if ``key`` is a member, the object must match its node."""
+    return [(k, n.call_ok(), n.call_errs()) for k, n in nodes.items()]
 
 
 def kw_dependent_schemas(env: Env, value: Any) -> Check:
-    return dependent_schemas_check(schema_map(env, value, "dependentSchemas"), "dependentSchemas")
+    nodes = schema_map(env, value, "dependentSchemas")
+    return when_present(dependent_schema_rules(nodes), "dependentSchemas")
 
 
 def kw_defs(env: Env, value: Any) -> None:

@@ -18,20 +18,22 @@ on the way to it), so the check at run time is a plain call.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Callable, Optional, Union
 
 from ..errors import SchemaError
 from ._errors import ErrorDetail, PathItem
-from ._json import JSON_TYPES, KIND_TYPES, canonical_type, short_json
+from ._json import JSON_TYPES, KIND_TYPES, OBJECT, canonical_type, short_json
 from ._registry import Loc, Registry
 
-__all__ = ["Check", "Compiler", "DynScope", "Env", "Node", "leaf"]
+__all__ = ["Check", "Compiler", "DynScope", "Env", "Node", "Rule", "leaf", "when_present"]
 
 OkFn = Callable[[Any], bool]
 Path = tuple[PathItem, ...]
 ErrsFn = Callable[[Any, Path, "list[ErrorDetail]"], None]
 Evaluated = Union[bool, "set[Any]", "frozenset[Any]"]
 KeywordFn = Callable[["Env", Any], Optional["Check"]]
+Rule = tuple[str, OkFn, ErrsFn]
 
 
 # Keywords whose subschemas apply to the instance itself rather than to a part of it.
@@ -73,6 +75,25 @@ def leaf(kind: Optional[str], keyword: str, ok: OkFn, message: Callable[[Any], s
             out.append(ErrorDetail(path, message(x), keyword))
 
     return Check(kind, ok, errs, keyword)
+
+
+def when_present(rules: Sequence[Rule], keyword: str) -> Check:
+    """Object checks ``(key, ok, errs)`` that apply only when ``key`` is a member
+    (``dependentRequired``, ``dependentSchemas``, ``dependencies``)."""
+    pairs = tuple(rules)
+
+    def ok(x: Any) -> bool:
+        for key, f, _ in pairs:
+            if key in x and not f(x):
+                return False
+        return True
+
+    def errs(x: Any, path: Path, out: list[ErrorDetail]) -> None:
+        for key, _, f in pairs:
+            if key in x:
+                f(x, path, out)
+
+    return Check(OBJECT, ok, errs, keyword)
 
 
 class DynScope:
@@ -349,8 +370,9 @@ def build_errs(checks: list[Check]) -> ErrsFn:
 
     def errs(x: Any, path: Path, out: list[ErrorDetail]) -> None:
         for tc in type_checks:
-            if not tc.ok(x):
-                tc.errs(x, path, out)
+            before = len(out)
+            tc.errs(x, path, out)  # a leaf: one error exactly when its ok() fails
+            if len(out) > before:
                 return
         for f in anys:
             f(x, path, out)

@@ -12,11 +12,11 @@ from __future__ import annotations
 from typing import Any, Callable, Optional
 
 from ._applicators import APPLICATORS, positional_check, rest_items_check
-from ._combinators import COMBINATORS, dependent_schemas_check
-from ._compiler import Check, Env, _all
+from ._combinators import COMBINATORS, dependent_schema_rules
+from ._compiler import Check, Env, _all, when_present
 from ._errors import ErrorDetail
 from ._json import ARRAY, short_json
-from ._keywords import VALIDATION, dependent_required_check
+from ._keywords import VALIDATION, dependent_required_rules
 
 __all__ = ["kw_items", "kw_dependencies", "tables"]
 
@@ -55,20 +55,9 @@ def kw_dependencies(env: Env, value: Any) -> Optional[Check]:
                 required.append((key, tuple(dep)))
         else:
             schemas[key] = env.sub(dep, "dependencies", key)
-    checks = []
-    if required:
-        checks.append(dependent_required_check(required, "dependencies"))
-    if schemas:
-        checks.append(dependent_schemas_check(schemas, "dependencies"))
-    if len(checks) < 2:
-        return checks[0] if checks else None
-    a, b = checks
-
-    def errs(x: Any, path: Any, out: list[ErrorDetail]) -> None:
-        a.errs(x, path, out)
-        b.errs(x, path, out)
-
-    return Check(a.kind, _all((a.ok, b.ok)), errs, "dependencies")
+    # Required-name rules first, then schemas: their errors come out in that order.
+    rules = dependent_required_rules(required, "dependencies") + dependent_schema_rules(schemas)
+    return when_present(rules, "dependencies") if rules else None
 
 
 def _tables() -> dict[str, dict[str, KeywordFn]]:

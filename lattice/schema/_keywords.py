@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional
 
-from ._compiler import Check, Env, Path, leaf
+from ._compiler import Check, Env, KeywordFn, Path, Rule, leaf, when_present
 from ._errors import ErrorDetail
 from ._json import (
     ARRAY,
@@ -218,18 +218,6 @@ def kw_exclusive_minimum(env: Env, value: Any) -> Optional[Check]:
 # -- strings ----------------------------------------------------------------------------
 
 
-def kw_max_length(env: Env, value: Any) -> Check:
-    n = _count(env, value, "maxLength")  # len() counts code points, as JSON Schema does
-    return leaf(STRING, "maxLength", lambda x: len(x) <= n,
-                lambda x: f"must be at most {n} characters long (got {len(x)})")
-
-
-def kw_min_length(env: Env, value: Any) -> Check:
-    n = _count(env, value, "minLength")
-    return leaf(STRING, "minLength", lambda x: len(x) >= n,
-                lambda x: f"must be at least {n} characters long (got {len(x)})")
-
-
 def kw_pattern(env: Env, value: Any) -> Check:
     from ._regex import RegexError, compile_pattern
 
@@ -257,18 +245,6 @@ def kw_format(env: Env, value: Any) -> Optional[Check]:
 
 
 # -- arrays -----------------------------------------------------------------------------
-
-
-def kw_max_items(env: Env, value: Any) -> Check:
-    n = _count(env, value, "maxItems")
-    return leaf(ARRAY, "maxItems", lambda x: len(x) <= n,
-                lambda x: f"must have at most {n} items (got {len(x)})")
-
-
-def kw_min_items(env: Env, value: Any) -> Check:
-    n = _count(env, value, "minItems")
-    return leaf(ARRAY, "minItems", lambda x: len(x) >= n,
-                lambda x: f"must have at least {n} items (got {len(x)})")
 
 
 def _unique(x: Any) -> bool:
@@ -299,16 +275,19 @@ def kw_unique_items(env: Env, value: Any) -> Optional[Check]:
 # -- objects ----------------------------------------------------------------------------
 
 
-def kw_max_properties(env: Env, value: Any) -> Check:
-    n = _count(env, value, "maxProperties")
-    return leaf(OBJECT, "maxProperties", lambda x: len(x) <= n,
-                lambda x: f"must have at most {n} properties (got {len(x)})")
+def _size(keyword: str, kind: str, at_most: bool, message: str) -> KeywordFn:
+    """A bound on ``len(x)`` (``maxLength``, ``minItems``, ...); ``message`` takes the bound."""
 
+    def compile_size(env: Env, value: Any) -> Check:
+        n = _count(env, value, keyword)  # len() of a str counts code points, as JSON Schema does
+        if at_most:
+            ok: Callable[[Any], bool] = lambda x: len(x) <= n  # noqa: E731
+        else:
+            ok = lambda x: len(x) >= n  # noqa: E731
+        text = message.format(f"{'at most' if at_most else 'at least'} {n}")
+        return leaf(kind, keyword, ok, lambda x: f"{text} (got {len(x)})")
 
-def kw_min_properties(env: Env, value: Any) -> Check:
-    n = _count(env, value, "minProperties")
-    return leaf(OBJECT, "minProperties", lambda x: len(x) >= n,
-                lambda x: f"must have at least {n} properties (got {len(x)})")
+    return compile_size
 
 
 def _missing_errors(names: tuple[str, ...], keyword: str, why: str) -> Callable[..., None]:
@@ -345,25 +324,15 @@ def kw_dependent_required(env: Env, value: Any) -> Optional[Check]:
     if not isinstance(value, dict):
         raise env.error(f"expected an object, got {short_json(value)}", "dependentRequired")
     rules = [(k, tuple(_strings(env, v, "dependentRequired"))) for k, v in value.items() if v]
-    return dependent_required_check(rules, "dependentRequired") if rules else None
+    if not rules:
+        return None
+    return when_present(dependent_required_rules(rules, "dependentRequired"), "dependentRequired")
 
 
-def dependent_required_check(rules: list[tuple[str, tuple[str, ...]]], keyword: str) -> Check:
-    checks = [(k, _has_all(names), _missing_errors(names, keyword, f" when {k!r} is present"))
-              for k, names in rules]
-
-    def ok(x: Any) -> bool:
-        for key, has, _ in checks:
-            if key in x and not has(x):
-                return False
-        return True
-
-    def errs(x: Any, path: Path, out: list[ErrorDetail]) -> None:
-        for key, _, missing in checks:
-            if key in x:
-                missing(x, path, out)
-
-    return Check(OBJECT, ok, errs, keyword)
+def dependent_required_rules(rules: list[tuple[str, tuple[str, ...]]], keyword: str) -> list[Rule]:
+    """``when_present`` rules: if ``key`` is a member, so must ``names`` be."""
+    return [(k, _has_all(names), _missing_errors(names, keyword, f" when {k!r} is present"))
+            for k, names in rules]
 
 
 VALIDATION: dict[str, Callable[[Env, Any], Optional[Check]]] = {
@@ -375,15 +344,15 @@ VALIDATION: dict[str, Callable[[Env, Any], Optional[Check]]] = {
     "exclusiveMaximum": kw_exclusive_maximum,
     "minimum": kw_minimum,
     "exclusiveMinimum": kw_exclusive_minimum,
-    "maxLength": kw_max_length,
-    "minLength": kw_min_length,
+    "maxLength": _size("maxLength", STRING, True, "must be {} characters long"),
+    "minLength": _size("minLength", STRING, False, "must be {} characters long"),
     "pattern": kw_pattern,
     "format": kw_format,
-    "maxItems": kw_max_items,
-    "minItems": kw_min_items,
+    "maxItems": _size("maxItems", ARRAY, True, "must have {} items"),
+    "minItems": _size("minItems", ARRAY, False, "must have {} items"),
     "uniqueItems": kw_unique_items,
-    "maxProperties": kw_max_properties,
-    "minProperties": kw_min_properties,
+    "maxProperties": _size("maxProperties", OBJECT, True, "must have {} properties"),
+    "minProperties": _size("minProperties", OBJECT, False, "must have {} properties"),
     "required": kw_required,
     "dependentRequired": kw_dependent_required,
 }

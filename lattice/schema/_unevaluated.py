@@ -15,8 +15,11 @@ a child may still be compiling when these are built (recursive schemas).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from operator import methodcaller
 from typing import Any, Callable, Optional
 
+from ._applicators import part_errors
 from ._compiler import Check, Env, Evaluated, Node, Path
 from ._errors import ErrorDetail
 from ._json import ARRAY, OBJECT
@@ -150,18 +153,23 @@ def build_items(node: Node, skip_self: bool = False) -> Part:
     return _union(parts)
 
 
-def kw_unevaluated_properties(env: Env, value: Any) -> Optional[Check]:
-    node = env.sub(value, "unevaluatedProperties")
+def _unevaluated(
+    env: Env, value: Any, keyword: str, kind: str, build: Callable[..., Part],
+    parts: Callable[[Any], Iterable[tuple[Any, Any]]], unexpected: str,
+) -> Optional[Check]:
+    """``value`` applied to each (key, part) of ``parts(x)`` that ``build`` did not evaluate."""
+    node = env.sub(value, keyword)
     if node.schema is True:
         return None
     f = node.call_ok()
-    seen = build_props(env.node, skip_self=True)
+    seen = build(env.node, skip_self=True)
+    part = part_errors(node, keyword, unexpected.format)
 
     def ok(x: Any) -> bool:
         evaluated = seen(x)
         if evaluated is True:
             return True
-        for k, v in x.items():
+        for k, v in parts(x):
             if k not in evaluated and not f(v):  # type: ignore[operator]
                 return False
         return True
@@ -170,48 +178,25 @@ def kw_unevaluated_properties(env: Env, value: Any) -> Optional[Check]:
         evaluated = seen(x)
         if evaluated is True:
             return
-        for k, v in x.items():
-            if k in evaluated:  # type: ignore[operator]
-                continue
-            if node.is_false:
-                message = f"unexpected property {k!r} (unevaluatedProperties is false)"
-                out.append(ErrorDetail(path, message, "unevaluatedProperties"))
-            else:
-                node.errs(v, (*path, k), out)
+        for k, v in parts(x):
+            if k not in evaluated:  # type: ignore[operator]
+                part(k, v, path, out)
 
-    return Check(OBJECT, ok, errs, "unevaluatedProperties")
+    return Check(kind, ok, errs, keyword)
+
+
+def kw_unevaluated_properties(env: Env, value: Any) -> Optional[Check]:
+    return _unevaluated(
+        env, value, "unevaluatedProperties", OBJECT, build_props, methodcaller("items"),
+        "unexpected property {!r} (unevaluatedProperties is false)",
+    )
 
 
 def kw_unevaluated_items(env: Env, value: Any) -> Optional[Check]:
-    node = env.sub(value, "unevaluatedItems")
-    if node.schema is True:
-        return None
-    f = node.call_ok()
-    seen = build_items(env.node, skip_self=True)
-
-    def ok(x: Any) -> bool:
-        evaluated = seen(x)
-        if evaluated is True:
-            return True
-        for i, v in enumerate(x):
-            if i not in evaluated and not f(v):  # type: ignore[operator]
-                return False
-        return True
-
-    def errs(x: Any, path: Path, out: list[ErrorDetail]) -> None:
-        evaluated = seen(x)
-        if evaluated is True:
-            return
-        for i, v in enumerate(x):
-            if i in evaluated:  # type: ignore[operator]
-                continue
-            if node.is_false:
-                message = f"unexpected item at index {i} (unevaluatedItems is false)"
-                out.append(ErrorDetail(path, message, "unevaluatedItems"))
-            else:
-                node.errs(v, (*path, i), out)
-
-    return Check(ARRAY, ok, errs, "unevaluatedItems")
+    return _unevaluated(
+        env, value, "unevaluatedItems", ARRAY, build_items, enumerate,
+        "unexpected item at index {} (unevaluatedItems is false)",
+    )
 
 
 UNEVALUATED = {
