@@ -249,11 +249,7 @@ def _render_block(block: Any) -> str:
 
 def _render_message(message: Mapping[str, Any]) -> str:
     role = "User" if message.get("role") == "user" else "Assistant"
-    content = message.get("content")
-    if isinstance(content, list):
-        body = "\n".join(filter(None, (_render_block(b) for b in content)))
-    else:
-        body = _result_text(content)
+    body = _result_text(message.get("content"))  # renders a block list block by block
     return f"{role}:\n{body or '(no text)'}"
 
 

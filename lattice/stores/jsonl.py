@@ -33,6 +33,12 @@ from typing import Any, List, Optional, Tuple
 
 from .base import Message, PathArg, encode_message, logger, resolve_path
 
+_fcntl: Any
+try:
+    import fcntl as _fcntl
+except ImportError:  # pragma: no cover - Windows
+    _fcntl = None
+
 __all__ = ["JsonlHistoryStore", "create_jsonl_history_store"]
 
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
@@ -86,15 +92,6 @@ def _last_byte(fd: int, size: int) -> bytes:
         return os.pread(fd, 1, size - 1)
     os.lseek(fd, size - 1, os.SEEK_SET)  # pragma: no cover - Windows
     return os.read(fd, 1)  # pragma: no cover
-
-
-def _fcntl() -> Any:
-    """The ``fcntl`` module, or None where it does not exist."""
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - Windows
-        return None
-    return fcntl
 
 
 class _Handles:
@@ -249,7 +246,7 @@ class JsonlHistoryStore:
         self._mutex = threading.Lock()
 
     def _lock_fd(self) -> Optional[int]:
-        if _fcntl() is None:  # pragma: no cover - Windows
+        if _fcntl is None:  # pragma: no cover - Windows
             return None
         handles = self._handles
         if handles.lock_fd is None:
@@ -287,21 +284,19 @@ class _flocked:
     A class rather than ``@contextmanager`` because it sits on the append path.
     """
 
-    __slots__ = ("fd", "exclusive", "fcntl")
+    __slots__ = ("fd", "exclusive")
 
     def __init__(self, fd: Optional[int], *, exclusive: bool) -> None:
-        self.fd = fd
+        self.fd = fd  # None also where there is no fcntl: _lock_fd returns None there
         self.exclusive = exclusive
-        self.fcntl = _fcntl() if fd is not None else None
 
     def __enter__(self) -> None:
-        if self.fcntl is not None:
-            mode = self.fcntl.LOCK_EX if self.exclusive else self.fcntl.LOCK_SH
-            self.fcntl.flock(self.fd, mode)
+        if self.fd is not None:
+            _fcntl.flock(self.fd, _fcntl.LOCK_EX if self.exclusive else _fcntl.LOCK_SH)
 
     def __exit__(self, *exc_info: object) -> None:
-        if self.fcntl is not None:
-            self.fcntl.flock(self.fd, self.fcntl.LOCK_UN)
+        if self.fd is not None:
+            _fcntl.flock(self.fd, _fcntl.LOCK_UN)
 
 
 def create_jsonl_history_store(

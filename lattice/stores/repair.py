@@ -7,8 +7,9 @@ message whose ``tool_use`` blocks have no answer; the provider rejects such a hi
 
 from __future__ import annotations
 
-from typing import Any, List
+from typing import List
 
+from ..messages import tool_result, tool_uses_of
 from .base import Message
 
 __all__ = ["repair_history", "UNFINISHED_CALL_TEXT"]
@@ -30,35 +31,14 @@ def repair_history(messages: List[Message]) -> List[Message]:
     batch cannot come from it; a hand-edited history is the host's to fix.
     ``messages`` is never modified.
     """
-    if not messages:
-        return []
-    last = messages[-1]
+    last = messages[-1] if messages else None
     if not isinstance(last, dict) or last.get("role") != "assistant":
         return []
-    ids = _tool_use_ids(last.get("content"))
+    # A block without an id cannot be answered; duplicates get one answer.
+    ids = dict.fromkeys(
+        use["id"] for use in tool_uses_of(last.get("content")) if isinstance(use.get("id"), str)
+    )
     if not ids:
         return []
-    results = [
-        {
-            "type": "tool_result",
-            "tool_use_id": tool_use_id,
-            "content": UNFINISHED_CALL_TEXT,
-            "is_error": True,
-        }
-        for tool_use_id in ids
-    ]
+    results = [tool_result(tool_use_id, UNFINISHED_CALL_TEXT, True) for tool_use_id in ids]
     return [{"role": "user", "content": results}]
-
-
-def _tool_use_ids(content: Any) -> List[str]:
-    """The ids of the ``tool_use`` blocks in ``content``, in order, each once."""
-    if not isinstance(content, list):
-        return []  # a plain-string content has no calls
-    ids: List[str] = []
-    for block in content:
-        if isinstance(block, dict) and block.get("type") == "tool_use":
-            tool_use_id = block.get("id")
-            # A block without an id cannot be answered; duplicates get one answer.
-            if isinstance(tool_use_id, str) and tool_use_id not in ids:
-                ids.append(tool_use_id)
-    return ids
