@@ -219,6 +219,7 @@ def test_missing_credentials_fail_at_create_not_construction() -> None:
     ({"max_retries": -1}, "max_retries"), ({"max_retries": True}, "max_retries"),
     ({"stream": "yes"}, "stream"), ({"timeout_ms": 0}, "timeout_ms"),
     ({"timeout_ms": True}, "timeout_ms"), ({"default_headers": {"a": 1}}, "default_headers"),
+    ({"default_headers": "abc"}, "default_headers"), ({"default_headers": 5}, "default_headers"),
     ({"session": object()}, "session"), ({"base_url": "ftp://x"}, "base_url"),
     ({"retry_policy": {"max_retries": 1}}, "retry_policy"),
 ])
@@ -336,15 +337,6 @@ def test_retry_after_honoured(headers: Dict[str, str], delay: float) -> None:
 
 
 @responses.activate
-def test_x_should_retry_true_retries_a_400() -> None:
-    responses.add(responses.POST, URL, status=400, headers={"x-should-retry": "true"},
-                  json=error_body("invalid_request_error", "transient"))
-    responses.add(responses.POST, URL, json=MESSAGE)
-    client().create(request())
-    assert len(responses.calls) == 2
-
-
-@responses.activate
 def test_x_should_retry_false_stops_a_529() -> None:
     responses.add(responses.POST, URL, status=529, headers={"x-should-retry": "false"},
                   json=error_body("overloaded_error", "busy"))
@@ -363,10 +355,14 @@ def test_no_retry_on_client_errors(status: int) -> None:
     assert len(responses.calls) == 1 and fake.sleeps == []
 
 
-@pytest.mark.parametrize("status", [408, 409])
+@pytest.mark.parametrize("status, headers", [
+    (408, {}), (409, {}),
+    (400, {"x-should-retry": "true"}),  # the server's hint overrides the status rule
+])
 @responses.activate
-def test_408_and_409_are_retried(status: int) -> None:
-    responses.add(responses.POST, URL, status=status, json=error_body("x", "again"))
+def test_retried_statuses(status: int, headers: Dict[str, str]) -> None:
+    responses.add(responses.POST, URL, status=status, headers=headers,
+                  json=error_body("x", "again"))
     responses.add(responses.POST, URL, json=MESSAGE)
     client().create(request())
     assert len(responses.calls) == 2

@@ -316,3 +316,21 @@ def test_deadlines_firing_as_replies_finish_never_hit_other_calls(
         t.join(30)
     assert not failures
     assert len(outcomes) == 30
+
+
+@pytest.mark.parametrize("bad", [42, {"content": 5}, {"fault": "explode"},
+                                 {"fault": "error", "status": 200}])
+def test_bad_scripted_replies_are_refused_up_front(bad: Any) -> None:
+    with pytest.raises(ValueError, match="MockMessagesServer"):
+        MockMessagesServer([bad])
+
+
+def test_callable_returning_garbage_is_a_500_the_client_can_read() -> None:
+    from lattice import AnthropicClient, InternalServerError
+    from lattice.models.base import ModelRequest
+
+    with MockMessagesServer([lambda body: 42, "not used"]) as server:
+        client = AnthropicClient(api_key="k", base_url=server.base_url)
+        with pytest.raises(InternalServerError):
+            client.create(ModelRequest(model="m", messages=[{"role": "user", "content": "x"}]))
+        assert len(server.requests) == 1  # x-should-retry: false, no script entry used up

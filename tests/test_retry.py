@@ -78,7 +78,7 @@ def test_policy_should_retry_counts_retries() -> None:
 
 @pytest.mark.parametrize("kwargs", [
     {"max_retries": -1}, {"max_retries": True}, {"max_retries": 1.5},
-    {"initial_delay": -1}, {"max_delay": "x"}, {"jitter": 2},
+    {"initial_delay": -1}, {"max_delay": "x"}, {"jitter": 2}, {"jitter": "a"}, {"jitter": True},
 ])
 def test_bad_policy_values(kwargs: dict) -> None:
     with pytest.raises(ValueError, match=next(iter(kwargs))):

@@ -103,9 +103,10 @@ class AnthropicClient:
             ("timeout_ms", timeout_ms, "a positive number or None",
              timeout_ms is not None and _bad_number(timeout_ms, 0, True)),
             ("default_headers", default_headers, "a mapping of str to str",
-             default_headers is not None and not all(
-                 isinstance(k, str) and isinstance(v, str)
-                 for k, v in dict(default_headers).items())),
+             default_headers is not None and (
+                 not isinstance(default_headers, Mapping) or not all(
+                     isinstance(k, str) and isinstance(v, str)
+                     for k, v in default_headers.items()))),
             ("session", session, "a requests.Session",
              session is not None and not callable(getattr(session, "post", None))),
             ("retry_policy", retry_policy, "a RetryPolicy",

@@ -129,12 +129,13 @@ class RetryPolicy:
             or self.max_retries < 0
         ):
             raise ValueError(f"max_retries must be an int >= 0, got {self.max_retries!r}")
-        for name in ("initial_delay", "max_delay", "max_retry_after"):
+        for name, top in (("initial_delay", None), ("max_delay", None),
+                          ("max_retry_after", None), ("jitter", 1)):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-                raise ValueError(f"{name} must be a number >= 0, got {value!r}")
-        if not 0 <= self.jitter <= 1:
-            raise ValueError(f"jitter must be between 0 and 1, got {self.jitter!r}")
+            if (isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0
+                    or (top is not None and value > top)):
+                wanted = "a number >= 0" if top is None else f"a number between 0 and {top}"
+                raise ValueError(f"{name} must be {wanted}, got {value!r}")
 
     def should_retry(self, retries_done: int, status: Optional[int], headers: Headers) -> bool:
         """True if a failure (``status`` None for a connection error) deserves a retry."""

@@ -15,6 +15,7 @@ Three layers, each a pure function of its input, so tests feed them plain lists:
 from __future__ import annotations
 
 import json
+from itertools import chain
 from json.scanner import make_scanner
 from typing import (
     Any,
@@ -29,7 +30,8 @@ from typing import (
     Union,
 )
 
-from ..errors import APIConnectionError, error_class_for_type
+from ..errors import APIConnectionError
+from .wire import error_from_body
 
 __all__ = [
     "ServerSentEvent",
@@ -229,7 +231,7 @@ class MessageAccumulator:
         elif kind == "message_stop":
             self.done = True
         elif kind == "error":
-            raise _error_from_event(event)
+            raise error_from_body(event, "stream error event: {type}", event.get("request_id"))
         # ping, content_block_stop and unknown events change nothing
 
     def _start(self, message: Dict[str, Any]) -> None:
@@ -284,15 +286,6 @@ def _order(index: Any) -> Any:
     return (0, index) if isinstance(index, int) else (1, str(index))
 
 
-def _error_from_event(event: Dict[str, Any]) -> Exception:
-    error = event.get("error")
-    if not isinstance(error, dict):
-        error = {}
-    cls = error_class_for_type(error.get("type"))
-    message = error.get("message") or f"stream error event: {error.get('type') or 'unknown'}"
-    return cls(str(message), status_code=None, request_id=event.get("request_id"), body=event)
-
-
 def _load(sse: ServerSentEvent, scan: Callable[[str, int], Tuple[Any, int]]) -> Any:
     """The event dict in ``sse.data`` (None for empty data); malformed data raises."""
     try:
@@ -339,7 +332,8 @@ def parse_stream(
     accumulator = MessageAccumulator()
     feed = accumulator.feed
     scan = make_scanner(json.JSONDecoder())  # type: ignore[arg-type]  # one per stream: memo
-    for sse in decoder.events(iter_lines(chunks)):
+    # iter(flush, None) at the end: a last event without its blank line is tolerated.
+    for sse in chain(decoder.events(iter_lines(chunks)), iter(decoder.flush, None)):
         event = _load(sse, scan)
         if event is None:
             continue
@@ -347,12 +341,5 @@ def parse_stream(
             on_event(event)
         feed(event)
         if accumulator.done:
-            return accumulator.message()
-    last = decoder.flush()  # tolerate a last event without its blank line
-    if last is not None:
-        event = _load(last, scan)
-        if event is not None:
-            if on_event is not None:
-                on_event(event)
-            feed(event)
+            break
     return accumulator.message()

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Dict, List, Mapping, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..errors import (
     APIConnectionError,
@@ -28,6 +28,7 @@ __all__ = [
     "reply_from_message",
     "message_from_json",
     "error_from_response",
+    "error_from_body",
     "redact",
     "message_events",
 ]
@@ -95,12 +96,21 @@ def message_from_json(content: bytes) -> Dict[str, Any]:
     if not isinstance(message, dict):
         raise APIConnectionError(f"malformed JSON response: {content[:200]!r}")
     if message.get("type") == "error":
-        error = message.get("error")
-        error = error if isinstance(error, dict) else {}
-        raise error_class_for_type(error.get("type"))(
-            str(error.get("message") or "error response"), body=message
-        )
+        raise error_from_body(message, "error response")
     return message
+
+
+def error_from_body(
+    body: Mapping[str, Any], fallback: str, request_id: Optional[str] = None
+) -> APIStatusError:
+    """The error an ``{"type": "error", "error": {"type", "message"}}`` body names (a 2xx
+    body or a stream's ``error`` event); ``fallback`` (``{type}`` filled in) when it has no
+    message."""
+    error = body.get("error")
+    error = error if isinstance(error, dict) else {}
+    kind = error.get("type")
+    message = error.get("message") or fallback.format(type=kind or "unknown")
+    return error_class_for_type(kind)(str(message), request_id=request_id, body=body)
 
 
 def error_from_response(

@@ -70,6 +70,66 @@ class Fault:
     chunk_size: Optional[int] = None
     chunked: bool = True
 
+    def __post_init__(self) -> None:
+        def bad(value: Any, low: float, optional: bool = False, integer: bool = True) -> bool:
+            if value is None:
+                return not optional
+            kinds = int if integer else (int, float)
+            return isinstance(value, bool) or not isinstance(value, kinds) or value < low
+
+        low_status = 300 if self.kind == "error" else 200
+        for name, wrong, wanted in (
+            ("kind", self.kind not in _FAULT_KINDS, f"one of {sorted(_FAULT_KINDS)}"),
+            ("status", bad(self.status, low_status) or self.status > 599,
+             f"an HTTP status {low_status}-599"),
+            ("seconds", bad(self.seconds, 0, integer=False), "a number >= 0"),
+            ("after_events", bad(self.after_events, 0, optional=True), "an int >= 0 or None"),
+            ("chunk_size", bad(self.chunk_size, 1, optional=True), "an int >= 1 or None"),
+        ):
+            if wrong:
+                raise ValueError(f"MockMessagesServer fault {name} must be {wanted}, "
+                                 f"got {getattr(self, name)!r}")
+        if self.reply is not None:
+            _check_reply(self.reply)
+
+
+_FAULT_KINDS = frozenset(
+    ["error", "delay", "hang", "cut", "stream_error", "raw_sse", "trickle"])
+_FAULT_MAKERS = ("error", "delay", "hang", "cut_stream", "stream_error", "raw_sse", "trickle")
+
+
+def _resolve(reply: Any) -> Any:
+    """``reply`` with a fault-naming dict turned into its ``Fault``; a clear ValueError
+    for anything the server could not answer with."""
+    if isinstance(reply, dict) and "fault" in reply:
+        spec = dict(reply)
+        name = spec.pop("fault")
+        if name not in _FAULT_MAKERS:
+            raise ValueError(f"MockMessagesServer: unknown fault {name!r} in {reply!r}; "
+                             f"one of {list(_FAULT_MAKERS)}")
+        try:
+            return getattr(MockMessagesServer, name)(**spec)
+        except TypeError as exc:
+            raise ValueError(f"MockMessagesServer: bad fault {reply!r}: {exc}") from None
+    _check_reply(reply)
+    return reply
+
+
+def _check_reply(reply: Any) -> None:
+    if isinstance(reply, (str, Fault)) or callable(reply):
+        return
+    if not isinstance(reply, dict):
+        raise ValueError("MockMessagesServer: a scripted reply must be a str, a dict, a "
+                         f"callable or a Fault, got {reply!r}")
+    content = reply.get("content")
+    if not (content is None or isinstance(content, str) or (
+            isinstance(content, list) and all(isinstance(b, dict) for b in content))):
+        raise ValueError("MockMessagesServer: reply content must be a str or a list of "
+                         f"block dicts, got {content!r}")
+    if not isinstance(reply.get("usage") or {}, dict):
+        raise ValueError(f"MockMessagesServer: reply usage must be a dict, got "
+                         f"{reply['usage']!r}")
+
 
 class MockMessagesServer:
     """A local Messages API server; use as a context manager or ``start()``/``close()``.
@@ -97,6 +157,8 @@ class MockMessagesServer:
         self.requests: List[Dict[str, Any]] = []
         self.request_headers: List[Dict[str, str]] = []
         self._replies = list(replies or [])
+        for reply in self._replies:
+            _resolve(reply)  # a bad script fails here, naming the reply
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
         self._closing = threading.Event()
@@ -161,6 +223,8 @@ class MockMessagesServer:
     # -- script and lifecycle -------------------------------------------------------
     def add(self, *replies: Any) -> None:
         """Append replies to the script."""
+        for reply in replies:
+            _resolve(reply)
         with self._lock:
             self._replies.extend(replies)
 
@@ -214,10 +278,11 @@ class MockMessagesServer:
             reply = self._replies.pop(0) if self._replies else DEFAULT_TEXT
         while callable(reply):
             reply = reply(body)
-        if isinstance(reply, dict) and "fault" in reply:
-            spec = dict(reply)
-            reply = getattr(MockMessagesServer, spec.pop("fault"))(**spec)
-        return reply
+        try:
+            return _resolve(reply)
+        except ValueError as exc:  # from a callable: answer so that the client says why
+            return Fault("error", status=500, message=str(exc),
+                         headers={"x-should-retry": "false"})
 
     def _message(self, reply: Any, body: Dict[str, Any], size: int) -> Dict[str, Any]:
         spec: Dict[str, Any] = {"content": reply} if isinstance(reply, str) else dict(reply)
