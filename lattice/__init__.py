@@ -4,10 +4,11 @@
 runtime dependency, ``requests``, is imported by the built-in HTTP client when it is used.
 """
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._version import __version__
 from .agent import Agent, create_agent
+from .calls import ToolCall
 from .cancellation import AbortController, AbortSignal
 from .compaction import DEFAULT_COMPACTION_PROMPT, AutoCompact
 from .errors import (
@@ -17,6 +18,7 @@ from .errors import (
     APIStatusError,
     AuthenticationError,
     BadRequestError,
+    BudgetExceededError,
     ConcurrentQueryError,
     HistoryStoreError,
     InternalServerError,
@@ -52,6 +54,9 @@ from .stores import (
 from .tools import Tool, ToolContext, ToolResult, tool
 from .usage import Usage
 
+if TYPE_CHECKING:  # the real classes for type checkers; at run time loaded on first use
+    from .models.anthropic import AnthropicClient
+
 __all__ = [
     "__version__",
     # the agent
@@ -68,6 +73,7 @@ __all__ = [
     "Tool",
     "ToolResult",
     "ToolContext",
+    "ToolCall",
     "OutputSchema",
     "SUBMIT_OUTPUT_TOOL_NAME",
     # cancellation
@@ -92,6 +98,7 @@ __all__ = [
     "ConcurrentQueryError",
     "MissingOutputError",
     "MaxTurnsExceededError",
+    "BudgetExceededError",
     "RequestTimeoutError",
     "AbortError",
     "HistoryStoreError",

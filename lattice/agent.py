@@ -1,75 +1,53 @@
-"""``Agent``: one conversation. Options, the one-query-at-a-time guard, and the consumer
-side of a query (the loop itself is in ``loop.py``, the race in ``race.py``)."""
+"""``Agent``: one conversation. Its options, tools and history; a query's start and end
+(the guard, the store's lock, approvals) are in ``query.py``, the loop in ``loop.py``."""
 
 from __future__ import annotations
 
-import logging
+import copy
+import os
 import threading
-import time
-from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Union
+from dataclasses import replace
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Union
 
 from . import compaction
-from .cancellation import SignalLike, as_signal
+from .calls import ToolCall, needs_approval, resolve_calls
+from .cancellation import AbortSignal, SignalLike, as_signal
 from .errors import ConcurrentQueryError
-from .loop import Loop
-from .messages import ResultMessage, UserMessage, tool_result, unanswered_tool_uses
-from .models.base import ModelClient, ModelRequest, as_model_client
-from .output import SUBMIT_OUTPUT_TOOL_NAME, OutputSchema, resolve_output_schema
-from .race import End, QueryRun
-from .tools import Tool, as_tool
+from .history import History
+from .messages import ResultMessage, pending_tail, tool_uses_of
+from .models.base import ModelRequest, as_model_client
+from .observe import Observer
+from .output import SUBMIT_OUTPUT_TOOL_NAME, resolve_output_schema
+from .query import Query
+from .race import QueryRun
+from .settings import (
+    QuerySettings,
+    check_bool,
+    check_callable,
+    non_negative_int,
+    non_negative_number,
+    optional_positive_int,
+    positive_int,
+)
+from .tools import Tool, flatten_tools
 
-__all__ = ["Agent", "create_agent", "QuerySettings"]
+__all__ = ["Agent", "create_agent"]
 
-log = logging.getLogger("lattice")
 _UNSET: Any = object()
-
-WHY_NOT_ANSWERED = {
-    "abort": "the query was aborted",
-    "timeout": "the model request timed out",
-    "interrupt": "the query was interrupted",
-    "closed": "the caller stopped the query",
-    "error": "the query failed",
-}
-
-
-def _positive_int(name: str, value: Any, *, allow_none: bool = False) -> Optional[int]:
-    if value is None and allow_none:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive int, got {value!r}")
-    return value
-
-
-@dataclass
-class QuerySettings:
-    """Everything one query runs with (Agent options plus per-query overrides)."""
-
-    model: Optional[str]
-    client: ModelClient
-    system: Any
-    tools: Dict[str, Tool]
-    tool_definitions: List[Dict[str, Any]]
-    max_turns: int
-    max_tokens: int
-    request_timeout_ms: Optional[int]
-    auto_compact: Optional[compaction.AutoCompact]
-    output: Optional[OutputSchema]
-    max_output_retries: Optional[int]
-    on_model_request: Optional[Callable[[ModelRequest], Optional[ModelRequest]]]
-    include_partial_messages: bool
-    parallel_tool_calls: bool
-    extra: Dict[str, Any] = field(default_factory=dict)
+Prompt = Union[str, List[Dict[str, Any]]]
 
 
 class Agent:
     """One conversation with a model that can call tools.
 
-    Keyword-only options (SPEC section 2): ``model``, ``api_key``, ``base_url``,
-    ``model_client``, ``system``, ``tools``, ``max_turns`` (50), ``max_tokens`` (8192),
-    ``request_timeout_ms``, ``auto_compact``, ``history_store``, ``output_schema``,
-    ``max_output_retries``, ``on_model_request``, ``include_partial_messages``,
-    ``parallel_tool_calls``, ``extra`` (more request body fields, e.g. temperature).
+    Keyword-only options (the README and ``docs/`` describe each): ``model``, ``api_key``,
+    ``base_url``, ``model_client``, ``system``, ``tools``, ``max_turns`` (50),
+    ``max_tokens`` (8192), ``request_timeout_ms``, ``auto_compact``, ``history_store``,
+    ``output_schema``, ``output_format``, ``max_output_retries``, ``on_model_request``,
+    ``include_partial_messages``, ``parallel_tool_calls``, ``extra`` (more request body
+    fields, e.g. temperature), ``before_tool_call``, ``after_tool_call``,
+    ``requires_approval``, ``session_lock_wait_s``, ``prompt_caching``,
+    ``max_budget_tokens``, ``tracing``, ``trace_content``, ``observers``.
     """
 
     def __init__(self, *, model: Optional[str] = None, api_key: Optional[str] = None,
@@ -77,91 +55,121 @@ class Agent:
                  tools: Optional[Iterable[Any]] = None, max_turns: int = 50,
                  max_tokens: int = 8192, request_timeout_ms: Optional[int] = None,
                  auto_compact: Any = False, history_store: Any = None,
-                 output_schema: Any = None, max_output_retries: Optional[int] = None,
+                 output_schema: Any = None, output_format: Any = None,
+                 max_output_retries: Optional[int] = None,
                  on_model_request: Optional[Callable[[ModelRequest], Any]] = None,
                  include_partial_messages: bool = False, parallel_tool_calls: bool = False,
-                 extra: Optional[Dict[str, Any]] = None) -> None:
+                 extra: Optional[Dict[str, Any]] = None,
+                 before_tool_call: Optional[Callable[[ToolCall], Any]] = None,
+                 after_tool_call: Optional[Callable[..., Any]] = None,
+                 requires_approval: Optional[Callable[[ToolCall], bool]] = None,
+                 session_lock_wait_s: float = 0.0, prompt_caching: bool = False,
+                 max_budget_tokens: Optional[int] = None, tracing: bool = False,
+                 trace_content: bool = False,
+                 observers: Optional[Iterable[Observer]] = None) -> None:
         if model is not None and (not isinstance(model, str) or not model):
             raise ValueError(f"model must be a non-empty str, got {model!r}")
         if model is None and model_client is None:
             raise ValueError("model is required (or pass a model_client that ignores it)")
         if system is not None and not isinstance(system, (str, list)):
             raise ValueError(f"system must be a str or a list of content blocks, got {system!r}")
-        if max_output_retries is not None and (isinstance(max_output_retries, bool) or not
-                                               isinstance(max_output_retries, int) or
-                                               max_output_retries < 0):
-            raise ValueError(f"max_output_retries must be an int >= 0, got {max_output_retries!r}")
-        if on_model_request is not None and not callable(on_model_request):
-            raise ValueError(f"on_model_request must be callable, got {on_model_request!r}")
-        for name, flag in (("include_partial_messages", include_partial_messages),
-                           ("parallel_tool_calls", parallel_tool_calls)):
-            if not isinstance(flag, bool):
-                raise ValueError(f"{name} must be a bool, got {flag!r}")
         if extra is not None and not isinstance(extra, dict):
             raise ValueError(f"extra must be a dict of request body fields, got {extra!r}")
         if history_store is not None and not all(
                 callable(getattr(history_store, m, None)) for m in ("load", "append", "replace")):
             raise ValueError("history_store must have load(), append() and replace(), "
                              f"got {history_store!r}")
+        if output_schema is not None and output_format is not None:
+            raise ValueError("set output_schema or output_format, not both")
+        for name, hook in (("on_model_request", on_model_request),
+                           ("before_tool_call", before_tool_call),
+                           ("after_tool_call", after_tool_call),
+                           ("requires_approval", requires_approval)):
+            check_callable(name, hook)
+        for name, flag in (("include_partial_messages", include_partial_messages),
+                           ("parallel_tool_calls", parallel_tool_calls),
+                           ("prompt_caching", prompt_caching), ("tracing", tracing),
+                           ("trace_content", trace_content)):
+            check_bool(name, flag)
+        watchers = list(observers or ())
+        if not all(isinstance(o, Observer) for o in watchers):
+            raise ValueError(f"observers must be lattice.observe.Observer objects, got {observers!r}")
+        if tracing or os.environ.get("LATTICE_TRACING") == "1":
+            from .tracing import tracing_observer
+
+            made = tracing_observer(True, trace_content)
+            if made is not None:
+                watchers.append(made)
         if model_client is None:
             from .models.anthropic import AnthropicClient
 
             model_client = AnthropicClient(api_key=api_key, base_url=base_url)
-        self._output = resolve_output_schema(output_schema)
+        output = resolve_output_schema(output_schema if output_format is None else output_format)
         self._settings = QuerySettings(
-            model=model, client=as_model_client(model_client), system=system, tools={},
-            tool_definitions=[], max_turns=_positive_int("max_turns", max_turns) or 50,
-            max_tokens=_positive_int("max_tokens", max_tokens) or 8192,
-            request_timeout_ms=_positive_int("request_timeout_ms", request_timeout_ms,
-                                             allow_none=True),
-            auto_compact=compaction.resolve_auto_compact(auto_compact), output=self._output,
-            max_output_retries=max_output_retries, on_model_request=on_model_request,
+            model=model, client=as_model_client(model_client), system=system,
+            max_turns=positive_int("max_turns", max_turns),
+            max_tokens=positive_int("max_tokens", max_tokens),
+            request_timeout_ms=optional_positive_int("request_timeout_ms", request_timeout_ms),
+            auto_compact=compaction.resolve_auto_compact(auto_compact), output=output,
+            output_native=output_format is not None,
+            max_output_retries=non_negative_int("max_output_retries", max_output_retries),
+            on_model_request=on_model_request,
             include_partial_messages=include_partial_messages,
-            parallel_tool_calls=parallel_tool_calls, extra=dict(extra or {}))
-        if self._output is not None:
-            self._settings.tool_definitions.append(self._output.tool_definition())
-        from .history import History
-
+            parallel_tool_calls=parallel_tool_calls, extra=dict(extra or {}),
+            before_tool_call=before_tool_call, after_tool_call=after_tool_call,
+            requires_approval=requires_approval, prompt_caching=prompt_caching,
+            max_budget_tokens=optional_positive_int("max_budget_tokens", max_budget_tokens),
+            observers=watchers)
+        if output is not None and output_format is None:
+            self._settings.tool_definitions.append(output.tool_definition())
+        self._lock_wait_s = non_negative_number("session_lock_wait_s", session_lock_wait_s)
         self._history = History(history_store)
         self._loaded = history_store is None
         self._load_lock = threading.Lock()
         self._guard = threading.Lock()
         self._run: Optional[QueryRun] = None
-        self._last_prompt_tokens = 0  # of the last reply: what compaction looks at
-        self.add_tools(*(tools or ()))
+        self.add_tools(*flatten_tools(tools if tools is not None else ()))
 
     # -- tools ---------------------------------------------------------------------------
     def add_tools(self, *tools: Any) -> None:
-        """Register more tools (``Tool`` objects or functions)."""
-        made = [as_tool(t) for t in tools]
+        """Register more tools (``Tool`` objects, functions, or tool providers such as MCP
+        servers). A running query keeps the tools it started with."""
+        made = flatten_tools(tools)
         names = [t.name for t in made]
+        s = self._settings
         for name in names:
-            if self._output is not None and name == SUBMIT_OUTPUT_TOOL_NAME:
+            if s.output is not None and not s.output_native and name == SUBMIT_OUTPUT_TOOL_NAME:
                 raise ValueError(f"the tool name {SUBMIT_OUTPUT_TOOL_NAME!r} is reserved while "
                                  "output_schema is set")
-            if name in self._settings.tools or names.count(name) > 1:
+            if name in s.tools or names.count(name) > 1:
                 raise ValueError(f"duplicate tool name {name!r}")
-        for t in made:
-            self._settings.tools[t.name] = t
-            self._settings.tool_definitions.append(t.definition)
+        # Copy on write: a running query holds the old dict and list.
+        self._settings = replace(s, tools={**s.tools, **{t.name: t for t in made}},
+                                 tool_definitions=s.tool_definitions +
+                                 [t.definition for t in made])
 
     # -- history ---------------------------------------------------------------------------
-    def _ensure_loaded(self) -> None:
+    def _ensure_loaded(self, *, again: bool = False) -> None:
         with self._load_lock:
-            if self._loaded:
+            if self._loaded and not again:
                 return
             loaded = self._history.load()  # a fail_on_error store raises: retried next time
             self._loaded = True
-            self._history.replace(loaded or [], to_store=False)
             from .stores import repair_history
 
-            for message in repair_history(self._history.messages):
-                self._history.append(message)  # the store gets the repair too
+            messages, changed = repair_history(loaded or [])
+            self._history.keep_all(messages)
+            if changed:
+                self._history.save("replace", list(messages))  # the store gets the repair
 
     def get_history(self) -> List[Dict[str, Any]]:
         """A deep copy of the conversation."""
         self._ensure_loaded()
-        return self._history.snapshot()
+        run = self._run
+        if run is None:
+            return self._history.snapshot()
+        with run.cond:
+            return self._history.snapshot()
 
     def replace_history(self, messages: List[Dict[str, Any]]) -> None:
         """Replace the conversation (and the store's copy); only while no query runs."""
@@ -172,133 +180,70 @@ class Agent:
         try:
             with self._load_lock:
                 self._loaded = True
-            self._history.replace(messages)
-            self._last_prompt_tokens = 0
+            self._history.replace(copy.deepcopy(messages))
+            self._history.last_prompt_tokens = 0
         finally:
             self._guard.release()
 
+    def pending_approvals(self) -> List[ToolCall]:
+        """The calls waiting for a decision (empty when none); loads the store first."""
+        self._ensure_loaded()
+        tail = pending_tail(self._history.messages)
+        if tail is None:
+            return []
+        calls = resolve_calls(copy.deepcopy(tool_uses_of(tail["content"])),
+                              self._settings.tools, AbortSignal(), self)
+        return [c for c in calls if needs_approval(c, self._settings)]
+
     # -- queries ---------------------------------------------------------------------------
-    def _prepare(self, prompt: Any, signal: Any, request_timeout_ms: Any, max_turns: Any,
-                 max_tokens: Any, **fixed: Any) -> QuerySettings:
+    def _prepare(self, prompt: Any, approvals: Any, signal: Any, overrides: Mapping[str, Any],
+                 **fixed: Any) -> QuerySettings:
         """Check a query's prompt and overrides (ValueError naming them) before it starts."""
-        _check_prompt(prompt)
+        if prompt is None and approvals is None:
+            raise ValueError("prompt is required (it may be None only with approvals=)")
+        if prompt is not None:
+            _check_prompt(prompt)
+        if approvals is not None and not isinstance(approvals, dict):
+            raise ValueError(f"approvals must be a dict of tool_use id -> decision, "
+                             f"got {approvals!r}")
         as_signal(signal)
         changes: Dict[str, Any] = dict(fixed)
-        if request_timeout_ms is not _UNSET:
-            changes["request_timeout_ms"] = _positive_int(
-                "request_timeout_ms", request_timeout_ms, allow_none=True)
-        if max_turns is not None:
-            changes["max_turns"] = _positive_int("max_turns", max_turns)
-        if max_tokens is not None:
-            changes["max_tokens"] = _positive_int("max_tokens", max_tokens)
-        return replace(self._settings, **changes) if changes else self._settings
+        for name in ("request_timeout_ms", "max_budget_tokens"):
+            if overrides[name] is not _UNSET:
+                changes[name] = optional_positive_int(name, overrides[name])
+        for name in ("max_turns", "max_tokens"):
+            if overrides[name] is not None:
+                changes[name] = positive_int(name, overrides[name])
+        return replace(self._settings, **changes)
 
-    def query(self, prompt: Union[str, List[Dict[str, Any]]], *,
-              signal: Optional[SignalLike] = None, request_timeout_ms: Any = _UNSET,
-              max_turns: Optional[int] = None, max_tokens: Optional[int] = None) -> Iterator[Any]:
+    def query(self, prompt: Optional[Prompt] = None, *, signal: Optional[SignalLike] = None,
+              request_timeout_ms: Any = _UNSET, max_turns: Optional[int] = None,
+              max_tokens: Optional[int] = None, max_budget_tokens: Any = _UNSET,
+              approvals: Optional[Dict[str, Any]] = None) -> Query:
         """Run one query; yields ``AssistantMessage``, ``UserMessage`` (tool results),
-        ``SystemMessage``, ``StreamEvent`` and, last, the ``ResultMessage``."""
-        settings = self._prepare(prompt, signal, request_timeout_ms, max_turns, max_tokens)
-        return self._iterate(prompt, settings, as_signal(signal), gated=True)
+        ``SystemMessage``, ``StreamEvent`` and, last, the ``ResultMessage``. The query
+        starts now: the Agent is busy until the iterator ends or is closed."""
+        settings = self._prepare(prompt, approvals, signal, dict(
+            request_timeout_ms=request_timeout_ms, max_turns=max_turns, max_tokens=max_tokens,
+            max_budget_tokens=max_budget_tokens))
+        return Query(self, prompt, approvals, settings, as_signal(signal), lockstep=True)
 
-    def prompt(self, prompt: Union[str, List[Dict[str, Any]]], *,
-               signal: Optional[SignalLike] = None, request_timeout_ms: Any = _UNSET,
-               max_turns: Optional[int] = None, max_tokens: Optional[int] = None
-               ) -> ResultMessage:
+    def prompt(self, prompt: Optional[Prompt] = None, *, signal: Optional[SignalLike] = None,
+               request_timeout_ms: Any = _UNSET, max_turns: Optional[int] = None,
+               max_tokens: Optional[int] = None, max_budget_tokens: Any = _UNSET,
+               approvals: Optional[Dict[str, Any]] = None) -> ResultMessage:
         """Run one query to its end and return the ``ResultMessage``."""
-        # Nobody sees stream events here: don't produce them.
-        quiet = {"include_partial_messages": False} if \
-            self._settings.include_partial_messages else {}
-        settings = self._prepare(prompt, signal, request_timeout_ms, max_turns, max_tokens,
-                                 **quiet)
-        result: Any = None
-        for result in self._iterate(prompt, settings, as_signal(signal), gated=False):  # noqa: B007
-            pass
-        assert isinstance(result, ResultMessage)
-        return result
+        settings = self._prepare(prompt, approvals, signal, dict(
+            request_timeout_ms=request_timeout_ms, max_turns=max_turns, max_tokens=max_tokens,
+            max_budget_tokens=max_budget_tokens), include_partial_messages=False)
+        return Query(self, prompt, approvals, settings, as_signal(signal),
+                     lockstep=False).result()
 
     def interrupt(self) -> None:
         """End the running query as ``"interrupted"``; nothing when idle."""
         run = self._run
         if run is not None:
             run.interrupt()
-
-    def _iterate(self, prompt: Any, settings: QuerySettings, signal: Any, *,
-                 gated: bool) -> Iterator[Any]:
-        run: Optional[QueryRun] = None
-        loop: Optional[Loop] = None
-        released = False
-        if not self._guard.acquire(blocking=False):
-            raise ConcurrentQueryError("this Agent is already running a query; create one "
-                                       "Agent per conversation")
-        try:
-            started = time.monotonic()
-            # The run exists before anything slow (the store's load), so an interrupt() from
-            # now on reaches this query.
-            run = QueryRun(signal, gated=gated, collect=gated)
-            self._run = run
-            self._ensure_loaded()
-            self._history.append({"role": "user", "content": prompt})
-            loop = Loop(self, run, settings)
-            worker = threading.Thread(target=loop, name="lattice-query", daemon=True)
-            worker.start()
-            while True:
-                item = run.next_item()
-                if item is None:
-                    break
-                yield item
-            end = run.ended
-            assert end is not None
-            repair = self._repair_tail(end, run)
-            if repair is not None and gated:
-                yield UserMessage(repair)
-            result = _result(end, loop, started)
-            released = True
-            self._release(run)
-            yield result
-        finally:
-            if not released:
-                try:
-                    if run is not None:
-                        try:
-                            if run.ended is None:
-                                run.end(End("closed"))
-                        finally:
-                            if run.ended is not None:
-                                self._repair_tail(run.ended, run)
-                finally:
-                    self._release(run)
-
-    def _repair_tail(self, end: End, run: QueryRun) -> Optional[Dict[str, Any]]:
-        """Answer the calls of an unanswered last reply, so the history stays sendable."""
-        with run.cond:
-            while run.writing:  # a write that began before the end completes first
-                run.cond.wait()
-            # The worker can no longer write (the query has ended), so the history is ours.
-            uses = unanswered_tool_uses(self._history.messages)
-            if not uses:
-                return None
-            why = WHY_NOT_ANSWERED.get(end.kind, WHY_NOT_ANSWERED["error"])
-            blocks = []
-            for use in uses:
-                use_id = use.get("id", "")
-                done = run.partial.get(use_id)
-                if done is None:
-                    what = ("was stopped before it finished (its result was discarded)"
-                            if use_id in run.started else "was not run")
-                    done = tool_result(use_id, f"The call {what}: {why}.", True)
-                blocks.append(done)
-            message = {"role": "user", "content": blocks}
-        self._history.append(message)  # store I/O without the lock (see QueryRun.commit)
-        return message
-
-    def _release(self, run: Optional[QueryRun]) -> None:
-        try:
-            if run is not None:
-                run.release()
-        finally:  # even if a KeyboardInterrupt lands in run.release()
-            self._run = None
-            self._guard.release()
 
     def __repr__(self) -> str:
         s = self._settings
@@ -317,24 +262,3 @@ def _check_prompt(prompt: Any) -> None:
     if isinstance(prompt, list) and all(isinstance(b, dict) and "type" in b for b in prompt):
         return
     raise ValueError(f"prompt must be a str or a list of content blocks, got {prompt!r}")
-
-
-def _result(end: End, loop: Loop, started: float) -> ResultMessage:
-    """The ResultMessage for how the query ended (an error end raises instead)."""
-    last = loop.last_reply
-    common: Dict[str, Any] = dict(
-        usage=loop.usage, stop_reason=last.get("stop_reason") if last else None,
-        num_turns=loop.turns, duration_ms=int((time.monotonic() - started) * 1000))
-    if end.kind == "finish":
-        o = end.outcome
-        return ResultMessage(o.subtype, is_error=o.is_error, result=o.result,
-                             structured_result=o.structured_result, error=o.error, **common)
-    if end.kind == "error":
-        assert end.error is not None
-        raise end.error
-    text = loop.last_text()
-    if end.kind == "interrupt":
-        return ResultMessage("interrupted", result=text, **common)
-    # Timeouts carry a RequestTimeoutError, aborts an AbortError (QueryRun made them).
-    subtype = "error_timeout" if end.kind == "timeout" else "error_abort"
-    return ResultMessage(subtype, is_error=True, result=text, error=end.error, **common)

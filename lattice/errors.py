@@ -6,6 +6,7 @@
     ├── ConcurrentQueryError          a second query on a busy Agent (also from replace_history)
     ├── MissingOutputError            the model ended without submit_output
     ├── MaxTurnsExceededError         the query reached max_turns (on ResultMessage.error)
+    ├── BudgetExceededError           the query reached max_budget_tokens (on ResultMessage.error)
     ├── RequestTimeoutError           a model request outlived its deadline (also TimeoutError)
     ├── AbortError                    the query's signal fired
     ├── HistoryStoreError             a store failed and fail_on_error=True
@@ -34,6 +35,7 @@ __all__ = [
     "ConcurrentQueryError",
     "MissingOutputError",
     "MaxTurnsExceededError",
+    "BudgetExceededError",
     "RequestTimeoutError",
     "AbortError",
     "HistoryStoreError",
@@ -68,6 +70,10 @@ class MissingOutputError(LatticeError):
 
 class MaxTurnsExceededError(LatticeError):
     """The query made ``max_turns`` model requests without finishing."""
+
+
+class BudgetExceededError(LatticeError):
+    """The query's token usage reached ``max_budget_tokens`` before a model request."""
 
 
 class RequestTimeoutError(LatticeError, TimeoutError):

@@ -1,52 +1,123 @@
 """The conversation: the history list, its provider-ready twin, and the store behind it.
 
-``wire`` holds one ``{"role", "content"}`` dict per history entry, made once when the
-entry is written, so building a request copies a list of references instead of stripping
-SDK keys from the whole history every turn.
+Memory is the truth; the store follows it. Rules (SPEC 10a), the same for every store:
+
+- A message is saved to the store first and kept in memory after, so with
+  ``fail_on_error=True`` a failed write raises and is kept nowhere: memory, store and
+  what the caller was shown agree.
+- With ``fail_on_error=False`` the first failure is logged once (WARNING, logger
+  ``lattice``, naming the cause) and the store gets nothing more: memory only.
+- Store I/O is serialised by ``io`` and never runs under the query's lock. A write that
+  finishes after its query ended leaves the store one step ahead of memory; the history
+  is then ``diverged`` and the next store operation rewrites the store from memory.
+
+``wire`` holds one ``{"role", "content"}`` dict per entry, made once when the entry is
+written, so building a request copies a list of references.
 """
 
 from __future__ import annotations
 
 import copy
-from typing import Any, Dict, List, Optional
+import logging
+import threading
+from typing import Any, Callable, Dict, List, Optional
 
+from .errors import HistoryStoreError
 from .messages import wire
 
 __all__ = ["History"]
+
+log = logging.getLogger("lattice")
+Message = Dict[str, Any]
 
 
 class History:
     """The messages of one Agent, mirrored into its store (if any)."""
 
-    __slots__ = ("messages", "wire", "store")
-
     def __init__(self, store: Any = None) -> None:
-        self.messages: List[Dict[str, Any]] = []
-        self.wire: List[Dict[str, Any]] = []
+        self.messages: List[Message] = []
+        self.wire: List[Message] = []
         self.store = store
+        self.io = threading.Lock()
+        self.diverged = False
+        self.last_prompt_tokens = 0  # of the last reply: what compaction looks at
+        self.version: Any = None  # the store's version after this Agent's last read/write
 
-    def append(self, message: Dict[str, Any]) -> None:
+    # -- memory (callers that race hold the query's lock) --------------------------------
+    def keep(self, message: Message) -> None:
         self.messages.append(message)
         self.wire.append(wire(message))
-        if self.store is not None:
-            from .stores import call_store
 
-            call_store(self.store, "append", message)
-
-    def replace(self, messages: List[Dict[str, Any]], *, to_store: bool = True) -> None:
+    def keep_all(self, messages: List[Message]) -> None:
         self.messages = list(messages)
         self.wire = [wire(m) for m in self.messages]
-        if to_store and self.store is not None:
-            from .stores import call_store
 
-            call_store(self.store, "replace", list(self.messages))
-
-    def snapshot(self) -> List[Dict[str, Any]]:
+    def snapshot(self) -> List[Message]:
         return copy.deepcopy(self.messages)
 
-    def load(self) -> Optional[List[Dict[str, Any]]]:
-        """What the store holds (None on a swallowed store error)."""
-        from .stores import call_store
+    # -- the store -----------------------------------------------------------------------
+    def save(self, method: str, *args: Any) -> Any:
+        """Call ``store.<method>(*args)`` under ``io`` and the failure policy."""
+        if self.store is None:
+            return None
+        with self.io:
+            return self._call(method, *args)
 
-        loaded = call_store(self.store, "load")
+    def _call(self, method: str, *args: Any) -> Any:
+        store = self.store
+        if store is None:
+            return None
+        fail = bool(getattr(store, "fail_on_error", False))
+        try:
+            if self.diverged and method != "load":
+                store.replace(list(self.messages))
+                self.diverged = False
+            out = getattr(store, method)(*args)
+            version = getattr(store, "version", None)
+            if callable(version):
+                self.version = version()
+            return out
+        except Exception as exc:
+            if fail:
+                raise HistoryStoreError(f"history store {method} failed: {exc}") from exc
+            log.warning("history store %r: %s failed (%s: %s); continuing with the "
+                        "in-memory history only", store, method, type(exc).__name__, exc)
+            self.store = None  # nothing more goes to a store that failed once
+            return None
+
+    def append(self, message: Message) -> None:
+        """Save, then keep (outside a query's race)."""
+        self.save("append", message)
+        self.keep(message)
+
+    def replace(self, messages: List[Message]) -> None:
+        self.save("replace", list(messages))
+        self.keep_all(messages)
+
+    def save_later(self, method: str, *args: Any) -> None:
+        """A store write that must not hold up the caller (the repair after an abort): done
+        now if the store is free, else in a background thread behind the write in flight."""
+        if self.store is None:
+            return
+        if self.io.acquire(blocking=False):
+            try:
+                self._call(method, *args)  # fail_on_error: raised once the query has ended
+            finally:
+                self.io.release()
+            return
+        self.diverged = True  # the next store operation rewrites the store from memory
+
+    def load(self) -> Optional[List[Message]]:
+        """What the store holds (None without a store or on a swallowed failure)."""
+        loaded = self.save("load")
         return None if loaded is None else list(loaded)
+
+    def stale(self) -> bool:
+        """Whether someone else wrote the store since this Agent last read or wrote it."""
+        version: Optional[Callable[[], Any]] = getattr(self.store, "version", None)
+        if not callable(version) or self.version is None:
+            return False
+        try:
+            return bool(version() != self.version)
+        except Exception:
+            return False

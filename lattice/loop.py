@@ -1,277 +1,307 @@
-"""The agent loop of one query, as it runs in the worker thread.
+"""One query's loop, run by the worker thread.
 
-``Loop.run`` is the whole algorithm; each step is a small method. Every write to the
-history goes through ``QueryRun.commit``, which refuses writes once the query has ended
-(abort, deadline, interrupt, closed generator), so a worker that lost the race can only
-unwind.
+The loop decides how the query ends and returns it as an ``Ending``; a race it loses
+(abort, deadline, interrupt during a model call, the consumer closing) surfaces as
+``Stopped`` from the ``QueryRun``. It reads and writes the conversation only through
+``History`` and the run's ``commit``; it never touches the Agent.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import threading
 from functools import partial
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from . import compaction
+from .calls import Hooks, ToolCall, needs_approval, not_run, resolve_calls, run_batch
+from .endings import Ending
 from .errors import (
     AbortError,
+    BudgetExceededError,
+    HistoryStoreError,
     MaxTurnsExceededError,
     MissingOutputError,
     PromptTooLongError,
     RequestTimeoutError,
 )
+from .history import History
 from .messages import (
     AssistantMessage,
     StreamEvent,
     SystemMessage,
     UserMessage,
+    normalize_reply,
     text_of,
     tool_result,
     tool_uses_of,
 )
 from .models.base import ModelRequest
+from .observe import Observers
 from .output import SUBMIT_OUTPUT_TOOL_NAME
-from .race import End, QueryRun, Stopped
-from .tools import ToolContext, error_text, result_content, tool_names
+from .race import QueryRun, Stopped
+from .settings import QuerySettings
 from .usage import Usage
 
-if TYPE_CHECKING:
-    from .agent import Agent, QuerySettings
-
-__all__ = ["Loop", "Outcome"]
+__all__ = ["Loop"]
 
 log = logging.getLogger("lattice")
 
-TRUNCATED = ("The call was not run: the reply was cut off at max_tokens, so its input may be "
-             "incomplete. Make the call again with a shorter input (or split the work).")
-EXCLUSIVE = ("submit_output_exclusive_batch: submit_output must be called alone, once, in its "
-             "own turn; no call in this batch was run. Make the other calls first, then submit.")
 CONTEXT_EXCEEDED = "model_context_window_exceeded"
-
-
-class Outcome:
-    """How the loop itself ended (the consumer turns it into a ``ResultMessage``)."""
-
-    __slots__ = ("subtype", "is_error", "result", "structured_result", "error")
-
-    def __init__(self, subtype: str, *, is_error: bool = False, result: Optional[str] = None,
-                 structured_result: Any = None, error: Optional[BaseException] = None) -> None:
-        self.subtype = subtype
-        self.is_error = is_error
-        self.result = result
-        self.structured_result = structured_result
-        self.error = error
 
 
 class Loop:
     """One query's loop. ``__call__`` is the worker thread's target."""
 
-    def __init__(self, agent: Agent, run: QueryRun, settings: QuerySettings) -> None:
-        self.agent = agent
+    def __init__(self, run: QueryRun, settings: QuerySettings, history: History, *,
+                 agent: Any = None, observers: Optional[Observers] = None,
+                 resume: Optional[Dict[str, Any]] = None) -> None:
         self.run = run
         self.settings = settings
-        self.history = agent._history
+        self.history = history
+        self.agent = agent  # only handed to tools, in ToolContext
+        self.observers = observers
+        self.resume = resume  # approvals: {"reply": ..., "decisions": ..., "prompt": ...}
+        self.hooks = Hooks(settings.before_tool_call, settings.after_tool_call)
         self.usage = Usage()
         self.turns = 0
         self.last_reply: Optional[Dict[str, Any]] = None
         self.recovered = False  # overflow recovery happens once per query
         self.bad_outputs = 0
+        self.calls: List[ToolCall] = []  # the last reply's batch
+        self.waiting: List[ToolCall] = []  # those of its calls that wait for approval
 
     def __call__(self) -> None:
         try:
-            outcome = self.loop()
+            ending = self.loop()
         except Stopped:
             return
         except BaseException as exc:  # noqa: B036 - handed to the consumer to raise
-            self.run.end(End("error", exc))
+            self.run.end(Ending.raised(exc))
             return
-        self.run.end(End("finish", outcome=outcome))
+        self.run.end(ending)
 
-    def loop(self) -> Outcome:
+    def loop(self) -> Ending:
+        if self.resume is not None:
+            ending = self.resume_batch()
+            if ending is not None:
+                return ending
         while True:
-            self.check_stop()
-            if self.turns >= self.settings.max_turns:
-                return Outcome("error_max_turns", is_error=True, result=self.last_text(),
-                               error=MaxTurnsExceededError(
-                                   f"reached max_turns={self.settings.max_turns} model requests"))
+            self.run.check()
+            limit = self.limit()
+            if limit is not None:
+                return limit
             self.maybe_compact()
             reply = self.next_reply()
-            self.check_stop()  # what the consumer did while holding the reply comes first
+            if reply is None:
+                continue  # overflow recovered: the turn is tried again
+            self.run.check()  # what the consumer did while holding the reply comes first
             uses = tool_uses_of(reply["content"])
-            if not uses:
-                return self.final_answer(reply)
-            outcome = self.run_batch(reply, uses)
-            if outcome is not None:
-                return outcome
+            ending = self.tool_turn(reply, uses) if uses else self.final_answer(reply)
+            if ending is not None:
+                return ending
 
-    # -- limits ------------------------------------------------------------------------
-    def check_stop(self) -> None:
-        """Abort and interrupt are honoured before every model request and tool batch."""
-        if self.run.user_aborted():
-            self.run.abort_from_user()
-            raise Stopped
-        if self.run.interrupted:
-            self.run.end(End("interrupt"))
-            raise Stopped
+    # -- limits --------------------------------------------------------------------------
+    def limit(self) -> Optional[Ending]:
+        s = self.settings
+        if self.turns >= s.max_turns:
+            return Ending("error_max_turns", error=MaxTurnsExceededError(
+                f"reached max_turns={s.max_turns} model requests"))
+        spent = self.usage.prompt_tokens + self.usage.output_tokens
+        if s.max_budget_tokens is not None and spent >= s.max_budget_tokens:
+            return Ending("error_max_budget", error=BudgetExceededError(
+                f"used {spent} tokens, max_budget_tokens={s.max_budget_tokens}"))
+        return None
 
     def last_text(self) -> Optional[str]:
         return text_of(self.last_reply["content"]) if self.last_reply is not None else None
 
-    # -- model calls -------------------------------------------------------------------
-    def request(self, messages: Optional[List[Dict[str, Any]]] = None,
-                for_summary: bool = False) -> ModelRequest:
-        s = self.settings
+    # -- writing ---------------------------------------------------------------------------
+    def write(self, message: Dict[str, Any], item: Any) -> None:
+        """Append ``message`` (store first, then memory) and yield ``item`` (a copy of it,
+        so a consumer's edits never reach the history)."""
+        history, saved = self.history, []
+
+        def save() -> None:
+            history.save("append", message)
+            saved.append(True)
+
+        try:
+            self.run.commit(save, partial(history.keep, message), item)
+        except Stopped:
+            if saved and (not history.messages or history.messages[-1] is not message):
+                history.diverged = True  # stored, but the query ended first: resync later
+            raise
+
+    def item(self, cls: Any, message: Dict[str, Any]) -> Any:
+        return cls(json.loads(json.dumps(message))) if self.run.lockstep else None
+
+    # -- model calls -------------------------------------------------------------------------
+    def request(self, messages: Optional[List[Dict[str, Any]]] = None) -> ModelRequest:
+        s, summary = self.settings, messages is not None
         on_event = None
-        if s.include_partial_messages and not for_summary:
+        if s.include_partial_messages and not summary:
             emit = self.run.emit
             on_event = lambda event: emit(StreamEvent(event))  # noqa: E731
-        return ModelRequest(
+        request = ModelRequest(
             model=s.model, messages=list(self.history.wire) if messages is None else messages,
-            system=None if for_summary else s.system,
-            tools=[] if for_summary else list(s.tool_definitions), max_tokens=s.max_tokens,
+            system=None if summary else s.system,
+            tools=[] if summary else list(s.tool_definitions), max_tokens=s.max_tokens,
             timeout_ms=s.request_timeout_ms, on_event=on_event, extra=dict(s.extra))
+        if s.output_native and s.output is not None and not summary:
+            request.output_format = s.output.json_schema
+        if s.prompt_caching:
+            from .caching import mark_cache_breakpoints
+
+            mark_cache_breakpoints(request)
+        return request
 
     def call(self, request: ModelRequest) -> Dict[str, Any]:
         """One model call, raced against abort, interrupt and the request deadline."""
         request.signal = self.run.start_model(request.timeout_ms)
+        token = self.observers.model_start(request) if self.observers else None
         try:
             hook = self.settings.on_model_request
             if hook is not None:
                 request = hook(request) or request
-            raw = self.settings.client.create(request)
-        except Stopped:
-            raise
+            reply = normalize_reply(self.settings.client.create(request))
         except BaseException as exc:
-            if self.run.ended is not None:
+            if self.observers:
+                self.observers.model_end(token, None, exc)
+            if isinstance(exc, Stopped) or self.run.ended is not None:
                 raise Stopped from None
             if isinstance(exc, RequestTimeoutError):
-                self.run.end(End("timeout", exc))
+                self.run.end(Ending("error_timeout", error=exc))
                 raise Stopped from None
             if isinstance(exc, AbortError) and self.run.user_aborted():
-                self.run.end(End("abort", exc))
+                self.run.end(Ending("error_abort", error=exc))
                 raise Stopped from None
             self.run.finish_model()
             raise
+        if self.observers:
+            self.observers.model_end(token, reply, None)
         self.run.finish_model()
-        return _reply_entry(raw)
+        return reply
 
-    def next_reply(self) -> Dict[str, Any]:
-        """The next reply in the history (and yielded), recovering once from overflow."""
-        while True:
-            self.turns += 1
-            try:
-                reply = self.call(self.request())
-                if reply.get("stop_reason") == CONTEXT_EXCEEDED:
-                    raise PromptTooLongError(
-                        f"the model stopped with stop_reason {CONTEXT_EXCEEDED!r}")
-            except PromptTooLongError as exc:
-                self.recover(exc)
-                self.check_stop()
-                continue
-            self.run.commit(partial(self.accept, reply), AssistantMessage(reply))
-            return reply
-
-    def accept(self, reply: Dict[str, Any]) -> None:
-        self.history.append(reply)
+    def next_reply(self) -> Optional[Dict[str, Any]]:
+        """The next reply, in the history and yielded; None after an overflow recovery."""
+        self.turns += 1
+        try:
+            reply = self.call(self.request())
+            if reply.get("stop_reason") == CONTEXT_EXCEEDED:
+                self.usage += Usage.from_dict(reply.get("usage"))  # discarded, still billed
+                raise PromptTooLongError(
+                    f"the model stopped with stop_reason {CONTEXT_EXCEEDED!r}")
+        except PromptTooLongError as exc:
+            self.recover(exc)
+            return None
+        self.calls, self.waiting = self.plan(reply)
+        if self.waiting:
+            reply["pending_approval"] = True  # an SDK key: kept by stores, never sent
+        self.write(reply, self.item(AssistantMessage, reply))
         self.last_reply = reply
         usage = Usage.from_dict(reply.get("usage"))
-        self.usage = self.usage + usage
-        self.agent._last_prompt_tokens = usage.prompt_tokens
+        self.usage += usage
+        self.history.last_prompt_tokens = usage.prompt_tokens
+        return reply
 
-    # -- endings -------------------------------------------------------------------------
-    def final_answer(self, reply: Dict[str, Any]) -> Outcome:
+    # -- endings -----------------------------------------------------------------------------
+    def final_answer(self, reply: Dict[str, Any]) -> Optional[Ending]:
         text = text_of(reply["content"])
-        if self.settings.output is not None:
-            return Outcome("error_missing_output", is_error=True, result=text,
-                           error=MissingOutputError(
-                               "the model ended its turn without calling submit_output"))
-        return Outcome("success", result=text)
+        output = self.settings.output
+        if output is None:
+            return Ending("success", result=text)
+        if not self.settings.output_native:
+            return Ending("error_missing_output", result=text, error=MissingOutputError(
+                "the model ended its turn without calling submit_output"))
+        if reply.get("stop_reason") == "refusal":
+            return Ending("error_missing_output", result=text, error=MissingOutputError(
+                "the model refused to give the output"))
+        ok, value = output.check_text(text)
+        if ok:
+            return Ending("success", result=text, structured_result=value)
+        ending = self.count_bad_output()
+        if ending is None:
+            message = {"role": "user", "content": value}
+            self.write(message, self.item(UserMessage, message))
+        return ending
 
-    # -- tools -----------------------------------------------------------------------------
-    def run_batch(self, reply: Dict[str, Any], uses: List[Dict[str, Any]]) -> Optional[Outcome]:
-        if reply.get("stop_reason") == "max_tokens":
-            self.write_results([tool_result(u["id"], TRUNCATED, True) for u in uses])
-            return None
-        if self.settings.output is not None and any(
-                u.get("name") == SUBMIT_OUTPUT_TOOL_NAME for u in uses):
-            return self.submit(uses)
-        self.run.start_tools()
-        if self.settings.parallel_tool_calls and len(uses) > 1:
-            done = self.run_parallel(uses)
-        else:
-            done = []
-            for use in uses:
-                if self.run.user_aborted():
-                    break  # abort stops a batch; interrupt lets it finish
-                done.append(self.run_one(use))
-        blocks = [block for block, _ in done]
-        self.write_results(blocks)
-        for (block, end_turn) in done:
-            if end_turn:
-                return Outcome("success", result=text_of(block["content"]))
+    def count_bad_output(self) -> Optional[Ending]:
+        self.bad_outputs += 1
+        limit = self.settings.max_output_retries
+        if limit is not None and self.bad_outputs > limit:
+            return Ending("error_max_output_retries", error=MissingOutputError(
+                f"no valid output after {self.bad_outputs} attempts "
+                f"(max_output_retries={limit})"))
         return None
 
+    # -- tools -----------------------------------------------------------------------------
     def write_results(self, blocks: List[Dict[str, Any]]) -> None:
         message = {"role": "user", "content": blocks}
-        self.run.commit(lambda: self.history.append(message), UserMessage(message))
+        self.write(message, self.item(UserMessage, message))
 
-    def run_one(self, use: Dict[str, Any]) -> Tuple[Dict[str, Any], bool]:
-        """Run one call; whatever happens becomes a tool_result."""
-        use_id, name, args = use.get("id", ""), use.get("name", ""), use.get("input")
-        # args is checked to be a dict by validation_errors before the handler sees it
-        tool = self.settings.tools.get(name)
-        end_turn = False
-        if tool is None:
-            block = tool_result(use_id, f"Unknown tool {name!r}. Available tools: "
-                                f"{tool_names(list(self.settings.tools.values()))}.", True)
-        else:
-            problems = tool.validation_errors(args)
-            if problems is not None:
-                block = tool_result(use_id, f"Invalid input for tool {name!r}:\n{problems}",
-                                    True)
-            else:
-                context = ToolContext(self.run.controller.signal, use_id, self.agent)
-                self.run.started.add(use_id)  # set.add is atomic: no lock on the hot path
-                try:
-                    content, is_error, end_turn = result_content(tool(args or {}, context))
-                    block = tool_result(use_id, content, is_error)
-                except Exception as exc:
-                    log.debug("tool %s raised", name, exc_info=True)
-                    block = tool_result(use_id, error_text(name, exc), True)
-        self.run.record(use_id, block)
-        return block, end_turn
+    def tool_turn(self, reply: Dict[str, Any], uses: List[Dict[str, Any]]) -> Optional[Ending]:
+        if reply.get("stop_reason") == "max_tokens":
+            self.write_results([not_run(u["id"], "truncated") for u in uses])
+            return None
+        if self.submits(uses):
+            return self.submit(uses)
+        if self.waiting:
+            return Ending("awaiting_approval", pending=self.waiting)
+        return self.batch(self.calls, {})
 
-    def run_parallel(self, uses: List[Dict[str, Any]]) -> List[Tuple[Dict[str, Any], bool]]:
-        """Run a batch in daemon threads (a hung tool must not block interpreter exit);
-        results stay in tool_use order."""
-        out: List[Any] = [None] * len(uses)
-        errors: List[BaseException] = []
+    def submits(self, uses: List[Dict[str, Any]]) -> bool:
+        return self.settings.output is not None and not self.settings.output_native and any(
+            u.get("name") == SUBMIT_OUTPUT_TOOL_NAME for u in uses)
 
-        def work(i: int) -> None:
-            try:
-                out[i] = self.run_one(uses[i])
-            except BaseException as exc:  # noqa: B036 - raised in the worker, as in sequence
-                errors.append(exc)
+    def plan(self, reply: Dict[str, Any]) -> Tuple[List[ToolCall], List[ToolCall]]:
+        """The calls of a reply's batch, and those that wait for approval."""
+        uses = tool_uses_of(reply["content"])
+        if not uses or reply.get("stop_reason") == "max_tokens" or self.submits(uses):
+            return [], []
+        calls = resolve_calls(uses, self.settings.tools, self.run.controller.signal,
+                              self.agent)
+        return calls, [c for c in calls if needs_approval(c, self.settings)]
 
-        threads = [threading.Thread(target=work, args=(i,), daemon=True,
-                                    name="lattice-tool") for i in range(1, len(uses))]
-        for thread in threads:
-            thread.start()
-        work(0)
-        for thread in threads:
-            thread.join()
-        if errors:
-            raise errors[0]
-        return out
+    def batch(self, calls: List[ToolCall], decisions: Dict[str, Any]) -> Optional[Ending]:
+        run = self.run
+        run.start_tools()
+        wrap = self.observers.wrap_tool if self.observers else None
+        done = run_batch(calls, self.hooks, decisions, parallel=self.settings.parallel_tool_calls,
+                         record=run.record, started=run.mark_started, stop=run.user_aborted,
+                         wrap=wrap)
+        if done is None:  # aborted mid-batch: the consumer answers every call of it
+            run.abort_from_user()
+            raise Stopped
+        self.write_results([block for block, _ in done])
+        for block, end_turn in done:
+            if end_turn:
+                text = text_of(block["content"])
+                if self.settings.output is not None:
+                    return Ending("error_missing_output", result=text, error=MissingOutputError(
+                        "a tool ended the turn before an output was given"))
+                return Ending("success", result=text)
+        return None
+
+    def resume_batch(self) -> Optional[Ending]:
+        """Run the batch that waited for approval, then the prompt given with it."""
+        assert self.resume is not None
+        reply, decisions, prompt = (self.resume["reply"], self.resume["decisions"],
+                                    self.resume["prompt"])
+        self.last_reply = reply
+        calls = resolve_calls(tool_uses_of(reply["content"]), self.settings.tools,
+                              self.run.controller.signal, self.agent)
+        ending = self.batch(calls, decisions)
+        if ending is None and prompt is not None:
+            self.write({"role": "user", "content": prompt}, None)
+        return ending
 
     # -- structured output -----------------------------------------------------------------
-    def submit(self, uses: List[Dict[str, Any]]) -> Optional[Outcome]:
+    def submit(self, uses: List[Dict[str, Any]]) -> Optional[Ending]:
         output = self.settings.output
         assert output is not None
         if len(uses) > 1:
-            self.write_results([tool_result(u["id"], EXCLUSIVE, True) for u in uses])
+            self.write_results([not_run(u["id"], "exclusive") for u in uses])
             return self.count_bad_output()
         use = uses[0]
         ok, value = output.check(use.get("input"))
@@ -279,29 +309,23 @@ class Loop:
             self.write_results([tool_result(use["id"], value, True)])
             return self.count_bad_output()
         self.write_results([tool_result(use["id"], "Output accepted.")])
-        return Outcome("success", structured_result=value,
-                       result=json.dumps(use.get("input"), ensure_ascii=False))
-
-    def count_bad_output(self) -> Optional[Outcome]:
-        self.bad_outputs += 1
-        limit = self.settings.max_output_retries
-        if limit is not None and self.bad_outputs > limit:
-            return Outcome("error_max_output_retries", is_error=True, result=self.last_text(),
-                           error=MissingOutputError(
-                               f"no valid submit_output after {self.bad_outputs} attempts "
-                               f"(max_output_retries={limit})"))
-        return None
+        return Ending("success", structured_result=value,
+                      result=json.dumps(use.get("input"), ensure_ascii=False))
 
     # -- compaction --------------------------------------------------------------------------
     def maybe_compact(self) -> None:
         policy = self.settings.auto_compact
-        if policy is None or self.agent._last_prompt_tokens <= policy.threshold_tokens:
+        if not compaction.should_compact(policy, {"input_tokens":
+                                                  self.history.last_prompt_tokens}):
             return
+        assert policy is not None
         try:
             self.compact(policy)
+        except HistoryStoreError:
+            raise  # fail_on_error: the history stays uncompacted and the error propagates
         except Exception:
             log.warning("compaction failed; continuing without it", exc_info=True)
-            self.agent._last_prompt_tokens = 0  # try again after the next reply
+            self.history.last_prompt_tokens = 0  # try again after the next reply
 
     def compact(self, policy: compaction.AutoCompact) -> bool:
         """Summarise all but the recent messages with one model call; False if there is
@@ -310,22 +334,23 @@ class Loop:
         cut = compaction.find_cut(history, policy.keep_recent_messages)
         if cut is None:
             return False
-        prompt = policy.prompt or compaction.DEFAULT_COMPACTION_PROMPT
-        request = self.request(compaction.summary_messages(history[:cut], prompt), True)
+        request = self.request(compaction.summary_messages(history[:cut],
+                                                           policy.effective_prompt))
         reply = self.call(request)
         rebuilt = compaction.rebuild(compaction.summary_text(reply), history[cut:])
         usage = Usage.from_dict(reply.get("usage"))
+        self.usage += usage  # billed even if the store then fails
 
-        def write() -> None:
-            self.history.replace(rebuilt)
-            self.usage = self.usage + usage
-            self.agent._last_prompt_tokens = 0
+        def keep() -> None:
+            self.history.keep_all(rebuilt)
+            self.history.last_prompt_tokens = 0
 
-        self.run.commit(write, SystemMessage("compaction", cut, usage))
+        self.run.commit(partial(self.history.save, "replace", rebuilt), keep,
+                        SystemMessage("compaction", cut, usage) if self.run.lockstep else None)
         return True
 
     def recover(self, error: PromptTooLongError) -> None:
-        """Overflow: compact and let the caller retry the turn, once per query; otherwise
+        """Overflow: compact so the caller can retry the turn, once per query; otherwise
         raise the original error."""
         policy = self.settings.auto_compact
         if policy is None or self.recovered:
@@ -333,29 +358,9 @@ class Loop:
         self.recovered = True
         try:
             compacted = self.compact(policy)
+        except HistoryStoreError:
+            raise
         except Exception:
             raise error from None
         if not compacted:
             raise error
-
-
-def _reply_entry(raw: Any) -> Dict[str, Any]:
-    """The history entry for a client's reply (validated: a bad client fails loudly).
-    A bare string is taken as a text reply, which makes one-line test clients possible."""
-    if isinstance(raw, str):
-        raw = {"content": raw, "stop_reason": "end_turn"}
-    if not isinstance(raw, dict):
-        raise TypeError(f"the model client returned {type(raw).__name__}, expected a dict "
-                        "like {'role': 'assistant', 'content': [...]}")
-    content = raw.get("content")
-    if isinstance(content, str):
-        content = [{"type": "text", "text": content}]
-    if not isinstance(content, list):
-        raise TypeError(f"the model client's reply has content {content!r}, expected a list "
-                        "of content blocks")
-    entry: Dict[str, Any] = {"role": "assistant", "content": content}
-    for key in ("model", "provider_response_id", "stop_reason", "usage"):
-        value = raw.get(key)
-        if value is not None:
-            entry[key] = value
-    return entry

@@ -8,7 +8,8 @@ wrap them for the caller with shortcuts. Assistant entries may carry SDK keys (`
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, List, Optional
+import uuid
+from typing import Any, Dict, List, Optional, Union
 
 from .usage import Usage
 
@@ -22,8 +23,11 @@ __all__ = [
     "text_of",
     "tool_uses_of",
     "wire",
+    "normalize_reply",
+    "too_deep",
     "tool_result",
     "unanswered_tool_uses",
+    "pending_tail",
 ]
 
 Message = Dict[str, Any]
@@ -51,6 +55,62 @@ def wire(message: Message) -> Message:
     return {"role": message["role"], "content": message["content"]}
 
 
+MAX_DEPTH = 100  # JSON nesting a reply may have; deeper input would break copy/json later
+
+
+def too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:
+    """Whether ``value`` nests dicts/lists deeper than ``limit`` (iteratively: no recursion
+    to exhaust on hostile input)."""
+    stack = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        if depth >= limit:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False
+
+
+def normalize_reply(raw: Any) -> Message:
+    """The history entry for a client's reply, checked (a bad client fails loudly).
+
+    A bare string is a text reply (one-line test clients); a tool_use without a usable id
+    gets a generated one, so its result can answer it. Input nested deeper than
+    ``MAX_DEPTH`` is refused before it enters the history.
+    """
+    if isinstance(raw, str):
+        raw = {"content": raw, "stop_reason": "end_turn"}
+    if not isinstance(raw, dict):
+        raise TypeError(f"the model client returned {type(raw).__name__}, expected a dict "
+                        "like {'role': 'assistant', 'content': [...]}")
+    content = raw.get("content")
+    if isinstance(content, str):
+        content = [{"type": "text", "text": content}]
+    if not isinstance(content, list) or not all(isinstance(b, dict) for b in content):
+        raise TypeError(f"the model client's reply has content {content!r:.200}, expected a "
+                        "list of content blocks (dicts)")
+    if too_deep(content):
+        from .errors import APIConnectionError
+
+        raise APIConnectionError(f"the model's reply is nested deeper than {MAX_DEPTH} "
+                                 "levels; refused")
+    for n, block in enumerate(content):
+        if block.get("type") == "tool_use" and (not isinstance(block.get("id"), str)
+                                                or not block["id"]):
+            content[n] = {**block, "id": f"toolu_lattice_{uuid.uuid4().hex[:20]}"}
+    entry: Message = {"role": "assistant", "content": content}
+    for key in ("model", "provider_response_id", "stop_reason", "usage"):
+        value = raw.get(key)
+        if value is not None:
+            entry[key] = value
+    return entry
+
+
 def tool_result(tool_use_id: str, content: Any, is_error: bool = False) -> Dict[str, Any]:
     """A ``tool_result`` block."""
     block: Dict[str, Any] = {"type": "tool_result", "tool_use_id": tool_use_id,
@@ -70,6 +130,14 @@ def unanswered_tool_uses(history: List[Message]) -> List[Dict[str, Any]]:
     return tool_uses_of(history[-1].get("content"))
 
 
+def pending_tail(history: List[Message]) -> Optional[Message]:
+    """The last message if it is a reply whose calls await approval (SPEC 12)."""
+    if history and history[-1].get("role") == "assistant" and \
+            history[-1].get("pending_approval") and unanswered_tool_uses(history):
+        return history[-1]
+    return None
+
+
 def _short(text: Optional[str], limit: int = 60) -> str:
     if text is None:
         return "None"
@@ -78,7 +146,8 @@ def _short(text: Optional[str], limit: int = 60) -> str:
 
 
 class _HistoryEntry:
-    """A yielded message that is a history dict (``.message``), shared, not copied."""
+    """A yielded message holding a history dict (``.message``: a copy, so editing it never
+    changes the conversation)."""
 
     __slots__ = ("message",)
 
@@ -175,7 +244,7 @@ class ResultMessage:
 
     type = "result"
     __slots__ = ("subtype", "is_error", "result", "structured_result", "usage", "stop_reason",
-                 "num_turns", "duration_ms", "error")
+                 "num_turns", "duration_ms", "error", "pending_approvals")
 
     def __init__(self, subtype: str, *, is_error: bool = False, result: Optional[str] = None,
                  structured_result: Any = None, usage: Optional[Usage] = None,
@@ -190,6 +259,7 @@ class ResultMessage:
         self.num_turns = num_turns
         self.duration_ms = duration_ms
         self.error = error
+        self.pending_approvals: List[Any] = []  # ToolCalls, for "awaiting_approval"
 
     def to_dict(self) -> Dict[str, Any]:
         """A JSON-ready dict (the error as its type and message; a structured result
@@ -239,4 +309,5 @@ class ResultMessage:
         return f"{head}  \n{meta}\n\n{body}".rstrip() + "\n"
 
 
-SDKMessage = Any  # Union of the classes above; Any keeps user code free of casts.
+SDKMessage = Union[AssistantMessage, UserMessage, SystemMessage, StreamEvent, ResultMessage]
+"""What ``Agent.query()`` yields."""

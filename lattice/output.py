@@ -49,6 +49,20 @@ class OutputSchema:
         return {"name": SUBMIT_OUTPUT_TOOL_NAME, "description": self.description,
                 "input_schema": self.json_schema}
 
+    def check_text(self, text: str) -> Tuple[bool, Any]:
+        """``output_format``: the final reply's text, parsed as JSON, then ``check``."""
+        import json
+
+        try:
+            payload = json.loads(text)
+        except ValueError as exc:
+            return False, ("Invalid output: the answer must be only the JSON value the "
+                           f"output format describes ({exc}). Answer again.")
+        ok, value = self.check(payload)
+        if ok:
+            return ok, value
+        return False, value.replace("submit again", "answer again")
+
     def check(self, payload: Any) -> Tuple[bool, Any]:
         """``(True, result)`` for a valid payload, else ``(False, text for the model)``."""
         from .schema import ValidationError

@@ -2,18 +2,16 @@
 
 The loop runs in one daemon worker per query, so ``prompt()`` costs one thread handoff per
 query, not one per turn; ``query()`` pays one per yielded history message, because a query
-suspended at a ``yield`` is still running and waits for its consumer. The caller's thread
-(the consumer of ``query()``) waits on one condition that is woken by a yielded message,
-the loop's end, the abort signal, a request deadline (the shared timer thread) or
-``interrupt()``: no busy polling, except for a bare ``threading.Event`` signal, which
-cannot call back and is checked every ``EVENT_POLL_S``.
+suspended at a ``yield`` is still running and waits for its consumer (lockstep). The
+consumer waits on one condition that is woken by a yielded message, the loop's end, the
+abort signal, a request deadline (the shared timer thread) or ``interrupt()``; a bare
+``threading.Event`` signal cannot call back and is polled every ``EVENT_POLL_S``.
 
 Whoever decides the end first wins, under ``cond``: the worker finishing, an abort, a
 deadline, an interrupt during a model request, or the consumer closing the generator.
 After that ``commit`` refuses every write, so a late reply from a worker that lost the race
-can never enter the history; the consumer then repairs the history's tail. The history
-write itself (store I/O included) runs outside ``cond``, so a slow store never stalls an
-abort or the shared timer thread; readers after the end wait for a write in progress.
+never enters the history. Slow work (the model call, store I/O) runs outside ``cond``, and
+nobody waits for it once the query has ended: the signal bounds the whole query.
 """
 
 from __future__ import annotations
@@ -21,15 +19,15 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from typing import Any, Callable, Deque, Dict, Optional, Set, TypeVar
+from typing import Any, Callable, Deque, Dict, Optional, Set
 
 from .cancellation import AbortController, AbortSignal, call_later, needs_polling
+from .endings import Ending
 from .errors import AbortError, LatticeError, RequestTimeoutError
 
-__all__ = ["QueryRun", "End", "Stopped"]
+__all__ = ["QueryRun", "Stopped", "EVENT_POLL_S"]
 
 EVENT_POLL_S = 0.02
-T = TypeVar("T")
 
 IDLE, MODEL, TOOLS = "idle", "model", "tools"
 
@@ -41,40 +39,34 @@ def _nothing() -> None:
 class Stopped(BaseException):
     """Raised in the worker when the query already ended: the worker just unwinds.
 
-    A BaseException so that handler-style ``except Exception`` blocks in the loop let it
-    through.
+    A BaseException so that handler-style ``except Exception`` blocks let it through.
     """
 
 
-class End:
-    """How a query ended: ``kind`` is finish, abort, timeout, interrupt, closed or error."""
-
-    __slots__ = ("kind", "error", "outcome")
-
-    def __init__(self, kind: str, error: Optional[BaseException] = None,
-                 outcome: Any = None) -> None:
-        self.kind = kind
-        self.error = error
-        self.outcome = outcome
-
-    def __repr__(self) -> str:
-        return f"<End {self.kind} {self.error!r}>"
-
-
 class QueryRun:
-    """The state the worker and the consumer share for one query."""
+    """The state the worker and the consumer share for one query.
 
-    def __init__(self, signal: Optional[AbortSignal], *, gated: bool,
-                 collect: bool = True) -> None:
-        # Re-entrant: a signal handler (SIGINT -> interrupt()) may run while this thread holds it.
+    ``cond`` (re-entrant: a SIGINT handler may call ``interrupt()`` on a thread that holds
+    it) guards every field below except ``controller`` (thread-safe itself) and
+    ``user_signal``/``poll``/``lockstep`` (set once). Who writes what:
+
+    - ``ended``: first writer wins (``_end``); worker (finish, raise), consumer (close),
+      any thread (abort, interrupt during a model call, the deadline timer). Never reset.
+    - ``queue``, ``emitted``: the worker appends; the consumer pops.
+    - ``requested``: the consumer, each time it asks for the next item (lockstep).
+    - ``phase``, ``request_no``, ``deadline``: the worker (the timer reads them).
+    - ``interrupted``: ``interrupt()`` from any thread; the worker reads it.
+    - ``partial``, ``started``: the tool threads of the current batch; the consumer reads
+      them after the end, to answer every call of a cut batch.
+    """
+
+    def __init__(self, signal: Optional[AbortSignal], *, lockstep: bool) -> None:
         self.cond = threading.Condition(threading.RLock())
         self.queue: Deque[Any] = deque()
-        self.ended: Optional[End] = None
-        self.gated = gated
-        self.collect = collect  # False for prompt(): nobody reads the messages in between
-        self.requested = 0  # items the consumer has asked for
+        self.ended: Optional[Ending] = None
+        self.lockstep = lockstep  # query(): a consumer reads every item; prompt(): nobody
+        self.requested = 0
         self.emitted = 0
-        self.writing = 0  # commits writing to the history right now (without ``cond``)
         self.phase = IDLE
         self.request_no = 0  # which model request a deadline belongs to
         self.deadline: Optional[float] = None
@@ -83,7 +75,7 @@ class QueryRun:
         self.started: Set[str] = set()  # tool_use_ids whose handler was called, this batch
         self.user_signal = signal
         self.poll = needs_polling(signal)
-        # Fires on abort and on interrupt: ToolContext.signal and ModelRequest.signal.
+        # Fires on abort, interrupt and timeout: ToolContext.signal, ModelRequest.signal.
         self.controller = AbortController()
         self._unlink: Optional[Callable[[], None]] = None
         self._request_done: Callable[[], None] = _nothing
@@ -91,45 +83,45 @@ class QueryRun:
             callback = signal.add_callback(self.abort_from_user)
             self._unlink = lambda: signal.remove_callback(callback)
 
-    # -- the end ---------------------------------------------------------------------
-    def _end(self, end: End) -> bool:
+    # -- the end -----------------------------------------------------------------------
+    def _end(self, ending: Ending) -> bool:
         """Record the end if none yet (caller holds ``cond``)."""
         if self.ended is not None:
             return False
-        self.ended = end
+        self.ended = ending
         self.cond.notify_all()
         return True
 
-    def end(self, end: End) -> bool:
+    def end(self, ending: Ending) -> bool:
+        """End the query unless it already ended; True if this call decided the end."""
         with self.cond:
-            won = self._end(end)
-        if won and end.kind != "finish":
-            self.controller.abort(end.error if end.error is not None else end.kind)
+            won = self._end(ending)
+        if won and ending.subtype not in ("success", "awaiting_approval"):
+            self.controller.abort(ending.error if ending.error is not None
+                                  else LatticeError(ending.subtype))
         return won
 
     def user_aborted(self) -> bool:
         return self.user_signal is not None and self.user_signal.aborted
 
     def abort_from_user(self) -> None:
-        """End the query because the caller's signal fired, with an ``AbortError`` that
-        carries its reason."""
+        """End the query because the caller's signal fired (the reason, as an AbortError)."""
         reason = self.user_signal.reason if self.user_signal is not None else None
-        self.end(End("abort", reason if isinstance(reason, AbortError) else
-                     AbortError(str(reason) if reason is not None else "aborted")))
+        self.end(Ending("error_abort", error=reason if isinstance(reason, AbortError) else
+                        AbortError(str(reason) if reason is not None else "aborted")))
 
     def interrupt(self) -> None:
-        """During a model request: end now. Otherwise: the loop ends at its next check."""
+        """During a model request: end now. Otherwise the loop ends at its next check."""
         with self.cond:
             self.interrupted = True
             if self.phase == MODEL:
-                self._end(End("interrupt"))
+                self._end(Ending("interrupted"))
             self.cond.notify_all()
         self.controller.abort(LatticeError("interrupted"))
 
     def release(self) -> None:
         """Drop the link to the caller's signal (a long-lived signal must not pile up
-        callbacks from finished queries), and cancel the deadline of a request the query
-        stopped waiting for (its timer would keep this run alive until it was due)."""
+        callbacks), and cancel the deadline of a request nobody waits for any more."""
         with self.cond:
             done, self._request_done = self._request_done, _nothing
         done()
@@ -138,49 +130,52 @@ class QueryRun:
             self._unlink = None
 
     # -- worker side -------------------------------------------------------------------
-    def commit(self, write: Optional[Callable[[], T]] = None, item: Any = None) -> Optional[T]:
-        """Run ``write`` and hand ``item`` to the consumer, together, unless the query has
-        ended (then raise ``Stopped``).
+    def check(self) -> None:
+        """Before every model request and tool batch: abort and interrupt end the query."""
+        if self.user_aborted():
+            self.abort_from_user()
+            raise Stopped
+        with self.cond:
+            if self.interrupted:
+                self._end(Ending("interrupted"))
+            if self.ended is not None:
+                raise Stopped
 
-        When gated (``query()``), wait until the consumer asks for the next item: a query
-        suspended at a ``yield`` is still running, so what the consumer does while holding
-        ``item`` (an interrupt, an abort, closing the generator) happens before the loop
-        goes on. ``prompt()`` has no consumer in between and never waits here.
+    def commit(self, save: Optional[Callable[[], None]], keep: Callable[[], None],
+               item: Any = None) -> None:
+        """Write to the history and hand ``item`` to the consumer, unless the query ended
+        (then raise ``Stopped``).
+
+        ``save`` (store I/O, slow, may raise) runs without ``cond``; ``keep`` (memory,
+        fast) runs under it only if the query is still running, so a write that loses the
+        race never reaches the history (the store then holds one message more than memory;
+        the history resynchronises it). In lockstep, wait until the consumer asks for the
+        next item: what it does while holding ``item`` happens before the loop goes on.
         """
         with self.cond:
             if self.ended is not None:
                 raise Stopped
             self.phase = IDLE
-            # The write (history and store I/O) runs without ``cond``: an abort, a deadline
-            # (on the shared timer thread) or the consumer never waits for a slow store.
-            # The end may come meanwhile; the write still completes, and whoever reads or
-            # repairs the history after the end waits for it (``writing``).
-            self.writing += 1
-        try:
-            written = write() if write is not None else None
-        except BaseException:
-            with self.cond:
-                self.writing -= 1
-                self.cond.notify_all()
-            raise
-        with self.cond:  # one acquisition: done writing, hand the item over, maybe wait
-            self.writing -= 1
-            if item is not None and self.collect:
-                self.queue.append(item)  # it is in the history: yield it, even after the end
+        if save is not None:
+            save()
+        with self.cond:
+            if self.ended is not None:
+                raise Stopped
+            keep()
+            if item is not None and self.lockstep:
+                self.queue.append(item)
                 self.emitted += 1
-            self.cond.notify_all()
-            if item is not None and self.collect and self.gated:
+                self.cond.notify_all()
                 mine = self.emitted
                 while self.requested <= mine and self.ended is None:
                     self.cond.wait()
-            if self.ended is not None:
-                raise Stopped
-            return written
+                if self.ended is not None:
+                    raise Stopped
 
     def emit(self, item: Any) -> None:
         """Hand ``item`` (a stream event) to the consumer, if the query still runs."""
         with self.cond:
-            if self.ended is None and self.collect:
+            if self.ended is None and self.lockstep:
                 self.queue.append(item)
                 self.emitted += 1  # the consumer counts it when it takes it: keep in step
                 self.cond.notify_all()
@@ -191,7 +186,7 @@ class QueryRun:
             if self.ended is not None:
                 raise Stopped
             if self.interrupted:
-                self._end(End("interrupt"))
+                self._end(Ending("interrupted"))
                 raise Stopped
             self.phase = MODEL
             self.request_no += 1
@@ -209,7 +204,7 @@ class QueryRun:
             with self.cond:
                 if self.phase != MODEL or self.request_no != number:
                     return
-                won = self._end(End("timeout", error))
+                won = self._end(Ending("error_timeout", error=error))
             request.abort(error)
             if won:
                 self.controller.abort(error)
@@ -235,7 +230,7 @@ class QueryRun:
                 self._request_done()
                 self._request_done = _nothing
                 if time.monotonic() > self.deadline:
-                    self._end(End("timeout", RequestTimeoutError(
+                    self._end(Ending("error_timeout", error=RequestTimeoutError(
                         "model request timed out (the reply came after the deadline)")))
                     raise Stopped
             self.phase = IDLE
@@ -252,14 +247,17 @@ class QueryRun:
         with self.cond:
             self.partial[tool_use_id] = block
 
+    def mark_started(self, tool_use_id: str) -> None:
+        self.started.add(tool_use_id)  # set.add is atomic: no lock on the hot path
+
     # -- consumer side -----------------------------------------------------------------
     def next_item(self) -> Any:
         """The next yielded item, or None once the query has ended and all are taken."""
         with self.cond:
             self.requested += 1
             self.cond.notify_all()
-            while not self.queue and (self.ended is None or self.writing):
-                if not self.poll or self.ended is not None:
+            while not self.queue and self.ended is None:
+                if not self.poll:
                     self.cond.wait()
                 elif not self.cond.wait(EVENT_POLL_S) and self.user_aborted():
                     break
@@ -270,3 +268,11 @@ class QueryRun:
         self.abort_from_user()  # a polled Event fired
         with self.cond:
             return self.queue.popleft() if self.queue else None
+
+    def wait_end(self) -> Ending:
+        """``prompt()``: wait for the end (nothing is queued without lockstep)."""
+        while True:
+            item = self.next_item()
+            if item is None:
+                assert self.ended is not None
+                return self.ended

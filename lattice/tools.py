@@ -14,7 +14,8 @@ from typing import Any, Callable, Dict, List, Optional, Tuple, Union, overload
 
 from .cancellation import AbortSignal
 
-__all__ = ["Tool", "ToolResult", "ToolContext", "tool", "as_tool", "to_jsonable"]
+__all__ = ["Tool", "ToolResult", "ToolContext", "tool", "as_tool", "flatten_tools",
+           "to_jsonable"]
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
 
@@ -53,10 +54,11 @@ class Tool:
     """
 
     __slots__ = ("name", "description", "input_schema", "handler", "_call", "_validator",
-                 "definition")
+                 "definition", "strict", "requires_approval", "is_async")
 
     def __init__(self, name: str, description: str, input_schema: Dict[str, Any],
-                 handler: Callable[..., Any]) -> None:
+                 handler: Callable[..., Any], *, strict: bool = False,
+                 requires_approval: bool = False) -> None:
         if not isinstance(name, str) or not _NAME.match(name):
             raise ValueError(f"tool name must match {_NAME.pattern}, got {name!r}")
         if not isinstance(description, str):
@@ -66,6 +68,9 @@ class Tool:
                              f'"type": "object", got {input_schema!r}')
         if not callable(handler):
             raise ValueError(f"tool {name!r}: handler must be callable, got {handler!r}")
+        for option, flag in (("strict", strict), ("requires_approval", requires_approval)):
+            if not isinstance(flag, bool):
+                raise ValueError(f"tool {name!r}: {option} must be a bool, got {flag!r}")
         from . import schema
 
         self.name = name
@@ -74,8 +79,13 @@ class Tool:
         self.handler = handler
         self._validator = schema.compile(input_schema)  # SchemaError names a broken schema
         self._call = self._caller(handler)
-        self.definition = {"name": name, "description": description,
-                           "input_schema": input_schema}
+        self.strict = strict
+        self.requires_approval = requires_approval
+        self.is_async = inspect.iscoroutinefunction(handler)
+        self.definition: Dict[str, Any] = {"name": name, "description": description,
+                                           "input_schema": input_schema}
+        if strict:
+            self.definition["strict"] = True
 
     @staticmethod
     def _caller(handler: Callable[..., Any]) -> Callable[[Dict[str, Any], ToolContext], Any]:
@@ -110,7 +120,7 @@ class Tool:
 
 
 def _function_tool(fn: Callable[..., Any], name: Optional[str],
-                   description: Optional[str]) -> Tool:
+                   description: Optional[str], **flags: bool) -> Tool:
     from .schema import parse_docstring, schema_from_function
 
     input_schema = schema_from_function(fn, skip=_is_context)
@@ -125,30 +135,38 @@ def _function_tool(fn: Callable[..., Any], name: Optional[str],
         return fn(**args)
 
     made = Tool(name or fn.__name__, description if description is not None
-                else doc_description, input_schema, handler)
+                else doc_description, input_schema, handler, **flags)
     made.handler = fn  # what the user wrote, for introspection
+    made.is_async = inspect.iscoroutinefunction(fn)
     return made
 
 
 @overload
 def tool(fn: Callable[..., Any]) -> Tool: ...
 @overload
-def tool(fn: None = None, *, name: Optional[str] = None,
-         description: Optional[str] = None) -> Callable[[Callable[..., Any]], Tool]: ...
+def tool(fn: None = None, *, name: Optional[str] = None, description: Optional[str] = None,
+         strict: bool = False, requires_approval: bool = False
+         ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
 def tool(fn: Optional[Callable[..., Any]] = None, *, name: Optional[str] = None,
-         description: Optional[str] = None) -> Union[Tool, Callable[[Callable[..., Any]], Tool]]:
-    """Turn a typed function into a ``Tool``: ``@tool`` or ``@tool(name=..., description=...)``.
+         description: Optional[str] = None, strict: bool = False,
+         requires_approval: bool = False) -> Union[Tool, Callable[[Callable[..., Any]], Tool]]:
+    """Turn a typed function into a ``Tool``: ``@tool`` or ``@tool(name=..., ...)``.
 
     The input schema comes from the parameters' type hints and the docstring's parameter
     descriptions; a parameter annotated ``ToolContext`` receives the context instead.
+    ``async def`` functions work too: they run on a private event loop in the worker
+    thread, and the query's signal cancels them. ``strict=True`` marks the definition
+    strict for providers that constrain tool input; ``requires_approval=True`` pauses the
+    query for a person's decision before the call runs.
     """
+    flags = {"strict": strict, "requires_approval": requires_approval}
     if fn is not None:
         if not callable(fn):
             raise ValueError(f"@tool decorates a function, got {fn!r}")
-        return _function_tool(fn, name, description)
-    return lambda f: _function_tool(f, name, description)
+        return _function_tool(fn, name, description, **flags)
+    return lambda f: _function_tool(f, name, description, **flags)
 
 
 def as_tool(obj: Any) -> Tool:
@@ -157,7 +175,24 @@ def as_tool(obj: Any) -> Tool:
         return obj
     if callable(obj) and (inspect.isfunction(obj) or inspect.ismethod(obj)):
         return _function_tool(obj, None, None)
-    raise ValueError(f"tools must be Tool objects or functions, got {obj!r}")
+    raise ValueError("tools must be Tool objects, functions or tool providers (objects with "
+                     f"lattice_tools(), such as an MCP server), got {obj!r}")
+
+
+def flatten_tools(items: Any) -> List[Tool]:
+    """``Tool``s from an iterable of tools, functions and tool providers (objects with a
+    ``lattice_tools()`` method returning tools, e.g. ``lattice.mcp`` servers)."""
+    if isinstance(items, (str, bytes, dict, Tool)) or callable(items) or \
+            not hasattr(items, "__iter__"):
+        raise ValueError(f"tools must be a list of tools, got {items!r}")
+    made: List[Tool] = []
+    for item in items:
+        provide = getattr(item, "lattice_tools", None)
+        if callable(provide) and not isinstance(item, Tool):
+            made.extend(as_tool(t) for t in provide())
+        else:
+            made.append(as_tool(item))
+    return made
 
 
 # -- results -------------------------------------------------------------------------
@@ -197,5 +232,3 @@ def error_text(tool_name: str, exc: BaseException) -> str:
     return f"Tool {tool_name!r} raised {type(exc).__name__}" + (f": {message}" if message else "")
 
 
-def tool_names(tools: List[Tool]) -> str:
-    return ", ".join(t.name for t in tools) or "(none)"

@@ -24,9 +24,8 @@ def test_second_query_from_another_thread_is_refused_and_first_unaffected():
     assert entered.wait(5)
     with pytest.raises(ConcurrentQueryError):
         agent.prompt("two")
-    gen = agent.query("three")
-    with pytest.raises(ConcurrentQueryError):
-        next(gen)
+    with pytest.raises(ConcurrentQueryError):  # the guard is taken when query() is called
+        agent.query("three")
     with pytest.raises(ConcurrentQueryError):
         agent.replace_history([])
     release.set()

@@ -34,6 +34,7 @@ from lattice import (
     define_history_store,
 )
 from lattice.cancellation import _Timers, call_later
+from lattice.query import Query
 from lattice.race import QueryRun
 from lattice.stores import SqliteHistoryStore
 from lattice.testing import ScriptedModelClient, assert_well_formed
@@ -253,18 +254,20 @@ def test_a_store_failing_while_the_tail_is_repaired_releases_the_guard():
 def test_interrupt_as_the_query_ends_does_not_reach_the_next_query():
     agent = Agent(model="m", model_client=ScriptedModelClient(["one", "two", "three"]))
     # After the end was decided, before the guard is released.
-    with on_call(Agent._release, agent.interrupt):
+    with on_call(Query._release, agent.interrupt):
         assert agent.prompt("a").subtype == "success"
     # While the consumer holds the ResultMessage (generator not closed).
     gen = agent.query("b")
     messages = list(gen)
     assert messages[-1].subtype == "success"
     agent.interrupt()
-    # Before iteration starts: no query runs yet, so it does nothing.
-    gen = agent.query("c")
+    assert agent.prompt("c").result == "three"
+    # Before iteration starts the query already runs (SPEC 10a): it ends with no request.
+    gen = agent.query("d")
     agent.interrupt()
-    assert [m.type for m in gen][-1] == "result"
-    assert [m.get("content") for m in agent.get_history()][-1][0]["text"] == "three"
+    assert [m.subtype for m in gen] == ["interrupted"]
+    assert [m.get("content") for m in agent.get_history()][-2:] == [
+        [{"type": "text", "text": "three"}], "d"]
 
 
 def test_a_late_reply_never_enters_the_history_even_during_the_next_query():

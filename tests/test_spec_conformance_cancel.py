@@ -124,11 +124,23 @@ def test_second_query_from_inside_a_tool_raises():
     assert r.result == "outer done" and len(client.requests) == 2
 
 
-def test_guard_taken_when_iteration_starts():
-    agent, _ = scripted(["one", "two"])
+def test_guard_taken_when_query_is_called():
+    agent, client = scripted(["one", "two"])
     gen = agent.query("not started")
+    with pytest.raises(ConcurrentQueryError):
+        agent.prompt("refused")
+    with pytest.raises(ConcurrentQueryError):
+        agent.replace_history([])
+    gen.close()  # never advanced: ends the query, history unchanged
+    assert agent.get_history() == [] and client.requests == []
     assert agent.prompt("runs").result == "one"
-    gen.close()
+
+
+def test_a_dropped_query_that_never_started_frees_the_agent():
+    agent, _ = scripted(["one"])
+    agent.query("dropped")
+    gc.collect()
+    assert agent.prompt("runs").result == "one"
 
 
 def test_guard_released_just_before_result_is_yielded():
@@ -487,11 +499,13 @@ def test_interrupt_while_holding_the_result_does_not_affect_the_next_query():
     assert agent.prompt("b").subtype == "success"
 
 
-def test_interrupt_before_iteration_starts_is_a_no_op():
-    agent, _ = scripted(["one"])
+def test_interrupt_before_iteration_starts_ends_the_query_without_a_request():
+    agent, client = scripted(["one"])
     gen = agent.query("a")
     agent.interrupt()
-    assert list(gen)[-1].subtype == "success"
+    assert [m.subtype for m in gen] == ["interrupted"]
+    assert client.requests == []
+    assert agent.prompt("b").result == "one"
 
 
 def test_abort_while_holding_the_assistant_message():

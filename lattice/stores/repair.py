@@ -1,44 +1,87 @@
-"""Making a loaded transcript well-formed before a resumed conversation continues.
+"""Making a loaded transcript sendable before a resumed conversation continues.
 
-A process that dies between a model reply and the tool results leaves an assistant
-message whose ``tool_use`` blocks have no answer; the provider rejects such a history.
-``repair_history`` computes what to append so the next request is valid.
+A process that dies between a model reply and its tool results, a store that failed
+half-way, or two processes that wrote one conversation at once leave histories the
+provider rejects. ``repair_history`` rewrites any of them into one it accepts, keeping
+every message it can:
+
+- the conversation starts with a user message (a placeholder is put first if not);
+- every ``tool_use`` is answered by a ``tool_result`` in the next message (results are
+  added, first in that message, or as a new user message);
+- a ``tool_result`` whose call is not in the previous message, or that answers a call
+  twice, is dropped (a message left empty is dropped);
+- a last reply whose calls wait for approval (``"pending_approval": true``) stays as is.
 """
 
 from __future__ import annotations
 
-from typing import List
+from typing import Any, Dict, List, Tuple
 
-from ..messages import tool_result, tool_uses_of
+from ..messages import pending_tail, tool_result, tool_uses_of
 from .base import Message
 
-__all__ = ["repair_history", "UNFINISHED_CALL_TEXT"]
+__all__ = ["repair_history", "UNFINISHED_CALL_TEXT", "LOST_START_TEXT"]
 
 UNFINISHED_CALL_TEXT = (
     "The call did not complete: the previous session ended before its result was recorded."
 )
+LOST_START_TEXT = "(The start of this conversation was not recorded.)"
 
 
-def repair_history(messages: List[Message]) -> List[Message]:
-    """The messages to append to ``messages`` so that it ends well-formed.
+def _ids(message: Message) -> List[str]:
+    return list(dict.fromkeys(u["id"] for u in tool_uses_of(message.get("content"))
+                              if isinstance(u.get("id"), str)))
 
-    If the last message is an assistant message with ``tool_use`` blocks (so nothing
-    answers them), returns one user message holding an ``is_error`` ``tool_result`` per
-    call, in ``tool_use`` order. Otherwise returns ``[]``.
 
-    Not repaired (returns ``[]``): a last user message that answers only some of the
-    previous assistant's calls. Lattice writes a batch's results as one message, so a torn
-    batch cannot come from it; a hand-edited history is the host's to fix.
-    ``messages`` is never modified.
-    """
-    last = messages[-1] if messages else None
-    if not isinstance(last, dict) or last.get("role") != "assistant":
-        return []
-    # A block without an id cannot be answered; duplicates get one answer.
-    ids = dict.fromkeys(
-        use["id"] for use in tool_uses_of(last.get("content")) if isinstance(use.get("id"), str)
-    )
-    if not ids:
-        return []
-    results = [tool_result(tool_use_id, UNFINISHED_CALL_TEXT, True) for tool_use_id in ids]
-    return [{"role": "user", "content": results}]
+def _answer(message: Message, wanted: List[str]) -> Tuple[Message, bool]:
+    """``message`` (a user message) keeping only results for ``wanted`` calls, each once,
+    with a result added for every call it does not answer."""
+    content = message.get("content")
+    blocks: List[Any] = content if isinstance(content, list) else (
+        [{"type": "text", "text": content}] if content else [])
+    seen: Dict[str, Any] = {}
+    others = []
+    for block in blocks:
+        if isinstance(block, dict) and block.get("type") == "tool_result":
+            key = block.get("tool_use_id")
+            if key in wanted and key not in seen:
+                seen[key] = block
+        else:
+            others.append(block)
+    results = [seen.get(i) or tool_result(i, UNFINISHED_CALL_TEXT, True) for i in wanted]
+    fixed = results + others
+    if fixed == blocks and (isinstance(content, list) or not wanted):
+        return message, False
+    return {**message, "content": fixed if fixed else ""}, True
+
+
+def repair_history(messages: List[Message]) -> Tuple[List[Message], bool]:
+    """``(repaired, changed)``: a sendable copy of ``messages`` (which is not modified;
+    unchanged messages are shared) and whether anything was changed."""
+    out: List[Message] = []
+    changed = False
+    pending = pending_tail(messages)
+    for message in messages:
+        role = message.get("role") if isinstance(message, dict) else None
+        if role not in ("user", "assistant"):
+            changed = True
+            continue
+        if not out and role == "assistant":
+            out.append({"role": "user", "content": LOST_START_TEXT})
+            changed = True
+        wanted = _ids(out[-1]) if out and out[-1]["role"] == "assistant" else []
+        if role == "user":
+            message, fixed = _answer(message, wanted)
+            changed = changed or fixed
+            if message.get("content") in ("", []):
+                continue
+        elif wanted:  # a reply after a reply whose calls were never answered
+            out.append({"role": "user", "content": [
+                tool_result(i, UNFINISHED_CALL_TEXT, True) for i in wanted]})
+            changed = True
+        out.append(message)
+    if out and out[-1]["role"] == "assistant" and out[-1] is not pending and _ids(out[-1]):
+        out.append({"role": "user", "content": [
+            tool_result(i, UNFINISHED_CALL_TEXT, True) for i in _ids(out[-1])]})
+        changed = True
+    return out, changed

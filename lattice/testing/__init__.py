@@ -5,10 +5,13 @@
 (JSON and SSE), so the built-in ``AnthropicClient`` runs end to end offline.
 """
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .clients import FunctionModelClient, ScriptedModelClient
 from .invariants import assert_well_formed, history_problems
+
+if TYPE_CHECKING:  # the real class for type checkers; at run time loaded on first use
+    from .mock_server import MockMessagesServer
 
 __all__ = [
     "ScriptedModelClient",

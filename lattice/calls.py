@@ -1,0 +1,250 @@
+"""One tool call's life, and a batch of them.
+
+resolve the tool -> validate the input -> (needs approval? the loop pauses the batch)
+-> ``before_tool_call`` -> the handler (plain or ``async def``) -> ``after_tool_call``
+-> one ``tool_result`` block. Sequential and parallel batches run the same ``run_call``.
+
+Whatever happens becomes a tool_result the model can read; nothing raises into the loop
+but ``BaseException``s that are not ``Exception`` (Ctrl-C, the loop's own ``Stopped``).
+The texts the model reads about calls that did not run are in ``NOT_RUN``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from .cancellation import AbortSignal
+from .messages import tool_result
+from .tools import Tool, ToolContext, ToolResult, error_text, result_content
+
+__all__ = ["ToolCall", "NOT_RUN", "not_run", "resolve_calls", "run_call", "run_batch",
+           "Hooks", "needs_approval"]
+
+log = logging.getLogger("lattice")
+
+NOT_RUN: Dict[str, str] = {
+    "unknown": "Unknown tool {name}. Available tools: {available}.",
+    "invalid": "Invalid input for tool {name}:\n{problems}",
+    "truncated": "The call was not run: the reply was cut off at max_tokens, so its input "
+                 "may be incomplete. Make the call again with a shorter input (or split the "
+                 "work).",
+    "exclusive": "submit_output_exclusive_batch: submit_output must be called alone, once, "
+                 "in its own turn; no call in this batch was run. Make the other calls "
+                 "first, then submit.",
+    "denied": "The call was not run: the user did not approve it.",
+    "moved_on": "The call was not run: the user moved on without approving it.",
+    "ended": "The call was not run: {why}.",
+    "cut": "The call was stopped before it finished (its result was discarded): {why}.",
+}
+
+
+def not_run(tool_use_id: str, reason: str, **fields: str) -> Dict[str, Any]:
+    """The ``is_error`` tool_result for a call that did not run (a row of ``NOT_RUN``)."""
+    return tool_result(tool_use_id, NOT_RUN[reason].format(**fields), True)
+
+
+class ToolCall:
+    """One call the model asked for, as hooks and approvals see it."""
+
+    __slots__ = ("id", "name", "input", "tool", "context", "problem")
+
+    def __init__(self, id: str, name: str, input: Any, tool: Optional[Tool],
+                 context: ToolContext, problem: Optional[Dict[str, Any]] = None) -> None:
+        self.id = id
+        self.name = name
+        self.input = input
+        self.tool = tool
+        self.context = context
+        self.problem = problem  # the is_error result of an unknown tool or invalid input
+
+    def __repr__(self) -> str:
+        return f"<ToolCall {self.name} id={self.id}>"
+
+
+class Hooks:
+    """The Agent's tool-call options, as one value handed to ``run_call``."""
+
+    __slots__ = ("before", "after")
+
+    def __init__(self, before: Optional[Callable[[ToolCall], Any]] = None,
+                 after: Optional[Callable[[ToolCall, ToolResult], Any]] = None) -> None:
+        self.before = before
+        self.after = after
+
+
+def resolve_calls(uses: List[Dict[str, Any]], tools: Dict[str, Tool], signal: AbortSignal,
+                  agent: Any) -> List[ToolCall]:
+    """A ``ToolCall`` per tool_use block, with its tool found and its input checked."""
+    calls = []
+    for use in uses:
+        name, args = use.get("name"), use.get("input")
+        use_id = use.get("id") if isinstance(use.get("id"), str) else ""
+        found = tools.get(name) if isinstance(name, str) else None
+        problem = None
+        if found is None:
+            problem = not_run(use_id, "unknown", name=repr(name),
+                              available=", ".join(tools) or "(none)")
+        else:
+            errors = found.validation_errors(args)
+            if errors is not None:
+                problem = not_run(use_id, "invalid", name=repr(name), problems=errors)
+        calls.append(ToolCall(use_id, name if isinstance(name, str) else repr(name),
+                              args if isinstance(args, dict) else {}, found,
+                              ToolContext(signal, use_id, agent), problem))
+    return calls
+
+
+def needs_approval(call: ToolCall, settings: Any) -> bool:
+    """Whether a call waits for a person's decision: its tool says so, or the Agent's
+    ``requires_approval`` predicate does (never for unknown tools or invalid input)."""
+    if call.problem is not None or call.tool is None:
+        return False
+    if call.tool.requires_approval:
+        return True
+    ask = settings.requires_approval
+    return bool(ask(call)) if ask is not None else False
+
+
+def run_call(call: ToolCall, hooks: Hooks,
+             decision: Any = True) -> Tuple[Dict[str, Any], bool]:
+    """Run one call to its ``(tool_result block, end_turn)``. ``decision`` is an approval
+    answer (True: run it; False / str / ToolResult: don't)."""
+    if call.problem is not None:
+        return call.problem, False
+    if decision is not True:
+        if isinstance(decision, ToolResult):
+            return _block(call, decision)
+        if isinstance(decision, str):
+            return tool_result(call.id, decision, True), False
+        return not_run(call.id, "denied"), False
+    assert call.tool is not None
+    try:
+        if hooks.before is not None:
+            early = hooks.before(call)
+            if isinstance(early, ToolResult):
+                return _after(call, hooks, early)
+            if isinstance(early, dict):
+                errors = call.tool.validation_errors(early)
+                if errors is not None:
+                    return not_run(call.id, "invalid", name=repr(call.name),
+                                   problems=errors), False
+                call.input = early
+            elif early is not None:
+                raise TypeError("before_tool_call must return None, a ToolResult or a dict, "
+                                f"got {type(early).__name__}")
+        value = _invoke(call)
+        result = value if isinstance(value, ToolResult) else ToolResult(value)
+    except Exception as exc:
+        log.warning("tool %r raised %s: %s", call.name, type(exc).__name__, exc,
+                    exc_info=log.isEnabledFor(logging.DEBUG))
+        return tool_result(call.id, error_text(call.name, exc), True), False
+    return _after(call, hooks, result)
+
+
+def _after(call: ToolCall, hooks: Hooks, result: ToolResult) -> Tuple[Dict[str, Any], bool]:
+    if hooks.after is not None:
+        try:
+            replaced = hooks.after(call, result)
+            if replaced is not None and not isinstance(replaced, ToolResult):
+                raise TypeError("after_tool_call must return None or a ToolResult, "
+                                f"got {type(replaced).__name__}")
+        except Exception as exc:
+            log.warning("after_tool_call for %r raised %s: %s", call.name,
+                        type(exc).__name__, exc)
+            return tool_result(call.id, error_text(call.name, exc), True), False
+        result = replaced or result
+    return _block(call, result)
+
+
+def _block(call: ToolCall, result: ToolResult) -> Tuple[Dict[str, Any], bool]:
+    content, is_error, end_turn = result_content(result)
+    return tool_result(call.id, content, is_error), end_turn
+
+
+def _invoke(call: ToolCall) -> Any:
+    assert call.tool is not None
+    value = call.tool(call.input, call.context)
+    if call.tool.is_async or _is_awaitable(value):
+        return _run_coroutine(value, call.context.signal)
+    return value
+
+
+def _is_awaitable(value: Any) -> bool:
+    return hasattr(value, "__await__") and hasattr(value, "send")
+
+
+def _run_coroutine(coroutine: Any, signal: AbortSignal) -> Any:
+    """Run an ``async def`` tool to completion on a private event loop in this (worker)
+    thread; the query's signal cancels it. asyncio is imported only when one is used."""
+    import asyncio
+
+    loop = asyncio.new_event_loop()
+    try:
+        task = loop.create_task(coroutine)
+        link = signal.add_callback(lambda: loop.call_soon_threadsafe(task.cancel))
+        try:
+            return loop.run_until_complete(task)
+        except asyncio.CancelledError:
+            raise RuntimeError("cancelled: the query was stopped") from None
+        finally:
+            signal.remove_callback(link)
+    finally:
+        loop.close()
+
+
+Outcome = Tuple[Dict[str, Any], bool]
+
+
+def run_batch(calls: List[ToolCall], hooks: Hooks, decisions: Dict[str, Any], *,
+              parallel: bool, record: Callable[[str, Dict[str, Any]], None],
+              started: Callable[[str], None], stop: Callable[[], bool],
+              wrap: Optional[Callable[[ToolCall, Callable[[], Outcome]], Outcome]] = None,
+              ) -> Optional[List[Outcome]]:
+    """Run a batch; results in call order. ``record`` keeps each result as it completes,
+    ``started`` notes a handler about to run, ``stop()`` is asked before each sequential
+    call; when it says stop, returns None (the caller repairs from what was recorded).
+    ``wrap`` surrounds each call (tracing)."""
+
+    def one(call: ToolCall) -> Outcome:
+        started(call.id)
+        if wrap is not None:
+            done = wrap(call, lambda: run_call(call, hooks, decisions.get(call.id, True)))
+        else:
+            done = run_call(call, hooks, decisions.get(call.id, True))
+        record(call.id, done[0])
+        return done
+
+    if not parallel or len(calls) < 2:
+        out = []
+        for call in calls:
+            if stop():
+                return None
+            out.append(one(call))
+        return out
+    return _parallel(calls, one)
+
+
+def _parallel(calls: List[ToolCall], one: Callable[[ToolCall], Outcome]) -> List[Outcome]:
+    """Daemon threads (a hung tool must not block interpreter exit); the first call runs
+    in this thread. A BaseException in any call is raised here, as in a sequence."""
+    out: List[Any] = [None] * len(calls)
+    errors: List[BaseException] = []
+
+    def work(i: int) -> None:
+        try:
+            out[i] = one(calls[i])
+        except BaseException as exc:  # noqa: B036 - re-raised below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(i,), daemon=True, name="lattice-tool")
+               for i in range(1, len(calls))]
+    for thread in threads:
+        thread.start()
+    work(0)
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
+    return out
