@@ -29,7 +29,7 @@ from .settings import (
     optional_positive_int,
     positive_int,
 )
-from .tools import Tool, flatten_tools
+from .tools import flatten_tools
 
 __all__ = ["Agent", "create_agent"]
 
@@ -93,7 +93,8 @@ class Agent:
             check_bool(name, flag)
         watchers = list(observers or ())
         if not all(isinstance(o, Observer) for o in watchers):
-            raise ValueError(f"observers must be lattice.observe.Observer objects, got {observers!r}")
+            raise ValueError("observers must be lattice.observe.Observer objects, "
+                             f"got {observers!r}")
         if tracing or os.environ.get("LATTICE_TRACING") == "1":
             from .tracing import tracing_observer
 

@@ -80,7 +80,8 @@ def resolve_calls(uses: List[Dict[str, Any]], tools: Dict[str, Tool], signal: Ab
     calls = []
     for use in uses:
         name, args = use.get("name"), use.get("input")
-        use_id = use.get("id") if isinstance(use.get("id"), str) else ""
+        raw_id = use.get("id")
+        use_id = raw_id if isinstance(raw_id, str) else ""
         found = tools.get(name) if isinstance(name, str) else None
         problem = None
         if found is None:
@@ -183,7 +184,10 @@ def _run_coroutine(coroutine: Any, signal: AbortSignal) -> Any:
     loop = asyncio.new_event_loop()
     try:
         task = loop.create_task(coroutine)
-        link = signal.add_callback(lambda: loop.call_soon_threadsafe(task.cancel))
+        def cancel() -> None:
+            loop.call_soon_threadsafe(task.cancel)
+
+        link = signal.add_callback(cancel)
         try:
             return loop.run_until_complete(task)
         except asyncio.CancelledError:

@@ -159,7 +159,7 @@ class Loop:
     def call(self, request: ModelRequest) -> Dict[str, Any]:
         """One model call, raced against abort, interrupt and the request deadline."""
         request.signal = self.run.start_model(request.timeout_ms)
-        token = self.observers.model_start(request) if self.observers else None
+        token = self.observers.model_start(request) if self.observers else []
         try:
             hook = self.settings.on_model_request
             if hook is not None:

@@ -13,7 +13,7 @@ import copy
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional
+from typing import TYPE_CHECKING, Any, Dict, Generator, Iterator, List, Optional
 
 from .calls import not_run
 from .endings import Ending
@@ -56,7 +56,7 @@ class Query(Iterator[SDKMessage]):
         self._settings = settings
         self._run = QueryRun(signal, lockstep=lockstep)
         agent._run = self._run
-        self._steps: Optional[Iterator[SDKMessage]] = None
+        self._steps: Optional[Generator[SDKMessage, None, None]] = None
         self._done = False
 
     def __next__(self) -> SDKMessage:
@@ -89,7 +89,7 @@ class Query(Iterator[SDKMessage]):
         return last
 
     # -- the query -------------------------------------------------------------------------
-    def _run_query(self) -> Iterator[SDKMessage]:
+    def _run_query(self) -> Generator[SDKMessage, None, None]:
         agent, run, settings = self._agent, self._run, self._settings
         history = agent._history
         lock: Any = None

@@ -10,11 +10,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional
 
 if TYPE_CHECKING:  # pragma: no cover
+    from .calls import ToolCall
     from .compaction import AutoCompact
     from .models.base import ModelClient, ModelRequest
     from .observe import Observer
     from .output import OutputSchema
-    from .tools import Tool, ToolCall, ToolResult
+    from .tools import Tool, ToolResult
 
 __all__ = ["QuerySettings", "positive_int", "optional_positive_int", "check_bool",
            "check_callable", "non_negative_int"]

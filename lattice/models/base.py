@@ -3,14 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Union
+from typing import Any, Callable, Dict, List, Optional, Protocol, Union, runtime_checkable
 
 from ..cancellation import AbortSignal
-
-try:  # Protocol is in typing from 3.8; runtime_checkable keeps isinstance() honest.
-    from typing import Protocol, runtime_checkable
-except ImportError:  # pragma: no cover
-    from typing_extensions import Protocol, runtime_checkable  # type: ignore
 
 __all__ = ["ModelRequest", "ModelClient", "as_model_client", "ReplyDict"]
 
@@ -39,6 +34,7 @@ class ModelRequest:
     timeout_ms: Optional[int] = None
     on_event: Optional[Callable[[Dict[str, Any]], None]] = None
     extra: Dict[str, Any] = field(default_factory=dict)
+    output_format: Optional[Dict[str, Any]] = None  # JSON Schema the final answer must fit
 
 
 @runtime_checkable
