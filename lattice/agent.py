@@ -194,6 +194,9 @@ class Agent:
             return []
         calls = resolve_calls(copy.deepcopy(tool_uses_of(tail["content"])),
                               self._settings.tools, AbortSignal(), self)
+        ids = tail.get("pending_approval_ids")
+        if isinstance(ids, list):  # decided when the query paused
+            return [c for c in calls if c.id in ids]
         return [c for c in calls if needs_approval(c, self._settings)]
 
     # -- queries ---------------------------------------------------------------------------

@@ -196,8 +196,9 @@ class Loop:
             self.recover(exc)
             return None
         self.calls, self.waiting = self.plan(reply)
-        if self.waiting:
-            reply["pending_approval"] = True  # an SDK key: kept by stores, never sent
+        if self.waiting:  # SDK keys: kept by stores, never sent
+            reply["pending_approval"] = True
+            reply["pending_approval_ids"] = [c.id for c in self.waiting]
         self.write(reply, self.item(AssistantMessage, reply))
         self.last_reply = reply
         usage = Usage.from_dict(reply.get("usage"))

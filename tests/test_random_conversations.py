@@ -145,3 +145,32 @@ def test_random_cancellation_storm():
     for subtype in ("success", "error_abort", "interrupted", "error_timeout"):
         assert outcomes.get(subtype, 0) > 10, outcomes
     assert made_replies - yielded_replies, "some replies should have lost the race"
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_random_conversations_with_approval_pauses_and_resumes(seed):
+    """After every query: well-formed, or ending in exactly one marked pending tail."""
+    from lattice.messages import pending_tail
+    from lattice.testing import history_problems
+
+    rng = random.Random(seed)
+    agent = Agent(model="m", model_client=FunctionModelClient(_script(rng, itertools.count())),
+                  tools=_tools(rng), max_turns=5,
+                  requires_approval=lambda call: rng.random() < 0.3)
+    for _ in range(60):
+        pending = agent.pending_approvals()
+        roll = rng.random()
+        if pending and roll < 0.7:
+            decisions = {c.id: rng.choice([True, False, "no thanks", ToolResult("fake")])
+                         for c in pending}
+            result = agent.prompt("and then" if roll < 0.2 else None, approvals=decisions)
+        else:
+            result = agent.prompt("go")
+        history = agent.get_history()
+        tail = pending_tail(history)
+        if result.subtype == "awaiting_approval":
+            assert tail is not None and result.pending_approvals
+            assert history_problems(history[:-1]) == []
+        else:
+            assert tail is None
+            assert_well_formed(history)
