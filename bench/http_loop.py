@@ -3,14 +3,17 @@
 A local ``MockMessagesServer`` (in a child process, so it does not share our GIL) asks
 for one tool call per turn until turn N, then answers with text. We time
 
-* lattice: ``Agent(model_client=AnthropicClient(...), tools=[echo]).prompt(...)``;
+* lattice: ``Agent(model_client=AnthropicClient(...), tools=[echo]).prompt(...)``, and
+  the same query iterated through ``agent.query(...)``;
 * bare: a ``requests.Session().post`` loop that sends the same growing bodies (same
-  messages, tool definition and max_tokens) and reads the same replies,
+  messages, tool definition and max_tokens) and reads the same replies. Its session is
+  configured as lattice's own (``trust_env = False``: requests otherwise walks the
+  environment for proxy settings on every call, 20-30% of a local round trip),
 
 at N = 50 and N = 500, with JSON replies and with SSE streaming (the client's default;
 the bare loop then reads lines with ``iter_lines`` + ``json.loads`` and assembles the
-reply itself). Runs alternate between the two; each figure is the best of its runs.
-Target: lattice within 1.2x of bare.
+reply itself). Runs alternate between the three (order rotated each round); each figure
+is the median of its runs. Target: lattice within 1.2x of bare.
 
     python bench/http_loop.py [--reps 6] [--turns 50 500]
 """
@@ -21,6 +24,7 @@ import argparse
 import contextlib
 import json
 import multiprocessing
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -96,10 +100,16 @@ def echo(text: str) -> str:
     return text
 
 
-def lattice_loop(url: str, turns: int, stream: bool) -> None:
+def lattice_loop(url: str, turns: int, stream: bool, iterate: bool = False) -> None:
+    """One query through ``prompt()``, or through ``query()`` when ``iterate``."""
     client = lattice.AnthropicClient(KEY, url, stream=stream)
     agent = lattice.Agent(model=MODEL, model_client=client, tools=[echo], max_turns=turns + 1)
-    result = agent.prompt("Run the steps.")
+    if iterate:
+        result: Any = None
+        for result in agent.query("Run the steps."):
+            pass
+    else:
+        result = agent.prompt("Run the steps.")
     assert result.subtype == "success" and result.num_turns == turns, result
     client.close()
 
@@ -130,6 +140,7 @@ def _read_sse(response: requests.Response) -> Dict[str, Any]:
 
 def bare_loop(url: str, turns: int, stream: bool, tools: List[Dict[str, Any]]) -> None:
     session = requests.Session()
+    session.trust_env = False  # as lattice's own session: no environment walk per call
     headers = {"x-api-key": KEY, "anthropic-version": "2023-06-01",
                "content-type": "application/json"}
     messages: List[Dict[str, Any]] = [{"role": "user", "content": "Run the steps."}]
@@ -156,18 +167,17 @@ def bare_loop(url: str, turns: int, stream: bool, tools: List[Dict[str, Any]]) -
     session.close()
 
 
-def compare(bare: Callable[[], None], ours: Callable[[], None], reps: int) -> List[float]:
-    """Best time of each over ``reps`` interleaved runs (other load only adds time)."""
-    bare()
-    ours()  # warm up both
-    best = [float("inf"), float("inf")]
+def compare(fns: List[Callable[[], None]], reps: int) -> List[float]:
+    """Median time of each over ``reps`` interleaved rounds (order rotated each round)."""
+    for fn in fns:
+        fn()  # warm up (connections, caches)
+    times: List[List[float]] = [[] for _ in fns]
     for rep in range(reps):
-        order = [(0, bare), (1, ours)] if rep % 2 == 0 else [(1, ours), (0, bare)]
-        for slot, fn in order:
+        for slot in [(rep + i) % len(fns) for i in range(len(fns))]:
             started = time.perf_counter()
-            fn()
-            best[slot] = min(best[slot], time.perf_counter() - started)
-    return best
+            fns[slot]()
+            times[slot].append(time.perf_counter() - started)
+    return [statistics.median(t) for t in times]
 
 
 def main() -> int:
@@ -182,23 +192,26 @@ def main() -> int:
     with server_process() as server:
         for turns in args.turns:
             url = server(turns)
-            reps = args.reps if turns <= 100 else max(2, args.reps // 2)
+            reps = args.reps if turns <= 100 else max(3, args.reps // 2)
             for stream in (False, True):
-                bare, ours = compare(lambda: bare_loop(url, turns, stream, tools),
-                                     lambda: lattice_loop(url, turns, stream), reps)
-                ratio = ours / bare
-                worst = max(worst, ratio)
+                bare, ours, iterated = compare([
+                    lambda: bare_loop(url, turns, stream, tools),
+                    lambda: lattice_loop(url, turns, stream),
+                    lambda: lattice_loop(url, turns, stream, iterate=True)], reps)
+                worst = max(worst, ours / bare, iterated / bare)
                 rows.append([str(turns), "SSE" if stream else "JSON",
                              f"{bare * 1e3:9.1f} ms", f"{ours * 1e3:9.1f} ms",
+                             f"{iterated * 1e3:9.1f} ms",
                              f"{bare / turns * 1e3:6.2f} ms", f"{ours / turns * 1e3:6.2f} ms",
-                             f"{(ours - bare) / turns * 1e6:+7.0f} us", f"{ratio:.2f}x"])
-    header = ["turns", "replies", "bare loop", "lattice", "bare/turn", "lattice/turn",
-              "overhead/turn", "ratio"]
+                             f"{(ours - bare) / turns * 1e6:+7.0f} us",
+                             f"{ours / bare:.2f}x", f"{iterated / bare:.2f}x"])
+    header = ["turns", "replies", "bare loop", "prompt()", "query()", "bare/turn",
+              "prompt/turn", "overhead/turn", "prompt ratio", "query ratio"]
     widths = [max(len(r[i]) for r in rows + [header]) for i in range(len(header))]
     for row in [header, ["-" * w for w in widths]] + rows:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)))
     verdict = "PASS" if worst <= 1.2 else "FAIL"
-    print(f"\nbest of {args.reps} interleaved runs (500 turns: {max(2, args.reps // 2)}); "
+    print(f"\nmedian of {args.reps} interleaved runs (500 turns: {max(3, args.reps // 2)}); "
           f"worst ratio: {worst:.2f}x (target <= 1.2x): {verdict}")
     return 0
 

@@ -6,7 +6,9 @@ read the same stream through ``requests`` and ``json.loads`` every event, in the
 * floor A: ``iter_content(64 KiB)`` + ``split(b"\\n")`` + ``json.loads``;
 * floor B: ``iter_lines(chunk_size=64 KiB)`` + ``json.loads``;
 
-and reports the ratio to the faster of the two.
+and reports the ratio to the faster of the two. The floors' session is configured as
+lattice's own (``trust_env = False``). Last, one 16 MB event read 8 KiB at a time is
+parsed, against ``json.loads`` of its data (the line reader must stay linear).
 
 Two wire shapes: the body in large HTTP chunks, and one ~event-sized chunk at a time (as
 the real API sends). The server runs in a child process so it does not share our GIL.
@@ -25,7 +27,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, List, Optional
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -33,6 +35,7 @@ import requests  # noqa: E402
 
 from lattice.models.anthropic import AnthropicClient  # noqa: E402
 from lattice.models.base import ModelRequest  # noqa: E402
+from lattice.models.sse import parse_stream  # noqa: E402
 from lattice.testing.mock_server import MockMessagesServer  # noqa: E402
 
 KEY = "sk-ant-bench-0123456789"
@@ -183,10 +186,35 @@ def main() -> int:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)))
     verdict = "PASS" if worst <= 1.5 else "FAIL"
     print(f"\nworst ratio to the faster floor: {worst:.2f}x (target <= 1.5x): {verdict}")
+    huge, floor = huge_event()
+    verdict = "PASS" if huge <= 3 * floor else "FAIL"
+    print(f"one 16 MB event in 8 KiB reads: parse_stream {huge * 1e3:.1f} ms CPU, json.loads "
+          f"{floor * 1e3:.1f} ms ({huge / floor:.2f}x; target <= 3x): {verdict}")
     return 0
 
 
+def huge_event() -> Tuple[float, float]:
+    """CPU seconds to parse a stream holding one 16 MB text delta, and to json.loads it."""
+    text = "lorem ipsum " * ((16 << 20) // 12)
+    delta = {"type": "content_block_delta", "index": 0,
+             "delta": {"type": "text_delta", "text": text}}
+    payload = json.dumps(delta).encode()
+    head = build_stream(0, 1).split(b"event: content_block_stop")
+    data = head[0] + b"event: content_block_delta\ndata: " + payload + b"\n\n" + \
+        b"event: content_block_stop" + head[1]
+    chunks = [data[i : i + 8192] for i in range(0, len(data), 8192)]
+
+    def cpu(fn: Callable[[], Any]) -> float:
+        started = time.process_time()
+        fn()
+        return time.process_time() - started
+
+    ours = statistics.median(cpu(lambda: parse_stream(chunks)) for _ in range(3))
+    return ours, statistics.median(cpu(lambda: json.loads(payload)) for _ in range(3))
+
+
 SESSION = requests.Session()
+SESSION.trust_env = False  # as lattice's own session (no environment walk per request)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -50,6 +50,7 @@ API_VERSION = "2023-06-01"
 _CONNECT_TIMEOUT, _READ_TIMEOUT = 10.0, 600.0
 _POOL_SIZE = 64  # one pooled connection per concurrently calling thread, up to this many
 _CHUNK = 1 << 16
+_END_GRACE = 0.1  # s a finished stream may take to end its body before we hang up
 
 
 def _bad_number(value: Any, minimum: float, strict: bool) -> bool:
@@ -222,7 +223,7 @@ class AnthropicClient:
             if streaming and "text/event-stream" in response.headers.get("content-type", ""):
                 chunks = _chunks(response, deadline, clock)
                 message = parse_stream(chunks, call.request.on_event)
-                _drain(chunks, errors)  # so the connection goes back to the pool
+                _finish_stream(response, chunks, errors, clock)
             else:
                 message = message_from_json(response.content)
             return reply_from_message(message)
@@ -298,10 +299,21 @@ def _chunks(response: Any, deadline: Optional[float], clock: Any) -> Iterator[by
             raise RequestTimeoutError("model request timed out while streaming")
 
 
-def _drain(chunks: Iterator[bytes], errors: Tuple[Type[BaseException], ...]) -> None:
+def _finish_stream(response: Any, chunks: Iterator[bytes],
+                   errors: Tuple[Type[BaseException], ...], clock: Any) -> None:
+    """After ``message_stop``: read the end of the body if it is already on its way, so
+    the connection goes back to the pool; a server that keeps the body open (pings after
+    ``message_stop``) gets ``_END_GRACE`` s, then the response is closed (``close()`` in
+    ``_attempt`` drops a connection whose body was not read to the end)."""
+    sock = getattr(getattr(response.raw, "_connection", None), "sock", None)
+    if sock is None:
+        return  # nothing to bound a read with: close rather than risk waiting
+    end = clock() + _END_GRACE
     try:
+        sock.settimeout(_END_GRACE)  # urllib3 sets its own again on the next request
         for _ in chunks:
-            pass
+            if clock() > end:
+                return
     except (RequestTimeoutError,) + errors:  # the reply is complete; the rest is noise
         pass
 
