@@ -52,8 +52,13 @@ class ServerSentEvent(NamedTuple):
 
 
 def iter_lines(chunks: Iterable[bytes]) -> Iterator[bytes]:
-    """Split byte chunks into lines without their terminators (LF, CRLF or CR)."""
-    pending = b""
+    """Split byte chunks into lines without their terminators (LF, CRLF or CR).
+
+    Linear in the input even for one huge line: chunks without a line end are kept in a
+    list and joined once, when their line ends (joining at every chunk was quadratic).
+    """
+    pending: List[bytes] = []  # the pieces of a line not ended yet
+    held_cr = False  # pending ends with a CR whose LF may open the next chunk
     first = True
     for chunk in chunks:
         if not chunk:
@@ -62,7 +67,13 @@ def iter_lines(chunks: Iterable[bytes]) -> Iterator[bytes]:
             first = False
             if chunk.startswith(b"\xef\xbb\xbf"):  # a UTF-8 BOM may open the stream
                 chunk = chunk[3:]
-        data = pending + chunk if pending else chunk
+        if not held_cr and b"\n" not in chunk and b"\r" not in chunk:
+            pending.append(chunk)
+            continue
+        if not pending:
+            data = chunk
+        else:
+            data = pending[0] + chunk if len(pending) == 1 else b"".join(pending) + chunk
         hold = b""
         if b"\r" in data:
             if data.endswith(b"\r"):
@@ -70,10 +81,13 @@ def iter_lines(chunks: Iterable[bytes]) -> Iterator[bytes]:
                 data, hold = data[:-1], b"\r"
             data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
         lines = data.split(b"\n")
-        pending = lines.pop() + hold
+        last = lines.pop() + hold
+        pending = [last] if last else []
+        held_cr = bool(hold)
         yield from lines
     if pending:
-        yield pending[:-1] if pending.endswith(b"\r") else pending
+        tail = b"".join(pending)
+        yield tail[:-1] if tail.endswith(b"\r") else tail
 
 
 class SSEDecoder:
@@ -295,6 +309,9 @@ def _load(sse: ServerSentEvent, scan: Callable[[str, int], Tuple[Any, int]]) -> 
         event, end = scan(text, 0)
         if end != len(text) and text[end:].strip():
             raise ValueError("extra data")
+    except RecursionError:
+        raise APIConnectionError(
+            f"stream event {sse.event!r} is JSON nested too deeply to parse") from None
     except (StopIteration, ValueError):
         event = _load_slowly(sse)
         if event is None:
