@@ -77,6 +77,7 @@ __all__ = [
     "ModelClient",
     "ModelRequest",
     "AnthropicClient",
+    "OpenAIChatClient",
     "RetryPolicy",
     # history
     "HistoryStore",
@@ -116,4 +117,8 @@ def __getattr__(name: str) -> Any:
         from .models.anthropic import AnthropicClient
 
         return AnthropicClient
+    if name == "OpenAIChatClient":
+        from .models.openai import OpenAIChatClient
+
+        return OpenAIChatClient
     raise AttributeError(f"module 'lattice' has no attribute {name!r}")

@@ -39,6 +39,7 @@ class ModelRequest:
     timeout_ms: Optional[int] = None
     on_event: Optional[Callable[[Dict[str, Any]], None]] = None
     extra: Dict[str, Any] = field(default_factory=dict)
+    output_format: Optional[Dict[str, Any]] = None  # a JSON Schema the provider enforces
 
 
 @runtime_checkable

@@ -38,8 +38,9 @@ USAGE_FIELDS = (
 def request_body(request: ModelRequest, *, stream: bool) -> Tuple[bytes, bool]:
     """The JSON body for ``request`` and whether it asks for a stream.
 
-    ``system`` is left out when None, ``tools`` when empty; ``extra`` keys are sent as
-    given and win over ours (including ``stream``).
+    ``system`` is left out when None, ``tools`` when empty; ``output_format`` becomes
+    ``output_config.format``; ``extra`` keys are sent as given and win over ours
+    (including ``stream``).
     """
     if not request.model:
         raise ValueError("AnthropicClient needs ModelRequest.model (the model name)")
@@ -49,6 +50,9 @@ def request_body(request: ModelRequest, *, stream: bool) -> Tuple[bytes, bool]:
     body["messages"] = request.messages
     if request.tools:
         body["tools"] = request.tools
+    if request.output_format is not None:
+        body["output_config"] = {"format": {"type": "json_schema",
+                                            "schema": request.output_format}}
     if stream:
         body["stream"] = True
     body.update(request.extra)
