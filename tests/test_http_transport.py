@@ -25,6 +25,7 @@ import responses
 from lattice.errors import APIConnectionError, AuthenticationError, NotFoundError
 from lattice.models.anthropic import AnthropicClient
 from lattice.models.base import ModelRequest
+from lattice.models.openai import OpenAIChatClient
 from lattice.models.sse import iter_lines
 from lattice.testing import MockMessagesServer
 
@@ -34,8 +35,9 @@ ENV = {"anthropic": ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "https://api.ant
                      "/v1/messages"),
        "openai": ("OPENAI_API_KEY", "OPENAI_BASE_URL", "https://api.openai.com/v1",
                   "/chat/completions")}
-CLIENTS: Dict[str, Callable[..., Any]] = {"anthropic": AnthropicClient}
-PROVIDERS = pytest.mark.parametrize("provider", ["anthropic"])
+CLIENTS: Dict[str, Callable[..., Any]] = {"anthropic": AnthropicClient,
+                                          "openai": OpenAIChatClient}
+PROVIDERS = pytest.mark.parametrize("provider", ["anthropic", "openai"])
 
 
 @pytest.fixture(autouse=True)
@@ -182,6 +184,16 @@ def test_base_url_ending_in_v1_gets_a_hint_on_404() -> None:
         client = AnthropicClient(KEY, base_url=server.base_url + "/v1", max_retries=0)
         with pytest.raises(NotFoundError, match="drop the /v1"):
             client.create(request())
+
+
+@responses.activate
+def test_chat_404_names_the_url_posted_to() -> None:
+    responses.add(responses.POST, "http://localhost:8000/chat/completions", status=404,
+                  body="Not Found")
+    client = OpenAIChatClient(KEY, base_url="http://localhost:8000", stream=False,
+                              max_retries=0)
+    with pytest.raises(NotFoundError, match=r"/v1"):
+        client.create(request())
 
 
 def _closed_port() -> int:
