@@ -83,6 +83,7 @@ __all__ = [
     "ModelClient",
     "ModelRequest",
     "AnthropicClient",
+    "OpenAIChatClient",
     "RetryPolicy",
     # history
     "HistoryStore",
@@ -123,4 +124,8 @@ def __getattr__(name: str) -> Any:
         from .models.anthropic import AnthropicClient
 
         return AnthropicClient
+    if name == "OpenAIChatClient":
+        from .models.openai import OpenAIChatClient
+
+        return OpenAIChatClient
     raise AttributeError(f"module 'lattice' has no attribute {name!r}")

@@ -1,9 +1,11 @@
+import os
 import threading
 from pathlib import Path
 
 import pytest
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
+# ../shared beside the repository; LATTICE_SHARED overrides it (e.g. from a git worktree).
+SHARED = Path(os.environ.get("LATTICE_SHARED") or Path(__file__).resolve().parents[2] / "shared")
 
 
 def tool_use(name, input=None, id=None):

@@ -17,12 +17,13 @@ from urllib.parse import urlparse
 
 import pytest
 import responses
+from conftest import SHARED
 
 from lattice.errors import APIStatusError, BadRequestError, NotFoundError
 from lattice.models.anthropic import AnthropicClient
 from lattice.models.base import ModelRequest
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "recorded-anthropic-traffic"
+DATA = SHARED / "data" / "recorded-anthropic-traffic"
 URL = "https://api.anthropic.com/v1/messages"
 KEY = "sk-ant-replay-0123456789"
 
@@ -30,6 +31,7 @@ try:
     import yaml
 except ImportError:  # pragma: no cover - PyYAML is optional
     yaml = None
+_LOADER = getattr(yaml, "CSafeLoader", None) or getattr(yaml, "SafeLoader", None)  # C: 10x
 
 
 @dataclass
@@ -49,7 +51,8 @@ def _is_messages_call(url: str) -> bool:
 def _pydantic_cases(root: Path) -> List[Case]:
     cases = []
     for path in sorted(root.glob("pydantic-ai/**/*.yaml")):
-        for index, item in enumerate(yaml.safe_load(path.read_text("utf-8"))["interactions"]):
+        loaded = yaml.load(path.read_text("utf-8"), Loader=_LOADER)  # parsed once per run
+        for index, item in enumerate(loaded["interactions"]):
             req, resp = item["request"], item["response"]
             if req["method"] != "POST" or not _is_messages_call(req["uri"]):
                 continue

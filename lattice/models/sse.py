@@ -38,6 +38,7 @@ __all__ = [
     "SSEDecoder",
     "MessageAccumulator",
     "iter_lines",
+    "load_data",
     "parse_stream",
 ]
 
@@ -299,8 +300,10 @@ def _order(index: Any) -> Any:
     return (0, index) if isinstance(index, int) else (1, str(index))
 
 
-def _load(sse: ServerSentEvent, scan: Callable[[str, int], Tuple[Any, int]]) -> Any:
-    """The event dict in ``sse.data`` (None for empty data); malformed data raises."""
+def load_data(sse: ServerSentEvent, scan: Callable[[str, int], Tuple[Any, int]]) -> Any:
+    """The JSON object in ``sse.data``, as sent (None for empty data); malformed data or
+    anything but an object raises ``APIConnectionError``. ``scan`` is a ``json.scanner``
+    made once per stream."""
     try:
         text = sse.data.decode("utf-8")
         # The C scanner under json.loads, called directly: loads' type checks and regex
@@ -308,14 +311,15 @@ def _load(sse: ServerSentEvent, scan: Callable[[str, int], Tuple[Any, int]]) -> 
         event, end = scan(text, 0)
         if end != len(text) and text[end:].strip():
             raise ValueError("extra data")
+    except RecursionError:
+        raise APIConnectionError(
+            f"stream event {sse.event!r} is JSON nested too deeply to parse") from None
     except (StopIteration, ValueError):
         event = _load_slowly(sse)
         if event is None:
             return None
     if not isinstance(event, dict):
         raise _malformed(sse)
-    if "type" not in event and sse.event:
-        event["type"] = sse.event
     return event
 
 
@@ -347,9 +351,11 @@ def parse_stream(
     scan = make_scanner(json.JSONDecoder())  # type: ignore[arg-type]  # one per stream: memo
     # iter(flush, None) at the end: a last event without its blank line is tolerated.
     for sse in chain(decoder.events(iter_lines(chunks)), iter(decoder.flush, None)):
-        event = _load(sse, scan)
+        event = load_data(sse, scan)
         if event is None:
             continue
+        if sse.event and "type" not in event:  # the type from the event: name
+            event["type"] = sse.event
         if on_event is not None:
             on_event(event)
         feed(event)

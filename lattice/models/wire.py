@@ -2,7 +2,8 @@
 
 ``request_body`` builds what ``AnthropicClient`` posts; ``reply_from_message`` turns a
 message object (streamed or not) into the assistant dict clients return;
-``error_from_response`` maps an HTTP error to the lattice error class; ``message_events``
+``error_from_response`` (from ``status.py``, shared by every wire format) maps an HTTP error
+to the lattice error class; ``message_events``
 is the inverse of SSE parsing (the events the API would stream for a message), used by
 ``MockMessagesServer`` and by tests.
 """
@@ -10,17 +11,11 @@ is the inverse of SSE parsing (the events the API would stream for a message), u
 from __future__ import annotations
 
 import json
-import re
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from ..errors import (
-    APIConnectionError,
-    APIStatusError,
-    PromptTooLongError,
-    error_class_for_type,
-    status_error_class,
-)
+from ..errors import APIConnectionError, APIStatusError, error_class_for_type
 from .base import ModelRequest
+from .status import error_from_response, load_json, redact
 
 __all__ = [
     "USAGE_FIELDS",
@@ -40,20 +35,12 @@ USAGE_FIELDS = (
     "cache_read_input_tokens",
 )
 
-# How providers word "your input does not fit" (Anthropic: "prompt is too long: N tokens >
-# M maximum", "input length and `max_tokens` exceed context limit"; proxies vary).
-_TOO_LONG = re.compile(
-    r"prompt is too long|input is too long|too many (input )?tokens|"
-    r"exceeds? (the )?(model's )?(maximum )?context (window|length|limit)",
-    re.IGNORECASE,
-)
-
-
 def request_body(request: ModelRequest, *, stream: bool) -> Tuple[bytes, bool]:
     """The JSON body for ``request`` and whether it asks for a stream.
 
-    ``system`` is left out when None, ``tools`` when empty; ``extra`` keys are sent as
-    given and win over ours (including ``stream``).
+    ``system`` is left out when None, ``tools`` when empty; ``output_format`` becomes
+    ``output_config.format``; ``extra`` keys are sent as given and win over ours
+    (including ``stream``).
     """
     if not request.model:
         raise ValueError("AnthropicClient needs ModelRequest.model (the model name)")
@@ -63,6 +50,9 @@ def request_body(request: ModelRequest, *, stream: bool) -> Tuple[bytes, bool]:
     body["messages"] = request.messages
     if request.tools:
         body["tools"] = request.tools
+    if request.output_format is not None:
+        body["output_config"] = {"format": {"type": "json_schema",
+                                            "schema": request.output_format}}
     if stream:
         body["stream"] = True
     body.update(request.extra)
@@ -90,8 +80,8 @@ def _count(value: Any) -> int:
 def message_from_json(content: bytes) -> Dict[str, Any]:
     """The message object in a 2xx JSON body (an error body raises its error)."""
     try:
-        message = json.loads(content)
-    except ValueError:
+        message = load_json(content)
+    except ValueError:  # not JSON, or nested too deeply to parse
         message = None
     if not isinstance(message, dict):
         raise APIConnectionError(f"malformed JSON response: {content[:200]!r}")
@@ -111,39 +101,6 @@ def error_from_body(
     kind = error.get("type")
     message = error.get("message") or fallback.format(type=kind or "unknown")
     return error_class_for_type(kind)(str(message), request_id=request_id, body=body)
-
-
-def error_from_response(
-    status: int, headers: Mapping[str, str], content: bytes, secrets: Sequence[str] = ()
-) -> APIStatusError:
-    """The error for an HTTP error response: message from ``error.message`` (else the
-    text), ``request-id`` header (else the body's ``request_id``), the parsed body."""
-    text = redact(content.decode("utf-8", "replace"), secrets)  # a server may echo the key
-    try:
-        body: Any = json.loads(text)
-    except ValueError:
-        body = text
-    message = ""
-    if isinstance(body, dict):
-        error = body.get("error")
-        if isinstance(error, dict) and error.get("message"):
-            message = str(error["message"])
-    message = message or text.strip()[:1000] or f"HTTP {status}"
-    request_id = headers.get("request-id") or (
-        body.get("request_id") if isinstance(body, dict) else None
-    )
-    cls = status_error_class(status)
-    if status in (400, 413) and _TOO_LONG.search(message):
-        cls = PromptTooLongError
-    return cls(message, status_code=status, request_id=request_id, body=body)
-
-
-def redact(text: str, secrets: Sequence[str]) -> str:
-    """``text`` with every secret replaced by ``<redacted>``."""
-    for secret in secrets:
-        if secret:
-            text = text.replace(secret, "<redacted>")
-    return text
 
 
 # -- the other direction: what the API streams for a message ------------------------------

@@ -1,8 +1,9 @@
 """``MockMessagesServer``: a real Messages API server on 127.0.0.1 for offline tests.
 
 It answers ``POST /v1/messages`` with JSON, or with SSE when the request body says
-``"stream": true`` (``stream=True|False`` forces one). Replies come from a script, one per
-request, in order; each may be
+``"stream": true`` (``stream=True|False`` forces one). ``POST /v1/chat/completions`` (and
+``/chat/completions``) get the same script in Chat Completions form (``_mock_chat.py``).
+Replies come from a script, one per request, in order; each may be
 
 * a string: a text reply;
 * an assistant dict like clients return (``{"content": [...], "stop_reason": ...,
@@ -38,6 +39,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Dict, List, Mapping, Optional, Set, Union
 
 from ..models.wire import message_events
+from ._mock_chat import CHAT_PATHS, answer_chat
 
 __all__ = ["MockMessagesServer", "Fault", "message_events"]
 
@@ -136,7 +138,7 @@ class MockMessagesServer:
 
     Attributes:
         base_url: ``http://127.0.0.1:<port>``, for ``AnthropicClient(base_url=...)``.
-        requests: parsed JSON body of every ``/v1/messages`` request, in order.
+        requests: parsed JSON body of every request (Messages and chat), in order.
         request_headers: the matching headers (lower-case names).
     """
 
@@ -368,7 +370,8 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         mock = self.server.mock
         raw = self.rfile.read(int(self.headers.get("content-length") or 0))
-        if self.path.split("?")[0].rstrip("/") != "/v1/messages":
+        chat = self.path.split("?")[0].rstrip("/") in CHAT_PATHS  # Chat Completions
+        if self.path.split("?")[0].rstrip("/") != "/v1/messages" and not chat:
             self._error(Fault("error", status=404, message=f"no route {self.path}"))
             return
         try:
@@ -379,6 +382,9 @@ class _Handler(BaseHTTPRequestHandler):
         headers = {k.lower(): v for k, v in self.headers.items()}
         reply = mock._take(body, headers)
         stream = body.get("stream") is True if mock.stream is None else mock.stream
+        if chat:
+            answer_chat(self, reply, body, len(raw), stream)
+            return
         self._answer(reply, body, len(raw), stream)
 
     def _answer(self, reply: Any, body: Dict[str, Any], size: int, stream: bool) -> None:

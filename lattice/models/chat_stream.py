@@ -1,0 +1,173 @@
+"""Chat Completions streaming: ``chat.completion.chunk`` events -> one assistant dict.
+
+The SSE layers are the shared ones (``sse.iter_lines``, ``SSEDecoder``, ``load_data``);
+this module only assembles chunks. What real servers send, and we accept:
+
+* content deltas as strings, or (Mistral) lists of text and thinking parts; reasoning as
+  ``reasoning_content`` or ``reasoning``;
+* tool-call fragments joined by ``index``, which may repeat the id and name in every
+  fragment, omit ``arguments`` or send ``arguments: null``;
+* usage in a last chunk with empty ``choices`` (``stream_options.include_usage``) or on
+  the chunk with the ``finish_reason`` (the last one seen wins);
+* ``data: [DONE]`` ends the stream; a stream that ends with ``[DONE]`` but no
+  ``finish_reason`` is complete (stop reason ``tool_use`` if calls came, else
+  ``end_turn``); one cut before both raises ``APIConnectionError``;
+* an ``error`` object in a chunk (or an ``event: error``) raises the error it names.
+"""
+
+from __future__ import annotations
+
+import json
+from itertools import chain
+from json.scanner import make_scanner
+from typing import Any, Callable, Dict, Iterable, List, Optional
+
+from ..errors import APIConnectionError
+from .chat_wire import (
+    assemble,
+    call_block,
+    content_parts,
+    error_from_chat,
+    finished,
+    stop_reason_from_finish,
+)
+from .sse import SSEDecoder, iter_lines, load_data
+
+__all__ = ["ChatStreamAccumulator", "parse_chat_stream"]
+
+
+class _Call:
+    __slots__ = ("id", "name", "parts")
+
+    def __init__(self) -> None:
+        self.id: Any = None
+        self.name: Any = None
+        self.parts: List[str] = []
+
+
+class ChatStreamAccumulator:
+    """Feed it chunk dicts in order; ``reply()`` gives the assistant dict."""
+
+    __slots__ = ("_texts", "_reasoning", "_calls", "_refusal", "_finish", "_usage", "_head",
+                 "done")
+
+    def __init__(self) -> None:
+        self._texts: List[str] = []
+        self._reasoning: List[str] = []
+        self._calls: Dict[Any, _Call] = {}
+        self._refusal: List[str] = []
+        self._finish: Any = None
+        self._usage: Any = None
+        self._head: Dict[str, Any] = {}  # id and model, from the first chunk naming them
+        self.done = False  # [DONE] seen
+
+    def feed(self, chunk: Dict[str, Any]) -> None:
+        """Apply one chunk; raise the error an ``error`` object names."""
+        if chunk.get("error"):
+            raise error_from_chat(chunk["error"])
+        if not self._head.get("id") and chunk.get("id"):
+            self._head["id"] = chunk["id"]
+        if not self._head.get("model") and chunk.get("model"):
+            self._head["model"] = chunk["model"]
+        usage = chunk.get("usage")
+        if usage:
+            self._usage = usage
+        choices = chunk.get("choices")
+        if not choices:
+            return
+        choice = choices[0]
+        if not isinstance(choice, dict) or choice.get("index", 0) not in (0, None):
+            return  # we never ask for n > 1
+        delta = choice.get("delta")
+        if delta:
+            content = delta.get("content")
+            if content:
+                if isinstance(content, str):
+                    self._texts.append(content)
+                else:
+                    content_parts(content, self._texts, self._reasoning)
+            if len(delta) > 1 or content is None:
+                self._other(delta)
+        finish = choice.get("finish_reason")
+        if finish:
+            self._finish = finish
+
+    def _other(self, delta: Dict[str, Any]) -> None:
+        for key in ("reasoning_content", "reasoning"):
+            value = delta.get(key)
+            if isinstance(value, str):
+                self._reasoning.append(value)
+                break
+        refusal = delta.get("refusal")
+        if isinstance(refusal, str):
+            self._refusal.append(refusal)
+        for position, fragment in enumerate(delta.get("tool_calls") or ()):
+            if isinstance(fragment, dict):
+                self._fragment(fragment, position)
+        legacy = delta.get("function_call")
+        if isinstance(legacy, dict) and (legacy.get("name") or "legacy" in self._calls):
+            self._merge(self._calls.setdefault("legacy", _Call()), None, legacy)
+
+    def _fragment(self, fragment: Dict[str, Any], position: int) -> None:
+        index = fragment.get("index")
+        call_id = fragment.get("id")
+        if not isinstance(index, int):  # no index: the call with this id, else by position
+            index = next((k for k, c in self._calls.items() if call_id and c.id == call_id),
+                         ("position", position))
+        call = self._calls.get(index)
+        if call is None:
+            call = self._calls[index] = _Call()
+        function = fragment.get("function")
+        self._merge(call, call_id, function if isinstance(function, dict) else {})
+
+    @staticmethod
+    def _merge(call: _Call, call_id: Any, function: Dict[str, Any]) -> None:
+        if call_id and not call.id:
+            call.id = call_id  # later fragments may repeat it
+        name = function.get("name")
+        if name and not call.name:
+            call.name = name
+        arguments = function.get("arguments")
+        if isinstance(arguments, str):
+            call.parts.append(arguments)
+        elif isinstance(arguments, dict):
+            call.parts.append(json.dumps(arguments))
+
+    def reply(self) -> Dict[str, Any]:
+        """The assistant dict; ``APIConnectionError`` if the stream was cut."""
+        if not self.done and self._finish is None:
+            raise APIConnectionError("the stream ended before [DONE] and a finish_reason")
+        calls = [call_block(c.id, c.name, "".join(c.parts)) for c in self._calls.values()]
+        refusal = "".join(self._refusal)
+        stop = stop_reason_from_finish(self._finish, bool(calls))
+        if stop == "end_turn" and refusal and not "".join(self._texts):
+            stop = "refusal"
+        content = assemble(self._texts, self._reasoning, calls, refusal)
+        return finished(self._head, content, stop, self._usage)
+
+
+def parse_chat_stream(
+    chunks: Iterable[bytes], on_event: Optional[Callable[[Dict[str, Any]], None]] = None
+) -> Dict[str, Any]:
+    """Read a Chat Completions SSE byte stream up to ``[DONE]``; return the assistant dict.
+
+    Each chunk dict goes to ``on_event`` exactly as received, before it is applied.
+    """
+    decoder = SSEDecoder()
+    accumulator = ChatStreamAccumulator()
+    feed = accumulator.feed
+    scan = make_scanner(json.JSONDecoder())  # type: ignore[arg-type]  # one per stream: memo
+    for sse in chain(decoder.events(iter_lines(chunks)), iter(decoder.flush, None)):
+        data = sse.data
+        if data[:1] in (b"[", b" ") and data.strip() == b"[DONE]":
+            accumulator.done = True
+            break
+        chunk = load_data(sse, scan)
+        if chunk is None:
+            continue
+        if on_event is not None:
+            on_event(chunk)
+        if sse.event == "error" and not chunk.get("error"):
+            raise error_from_chat(chunk)
+        feed(chunk)
+    return accumulator.reply()

@@ -1,0 +1,188 @@
+"""``OpenAIChatClient``: the Chat Completions codec on the shared HTTP transport.
+
+For any server that speaks OpenAI's Chat Completions (OpenAI, Azure OpenAI, Groq,
+OpenRouter, Mistral, DeepSeek, vLLM, Ollama, llama.cpp, LiteLLM, ...). The history keeps
+the Messages shape; ``chat_wire.py`` translates requests and replies, ``chat_stream.py``
+assembles streamed chunks, ``http.py`` does the I/O exactly as for ``AnthropicClient``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+from urllib.parse import urlencode
+
+from .._version import __version__
+from ..errors import APIConnectionError, APIStatusError
+from .base import ModelRequest, ReplyDict
+from .chat_stream import parse_chat_stream
+from .chat_wire import chat_body, reply_from_completion
+from .http import EventCallback, Transport
+from .options import (
+    check_client_options,
+    check_secret,
+    clean_headers,
+    require_requests,
+    resolve_base_url,
+    secret_from_env,
+    secrets_of,
+)
+from .retry import RetryPolicy
+from .status import error_from_response, load_json
+
+if TYPE_CHECKING:  # pragma: no cover
+    import requests
+
+__all__ = ["OpenAIChatClient", "DEFAULT_OPENAI_BASE_URL"]
+
+DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"
+_TOKEN_FIELDS = ("max_completion_tokens", "max_tokens")
+
+
+class ChatCodec:
+    """How the transport reads Chat Completions replies and errors."""
+
+    api = "Chat Completions API"
+    request_id_header = "x-request-id"
+
+    def __init__(self, base_url: str, url: str) -> None:
+        self.base_url = base_url
+        self.url = url
+
+    def read_json(self, content: bytes) -> ReplyDict:
+        try:
+            body = load_json(content)
+        except ValueError as exc:
+            raise APIConnectionError(
+                f"malformed JSON response ({exc}): {content[:200]!r}") from None
+        return reply_from_completion(body)
+
+    def read_stream(self, chunks: Iterator[bytes], on_event: Optional[EventCallback]
+                    ) -> ReplyDict:
+        return parse_chat_stream(chunks, on_event)
+
+    def error(self, status: int, headers: Mapping[str, str], content: bytes,
+              secrets: Sequence[str]) -> APIStatusError:
+        error = error_from_response(status, headers, content, secrets,
+                                    request_id_header=self.request_id_header)
+        if status == 404 and not self.base_url.endswith("/v1"):
+            error.message += (f" (hint: the client posted to {self.url}; most servers serve "
+                              "Chat Completions under /v1, so base_url usually ends in /v1)")
+            error.args = (error.message,)
+        return error
+
+
+class OpenAIChatClient:
+    """Calls ``POST {base_url}/chat/completions``; a ``ModelClient`` for ``lattice.Agent``.
+
+    One client (and its pooled ``requests.Session``) may be shared by any number of
+    threads and agents.
+
+    Args:
+        api_key: sent as ``Authorization: Bearer``; default ``OPENAI_API_KEY`` (read at
+            each call). None and no variable: no header (local servers need none).
+            Surrounding whitespace is stripped; control characters inside are refused.
+        base_url: default ``OPENAI_BASE_URL``, else ``https://api.openai.com/v1``.
+        max_retries: retries of 408/409/429/5xx and failed connections.
+        stream: use SSE streaming (default) rather than one JSON response.
+        default_headers: extra headers for every request (they win over ours); e.g.
+            Azure's ``{"api-key": ...}``.
+        default_query: URL parameters for every request, e.g. Azure's
+            ``{"api-version": "2024-10-21"}``.
+        session: a ``requests.Session`` to use instead of the client's own.
+        timeout_ms: deadline of one ``create()`` (retries included) when the request has
+            none; without either, connect 10 s and read 600 s per attempt.
+        max_tokens_field: the body key for ``ModelRequest.max_tokens``:
+            ``"max_completion_tokens"`` (default) or ``"max_tokens"`` for servers that
+            only know that one.
+        retry_policy: a ``RetryPolicy``; it replaces ``max_retries`` when given.
+    """
+
+    def __init__(
+        self,
+        api_key: Optional[str] = None,
+        base_url: Optional[str] = None,
+        *,
+        max_retries: int = 2,
+        stream: bool = True,
+        default_headers: Optional[Mapping[str, str]] = None,
+        default_query: Optional[Mapping[str, Any]] = None,
+        session: Optional[requests.Session] = None,
+        timeout_ms: Optional[float] = None,
+        max_tokens_field: str = "max_completion_tokens",
+        retry_policy: Optional[RetryPolicy] = None,
+    ) -> None:
+        self._api_key = check_secret("api_key", api_key)
+        check_client_options(max_retries=max_retries, stream=stream, timeout_ms=timeout_ms,
+                             session=session, retry_policy=retry_policy)
+        self._default_headers = clean_headers(default_headers)
+        query = _check_query(default_query)
+        if max_tokens_field not in _TOKEN_FIELDS:
+            raise ValueError(f"max_tokens_field must be one of {list(_TOKEN_FIELDS)}, "
+                             f"got {max_tokens_field!r}")
+        require_requests("OpenAIChatClient")
+        self.base_url = resolve_base_url(base_url, "OPENAI_BASE_URL", DEFAULT_OPENAI_BASE_URL)
+        self.stream = stream
+        self.max_tokens_field = max_tokens_field
+        url = self.base_url + "/chat/completions"
+        self._query_secrets = secrets_of({k: v for k, v in query.items()})
+        self._transport = Transport(
+            url + ("?" + urlencode(query) if query else ""), ChatCodec(self.base_url, url),
+            session=session, retry_policy=retry_policy or RetryPolicy(max_retries=max_retries),
+            timeout_ms=timeout_ms)
+
+    @property
+    def retry_policy(self) -> RetryPolicy:
+        return self._transport.retry_policy
+
+    @property
+    def timeout_ms(self) -> Optional[float]:
+        return self._transport.timeout_ms
+
+    def _get_session(self) -> requests.Session:
+        return self._transport.get_session()
+
+    def __repr__(self) -> str:
+        return (
+            f"OpenAIChatClient(base_url={self.base_url!r}, stream={self.stream}, "
+            f"max_retries={self.retry_policy.max_retries}, timeout_ms={self.timeout_ms!r})"
+        )
+
+    def close(self) -> None:
+        """Close the client's own session (a session given by the user is left open)."""
+        self._transport.close()
+
+    def __enter__(self) -> OpenAIChatClient:
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
+
+    def create(self, request: ModelRequest) -> ReplyDict:
+        """Send one Chat Completions request; return the assistant dict (nothing partial)."""
+        request.signal.throw_if_aborted()
+        headers, secrets = self._headers()
+        body, streaming = chat_body(request, stream=self.stream,
+                                    max_tokens_field=self.max_tokens_field)
+        return self._transport.send(request, body, headers, secrets, streaming)
+
+    def _headers(self) -> Tuple[Dict[str, str], List[str]]:
+        key = self._api_key or secret_from_env("OPENAI_API_KEY")
+        headers = {
+            "content-type": "application/json",
+            "accept": "application/json",
+            "user-agent": f"agent-lattice/{__version__}",
+        }
+        if key is not None:
+            headers["authorization"] = f"Bearer {key}"
+        headers.update(self._default_headers)
+        return headers, secrets_of(self._default_headers, key, *self._query_secrets)
+
+
+def _check_query(query: Optional[Mapping[str, Any]]) -> Dict[str, str]:
+    if query is None:
+        return {}
+    if not isinstance(query, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, (str, int, float)) and not isinstance(v, bool)
+            for k, v in query.items()):
+        raise ValueError("default_query must be a mapping of str to str (or numbers)")
+    return {k: str(v) for k, v in query.items()}
