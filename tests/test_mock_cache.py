@@ -88,7 +88,7 @@ def test_a_tool_loop_reads_more_and_more_from_the_cache() -> None:
         # two new blocks only.
         assert after["cache_read_input_tokens"] == (before["cache_read_input_tokens"]
                                                     + before["cache_creation_input_tokens"])
-        assert 0 < after["cache_creation_input_tokens"] == seen[1]["cache_creation_input_tokens"]
+        assert 0 < after["cache_creation_input_tokens"] < 2 * seen[1]["cache_creation_input_tokens"]
     assert seen[-1]["cache_read_input_tokens"] > 10 * seen[-1]["cache_creation_input_tokens"]
 
 
