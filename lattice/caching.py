@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Optional
 
 from .models.base import ModelRequest
 
-__all__ = ["mark_cache_breakpoints", "count_cache_breakpoints", "MAX_BREAKPOINTS"]
+__all__ = ["mark_cache_breakpoints", "count_cache_breakpoints", "count_marks", "MAX_BREAKPOINTS"]
 
 MAX_BREAKPOINTS = 4
 """The Messages API refuses a request with more ``cache_control`` marks than this."""
@@ -49,17 +49,18 @@ def mark_cache_breakpoints(request: ModelRequest) -> ModelRequest:
 
 def count_cache_breakpoints(request: ModelRequest) -> int:
     """How many ``cache_control`` marks ``request`` already carries, wherever they are."""
-    count = _count_marks(request.tools)
+    count = count_marks(request.tools)
     if isinstance(request.system, list):
-        count += _count_marks(request.system)
+        count += count_marks(request.system)
     for message in request.messages:
         content = message.get("content") if isinstance(message, dict) else None
         if isinstance(content, list):
-            count += _count_marks(content)
+            count += count_marks(content)
     return count
 
 
-def _count_marks(blocks: List[Any]) -> int:
+def count_marks(blocks: List[Any]) -> int:
+    """How many blocks of ``blocks`` (and of the tool results among them) carry a mark."""
     count = 0
     for block in blocks:
         if not isinstance(block, dict):
@@ -68,7 +69,7 @@ def _count_marks(blocks: List[Any]) -> int:
             count += 1
         inner = block.get("content")  # a tool_result's own blocks may carry marks too
         if block.get("type") == "tool_result" and isinstance(inner, list):
-            count += _count_marks(inner)
+            count += count_marks(inner)
     return count
 
 

@@ -22,12 +22,12 @@ import json
 import threading
 from typing import Any, Dict, List, Mapping, Optional, Set, Tuple
 
-__all__ = ["PromptCache", "LOOKBACK", "MAX_BREAKPOINTS"]
+from ..caching import MAX_BREAKPOINTS, count_marks
+
+__all__ = ["PromptCache", "LOOKBACK", "breakpoint_problem", "prompt_blocks"]
 
 LOOKBACK = 20
 """How many blocks before a breakpoint the cache looks for an earlier prefix."""
-
-MAX_BREAKPOINTS = 4
 
 # (hash input, characters the block adds to the prompt, carries a mark)
 _Block = Tuple[bytes, int, bool]
@@ -85,23 +85,9 @@ def prompt_blocks(body: Mapping[str, Any]) -> List[_Block]:
     return blocks
 
 
-def count_marks(body: Mapping[str, Any]) -> int:
+def _count_marks(body: Mapping[str, Any]) -> int:
     """How many blocks of the request carry ``cache_control`` (cheap: no JSON made)."""
-    count = 0
-    for where in _places(body):
-        for block in where:
-            if isinstance(block, dict):
-                count += _marks_in(block)
-    return count
-
-
-def _marks_in(block: Dict[str, Any]) -> int:
-    count = 1 if block.get("cache_control") is not None else 0
-    inner = block.get("content")
-    if block.get("type") == "tool_result" and isinstance(inner, list):
-        count += sum(1 for b in inner if isinstance(b, dict) and
-                     b.get("cache_control") is not None)
-    return count
+    return sum(count_marks(blocks) for blocks in _places(body))
 
 
 def _places(body: Mapping[str, Any]) -> List[List[Any]]:
@@ -117,7 +103,7 @@ def _places(body: Mapping[str, Any]) -> List[List[Any]]:
 
 def breakpoint_problem(body: Mapping[str, Any]) -> Optional[str]:
     """What the real API would refuse about the request's marks, or None."""
-    found = count_marks(body)
+    found = _count_marks(body)
     if found > MAX_BREAKPOINTS:
         return (f"A maximum of {MAX_BREAKPOINTS} blocks with cache_control may be provided. "
                 f"Found {found}.")
@@ -140,7 +126,7 @@ class PromptCache:
     def usage(self, body: Mapping[str, Any], prompt_tokens: int) -> Dict[str, int]:
         """The input-token fields of the reply to ``body``, whose whole prompt counts
         ``prompt_tokens``; prefixes it marks are written for later requests."""
-        if not count_marks(body):  # the common case: no JSON made, nothing hashed
+        if not _count_marks(body):  # the common case: no JSON made, nothing hashed
             return _usage(prompt_tokens, 0, 0)
         blocks = prompt_blocks(body)
         marks = [i for i, (_, _, marked) in enumerate(blocks) if marked]
