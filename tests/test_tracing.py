@@ -43,11 +43,15 @@ def exporter() -> Iterator[InMemorySpanExporter]:
     exporter.shutdown()
 
 
-def make_observer(exporter: InMemorySpanExporter, trace_content: bool = False) -> OtelObserver:
+def provider_for(exporter: InMemorySpanExporter) -> Any:
     # Our own provider: the global one can be set only once per process.
     provider = sdk_trace.TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
-    return OtelObserver(trace_content=trace_content, tracer_provider=provider)
+    return provider
+
+
+def make_observer(exporter: InMemorySpanExporter, trace_content: bool = False) -> OtelObserver:
+    return OtelObserver(trace_content=trace_content, tracer_provider=provider_for(exporter))
 
 
 def in_thread(fn: Any, *args: Any) -> Any:
@@ -250,9 +254,9 @@ def test_error_subtypes_mark_invoke_agent(exporter: InMemorySpanExporter,
 
 
 def test_the_callers_current_span_is_the_parent(exporter: InMemorySpanExporter) -> None:
-    observer = make_observer(exporter)
-    outer_tracer = observer._tracer
-    with outer_tracer.start_as_current_span("http request") as outer:
+    provider = provider_for(exporter)
+    observer = OtelObserver(tracer_provider=provider)
+    with provider.get_tracer("app").start_as_current_span("http request") as outer:
         q = observer.query_start(MODEL, "x")
     observer.query_end(q, ResultMessage("success"), None)
     root = spans_by_name(exporter)["invoke_agent"][0]
