@@ -3,7 +3,9 @@
 A 50-turn and a 500-turn tool loop against ``FunctionModelClient``: microseconds per turn
 (median of several runs), and the ratio 500/50 (per-turn cost must not grow with history).
 Both ``prompt()`` and iterating ``query()`` are measured, and the cost of one thread
-handoff round trip in the same run (the floor of ``query()``'s lockstep).
+handoff round trip in the same run (the floor of ``query()``'s lockstep). Last, the
+50-turn ``prompt()`` loop with tracing off and on (the OpenTelemetry SDK with a span
+processor and an exporter that drops everything), when the SDK is installed.
 
     python bench/loop_overhead.py [--repeat 5]
 """
@@ -27,7 +29,7 @@ def step(n: int) -> str:
     return f"step {n} done"
 
 
-def make_agent(turns: int) -> Agent:
+def make_agent(turns: int, **options) -> Agent:
     def fn(request):
         n = (len(request.messages) + 1) // 2
         if n >= turns:
@@ -38,11 +40,11 @@ def make_agent(turns: int) -> Agent:
                 "usage": {"input_tokens": 10, "output_tokens": 2}}
 
     return Agent(model="bench", model_client=FunctionModelClient(fn), tools=[step],
-                 max_turns=turns + 1)
+                 max_turns=turns + 1, **options)
 
 
-def per_turn_us(turns: int, mode: str) -> float:
-    agent = make_agent(turns)
+def per_turn_us(turns: int, mode: str, **options) -> float:
+    agent = make_agent(turns, **options)
     t0 = time.perf_counter()
     if mode == "prompt":
         result = agent.prompt("go")
@@ -84,6 +86,87 @@ def handoff_round_trip_us(n: int = 20_000) -> float:
     return elapsed / n * 1e6
 
 
+def drop_all_provider():
+    """An SDK TracerProvider whose exporter drops every span (SimpleSpanProcessor: the
+    export runs in the traced thread, the worst case)."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter
+    from opentelemetry.sdk.trace.export import SpanExportResult as Result
+
+    class DropAll(SpanExporter):
+        def export(self, spans):
+            return Result.SUCCESS
+
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(DropAll()))
+    return provider
+
+
+def observer_turn_us(turns: int = 2000) -> float:
+    """What the observer calls of one tool turn cost alone (a chat and a tool span)."""
+    from types import SimpleNamespace
+
+    from lattice.models.base import ModelRequest
+    from lattice.tracing import OtelObserver
+
+    observer = OtelObserver(tracer_provider=drop_all_provider())
+    request = ModelRequest(model="bench", messages=[])
+    reply = {"content": [], "model": "bench", "provider_response_id": "msg_1",
+             "stop_reason": "tool_use", "usage": {"input_tokens": 10, "output_tokens": 2}}
+    call = SimpleNamespace(id="toolu_1", name="step", input={"n": 1})
+    result = {"type": "tool_result", "tool_use_id": "toolu_1", "content": "ok"}
+    query = observer.query_start("bench", "go")
+    t0 = time.perf_counter()
+    for _ in range(turns):
+        observer.model_end(observer.model_start(query, request), reply, None)
+        observer.tool_end(observer.tool_start(query, call), result, None)
+    elapsed = time.perf_counter() - t0
+    observer.query_end(query, None, None)
+    return elapsed / turns * 1e6
+
+
+def tracing_options():
+    """Agent options that trace every query into an SDK provider whose exporter drops
+    everything, and how they were applied; None and why not when that cannot be done."""
+    try:
+        from opentelemetry import trace
+        provider = drop_all_provider()
+    except ImportError:
+        return None, "opentelemetry-sdk is not installed (pip install -e '.[test]')"
+    from lattice.tracing import OtelObserver
+
+    candidates = [("observers=[OtelObserver(...)]",
+                   {"observers": [OtelObserver(tracer_provider=provider)]}),
+                  ("tracing=True", {"tracing": True})]
+    for how, options in candidates:
+        try:
+            make_agent(1, **options)
+        except (TypeError, ValueError):
+            continue  # this Agent does not take the option (yet)
+        if how == "tracing=True":
+            trace.set_tracer_provider(provider)  # what tracing=True reports to
+        return options, how
+    return None, "this Agent takes neither observers= nor tracing=True yet"
+
+
+def tracing_report(repeat: int) -> None:
+    options, how = tracing_options()
+    if options is None:
+        print(f"tracing on vs off: skipped: {how}")
+        if "not installed" not in how:
+            print(f"  (the observer calls of one tool turn alone, SDK, no-op exporter: "
+                  f"{observer_turn_us():.1f} us/turn)")
+        return
+    figures = {}
+    for name, extra in (("off", {}), ("on", options)):
+        per_turn_us(50, "prompt", **extra)  # warm-up
+        figures[name] = statistics.median(per_turn_us(50, "prompt", **extra)
+                                          for _ in range(repeat))
+    print(f"tracing off {figures['off']:>8.1f} us/turn; on ({how}, SDK, no-op exporter) "
+          f"{figures['on']:>8.1f} us/turn: +{figures['on'] - figures['off']:.1f} us/turn "
+          f"for a chat and a tool span, ratio {figures['on'] / figures['off']:.2f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repeat", type=int, default=7)
@@ -103,6 +186,7 @@ def main() -> None:
           "query() waits for its consumer at each yielded message (SPEC 5: a suspended "
           "query is still running), i.e. two round trips per tool turn, "
           f"floor ~{2 * trip:.0f} us/turn.")
+    tracing_report(args.repeat)
 
 
 if __name__ == "__main__":

@@ -95,10 +95,10 @@ class Agent:
         if not all(isinstance(o, Observer) for o in watchers):
             raise ValueError("observers must be lattice.observe.Observer objects, "
                              f"got {observers!r}")
-        if tracing or os.environ.get("LATTICE_TRACING") == "1":
+        if tracing or os.environ.get("LATTICE_TRACING"):  # else tracing is never imported
             from .tracing import tracing_observer
 
-            made = tracing_observer(True, trace_content)
+            made = tracing_observer(tracing, trace_content)
             if made is not None:
                 watchers.append(made)
         if model_client is None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import logging
 from functools import partial
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from . import compaction
 from .calls import Hooks, ToolCall, needs_approval, not_run, resolve_calls, run_batch
@@ -37,7 +37,7 @@ from .messages import (
     tool_uses_of,
 )
 from .models.base import ModelRequest
-from .observe import Observers
+from .observe import ObserverGroup
 from .output import SUBMIT_OUTPUT_TOOL_NAME
 from .race import QueryRun, Stopped
 from .settings import QuerySettings
@@ -54,13 +54,14 @@ class Loop:
     """One query's loop. ``__call__`` is the worker thread's target."""
 
     def __init__(self, run: QueryRun, settings: QuerySettings, history: History, *,
-                 agent: Any = None, observers: Optional[Observers] = None,
-                 resume: Optional[Dict[str, Any]] = None) -> None:
+                 agent: Any = None, observers: Optional[ObserverGroup] = None,
+                 query_token: Any = None, resume: Optional[Dict[str, Any]] = None) -> None:
         self.run = run
         self.settings = settings
         self.history = history
         self.agent = agent  # only handed to tools, in ToolContext
-        self.observers = observers
+        self.observers = observers  # None when nobody watches: one check per event
+        self.query_token = query_token
         self.resume = resume  # approvals: {"reply": ..., "decisions": ..., "prompt": ...}
         self.hooks = Hooks(settings.before_tool_call, settings.after_tool_call)
         self.usage = Usage()
@@ -150,7 +151,7 @@ class Loop:
             timeout_ms=s.request_timeout_ms, on_event=on_event, extra=dict(s.extra))
         if s.output_native and s.output is not None and not summary:
             request.output_format = s.output.json_schema
-        if s.prompt_caching:
+        if s.prompt_caching and not summary:  # a summary's prefix is never read again
             from .caching import mark_cache_breakpoints
 
             mark_cache_breakpoints(request)
@@ -159,7 +160,8 @@ class Loop:
     def call(self, request: ModelRequest) -> Dict[str, Any]:
         """One model call, raced against abort, interrupt and the request deadline."""
         request.signal = self.run.start_model(request.timeout_ms)
-        token = self.observers.model_start(request) if self.observers else []
+        token = self.observers.model_start(self.query_token, request) if self.observers \
+            else None
         try:
             hook = self.settings.on_model_request
             if hook is not None:
@@ -267,7 +269,7 @@ class Loop:
     def batch(self, calls: List[ToolCall], decisions: Dict[str, Any]) -> Optional[Ending]:
         run = self.run
         run.start_tools()
-        wrap = self.observers.wrap_tool if self.observers else None
+        wrap = self.watch_tool if self.observers else None
         done = run_batch(calls, self.hooks, decisions, parallel=self.settings.parallel_tool_calls,
                          record=run.record, started=run.mark_started, stop=run.user_aborted,
                          wrap=wrap)
@@ -283,6 +285,18 @@ class Loop:
                         "a tool ended the turn before an output was given"))
                 return Ending("success", result=text)
         return None
+
+    def watch_tool(self, call: ToolCall, run: Callable[[], Tuple[Dict[str, Any], bool]]
+                   ) -> Tuple[Dict[str, Any], bool]:
+        assert self.observers is not None
+        token = self.observers.tool_start(self.query_token, call)
+        try:
+            done = run()
+        except BaseException as exc:
+            self.observers.tool_end(token, None, exc)
+            raise
+        self.observers.tool_end(token, done[0], None)
+        return done
 
     def resume_batch(self) -> Optional[Ending]:
         """Run the batch that waited for approval, then the prompt given with it."""

@@ -1,32 +1,53 @@
-"""One event seam for cost and visibility: observers of a query's life.
+"""The loop's event seam: what a query reports to observers (tracing, logging, metering).
 
-The loop reports query, model-request and tool-call starts and ends to zero or more
-observers (tracing is one: ``lattice.tracing``). With none, the loop pays one ``None``
-check per event. An observer that raises is logged and otherwise ignored: watching a
-query must never change how it ends.
+A query reports its start and end, each model request's start and end, and each tool
+call's start and end. ``*_start`` returns an opaque token that the matching ``*_end``
+gets back, so an observer keeps its own state (a span, a start time) without a lookup.
+With no observer the loop's cost is a None check.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple, TypeVar
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .calls import ToolCall
+try:  # Protocol is in typing from 3.8.
+    from typing import Protocol
+except ImportError:  # pragma: no cover
+    from typing_extensions import Protocol  # type: ignore
+
+if TYPE_CHECKING:
     from .messages import ResultMessage
     from .models.base import ModelRequest
 
-__all__ = ["Observer", "Observers"]
+__all__ = ["Observer", "ObserverGroup", "ToolCallLike"]
 
 log = logging.getLogger("lattice")
-T = TypeVar("T")
+_NO_TOKEN: Any = object()
+
+
+class ToolCallLike(Protocol):
+    """What ``tool_start`` reads of a call (``lattice.ToolCall`` has all of it)."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def input(self) -> Any: ...
 
 
 class Observer:
     """Receives a query's events; every method is optional (no-op here). Tokens are opaque
-    values an observer returns from ``*_start`` and gets back in the matching ``*_end``.
-    ``model_*`` and ``tool_*`` may be called from worker threads, tool calls of a parallel
-    batch concurrently."""
+    values an observer returns from *_start and gets back in the matching *_end.
+
+    ``model_start`` and ``tool_start`` may be called from threads other than the one that
+    called ``query_start``; parallel tool calls call ``tool_start``/``tool_end``
+    concurrently. ``query_end``'s ``error`` is the exception that escaped the query or the
+    ``ResultMessage.error``.
+    """
 
     def query_start(self, model: Optional[str], prompt: Any) -> Any:
         return None
@@ -36,58 +57,67 @@ class Observer:
         return None
 
     def model_start(self, query: Any, request: ModelRequest) -> Any:
+        """``query`` is the token from ``query_start``."""
         return None
 
     def model_end(self, token: Any, reply: Optional[Dict[str, Any]],
                   error: Optional[BaseException]) -> None:
+        """``reply`` is the assistant dict (with ``usage``, ``model``,
+        ``provider_response_id``, ``stop_reason``), None when the request failed."""
         return None
 
-    def tool_start(self, query: Any, call: ToolCall) -> Any:
+    def tool_start(self, query: Any, call: ToolCallLike) -> Any:
+        """``call`` has ``.id``, ``.name`` and ``.input``."""
         return None
 
     def tool_end(self, token: Any, result: Optional[Dict[str, Any]],
                  error: Optional[BaseException]) -> None:
+        """``result`` is the call's ``tool_result`` block."""
         return None
 
 
-def _safely(fn: Callable[..., T], *args: Any) -> Optional[T]:
-    try:
-        return fn(*args)
-    except Exception:
-        log.warning("observer %r failed", fn, exc_info=True)
-        return None
+class ObserverGroup(Observer):
+    """Several observers as one. Each gets every event with its own token; an observer
+    that raises is logged (WARNING, on the ``lattice`` logger) and never breaks the query
+    or the other observers."""
 
+    def __init__(self, observers: Iterable[Observer]) -> None:
+        self.observers = tuple(observers)
 
-class Observers:
-    """The observers of one query, with that query's tokens."""
+    def _each(self, method: str, tokens: Any, *args: Any) -> List[Any]:
+        """Call ``method`` on each observer, with its own token from ``tokens`` (a list this
+        group returned; anything else, e.g. None, gives each None) unless ``_NO_TOKEN``."""
+        out: List[Any] = []
+        mine = isinstance(tokens, list) and len(tokens) == len(self.observers)
+        for index, observer in enumerate(self.observers):
+            head = () if tokens is _NO_TOKEN else (tokens[index] if mine else None,)
+            try:
+                out.append(getattr(observer, method)(*head, *args))
+            except Exception:
+                log.warning("observer %r failed in %s", observer, method, exc_info=True)
+                out.append(None)
+        return out
 
-    __slots__ = ("observers", "tokens")
+    def query_start(self, model: Optional[str], prompt: Any) -> Any:
+        return self._each("query_start", _NO_TOKEN, model, prompt)
 
-    def __init__(self, observers: List[Observer], model: Optional[str], prompt: Any) -> None:
-        self.observers = observers
-        self.tokens = [_safely(o.query_start, model, prompt) for o in observers]
-
-    def end(self, result: Optional[ResultMessage], error: Optional[BaseException]) -> None:
-        for o, token in zip(self.observers, self.tokens):
-            _safely(o.query_end, token, result, error)
-
-    def model_start(self, request: ModelRequest) -> List[Any]:
-        return [_safely(o.model_start, t, request) for o, t in zip(self.observers, self.tokens)]
-
-    def model_end(self, tokens: List[Any], reply: Optional[Dict[str, Any]],
+    def query_end(self, token: Any, result: Optional[ResultMessage],
                   error: Optional[BaseException]) -> None:
-        for o, token in zip(self.observers, tokens):
-            _safely(o.model_end, token, reply, error)
+        self._each("query_end", token, result, error)
 
-    def wrap_tool(self, call: ToolCall, run: Callable[[], Tuple[Dict[str, Any], bool]]
-                  ) -> Tuple[Dict[str, Any], bool]:
-        tokens = [_safely(o.tool_start, t, call) for o, t in zip(self.observers, self.tokens)]
-        try:
-            done = run()
-        except BaseException as exc:
-            for o, token in zip(self.observers, tokens):
-                _safely(o.tool_end, token, None, exc)
-            raise
-        for o, token in zip(self.observers, tokens):
-            _safely(o.tool_end, token, done[0], None)
-        return done
+    def model_start(self, query: Any, request: ModelRequest) -> Any:
+        return self._each("model_start", query, request)
+
+    def model_end(self, token: Any, reply: Optional[Dict[str, Any]],
+                  error: Optional[BaseException]) -> None:
+        self._each("model_end", token, reply, error)
+
+    def tool_start(self, query: Any, call: ToolCallLike) -> Any:
+        return self._each("tool_start", query, call)
+
+    def tool_end(self, token: Any, result: Optional[Dict[str, Any]],
+                 error: Optional[BaseException]) -> None:
+        self._each("tool_end", token, result, error)
+
+    def __repr__(self) -> str:
+        return f"<ObserverGroup {list(self.observers)!r}>"

@@ -27,7 +27,7 @@ from .messages import (
     tool_uses_of,
     unanswered_tool_uses,
 )
-from .observe import Observers
+from .observe import ObserverGroup
 from .race import QueryRun
 from .settings import QuerySettings
 from .tools import ToolResult
@@ -93,18 +93,20 @@ class Query(Iterator[SDKMessage]):
         agent, run, settings = self._agent, self._run, self._settings
         history = agent._history
         lock: Any = None
-        observers: Optional[Observers] = None
+        observers: Optional[ObserverGroup] = None
+        token: Any = None
         released = False
         started = time.monotonic()
         loop: Optional[Loop] = None
         try:
             if settings.observers:
-                observers = Observers(settings.observers, settings.model, self._prompt)
+                observers = ObserverGroup(settings.observers)
+                token = observers.query_start(settings.model, self._prompt)
             lock = self._take_lock()
             agent._ensure_loaded(again=history.stale())
             resume = self._begin()
             loop = Loop(run, settings, history, agent=agent, observers=observers,
-                        resume=resume)
+                        query_token=token, resume=resume)
             threading.Thread(target=loop, name="lattice-query", daemon=True).start()
             while True:
                 item = run.next_item()
@@ -122,7 +124,7 @@ class Query(Iterator[SDKMessage]):
                 stop_reason=last.get("stop_reason") if last else None, num_turns=loop.turns,
                 duration_ms=int((time.monotonic() - started) * 1000))
             if observers is not None:
-                observers.end(result, result.error)
+                observers.query_end(token, result, result.error)
             released = True
             self._release(lock)
             yield result
@@ -136,7 +138,7 @@ class Query(Iterator[SDKMessage]):
                 finally:
                     if observers is not None:
                         error = run.ended.error if run.ended is not None else None
-                        observers.end(None, error)
+                        observers.query_end(token, None, error)
                     self._release(lock)
 
     def _take_lock(self) -> Any:

@@ -16,6 +16,8 @@ Replies come from a script, one per request, in order; each may be
 When the script runs out every further request gets the text reply ``"(mock) ok"``
 (``DEFAULT_TEXT``), so a loop that asks once more than planned still finishes.
 Usage is made up but realistic: ``input_tokens`` is the request body's length // 4.
+A request with ``cache_control`` marks is billed against a simulated prompt cache (cache
+reads and writes, as ``lattice.testing._mock_cache`` says); more than 4 marks get a 400.
 Stream faults (``hang(after_events=...)``, ``cut_stream``, ``stream_error``, ``trickle``)
 answer with SSE even when the request did not ask for a stream.
 
@@ -40,6 +42,7 @@ from typing import Any, Dict, List, Mapping, Optional, Set, Union
 
 from ..models.wire import message_events
 from ._mock_chat import CHAT_PATHS, answer_chat
+from ._mock_cache import PromptCache, breakpoint_problem
 
 __all__ = ["MockMessagesServer", "Fault", "message_events"]
 
@@ -167,6 +170,7 @@ class MockMessagesServer:
         self._sockets: Set[socket.socket] = set()
         self._server: Optional[_Server] = None
         self._thread: Optional[threading.Thread] = None
+        self._cache = PromptCache()  # cache_control marks are billed as the API would
 
     # -- faults -------------------------------------------------------------------
     @staticmethod
@@ -277,6 +281,9 @@ class MockMessagesServer:
             if self.record:
                 self.requests.append(body)
                 self.request_headers.append(headers)
+            problem = breakpoint_problem(body)  # refused like the API: no reply used
+            if problem is not None:
+                return Fault("error", status=400, message=problem)
             reply = self._replies.pop(0) if self._replies else DEFAULT_TEXT
         while callable(reply):
             reply = reply(body)
@@ -301,10 +308,8 @@ class MockMessagesServer:
             "tool_use" if any(b.get("type") == "tool_use" for b in blocks) else "end_turn"
         )
         usage = {
-            "input_tokens": max(1, size // 4),
+            **self._cache.usage(body, max(1, size // 4)),
             "output_tokens": max(1, len(json.dumps(blocks)) // 4),
-            "cache_creation_input_tokens": 0,
-            "cache_read_input_tokens": 0,
         }
         usage.update(spec.get("usage") or {})
         return {
