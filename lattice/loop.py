@@ -90,9 +90,10 @@ class Loop:
         while True:
             self.run.check()
             limit = self.limit()
+            if limit is None and self.maybe_compact():
+                limit = self.limit()  # the summary may have spent the budget
             if limit is not None:
                 return limit
-            self.maybe_compact()
             reply = self.next_reply()
             if reply is None:
                 continue  # overflow recovered: the turn is tried again
@@ -328,19 +329,20 @@ class Loop:
                       result=json.dumps(use.get("input"), ensure_ascii=False))
 
     # -- compaction --------------------------------------------------------------------------
-    def maybe_compact(self) -> None:
+    def maybe_compact(self) -> bool:
         policy = self.settings.auto_compact
         if not compaction.should_compact(policy, {"input_tokens":
                                                   self.history.last_prompt_tokens}):
-            return
+            return False
         assert policy is not None
         try:
-            self.compact(policy)
+            return self.compact(policy)
         except HistoryStoreError:
             raise  # fail_on_error: the history stays uncompacted and the error propagates
         except Exception:
             log.warning("compaction failed; continuing without it", exc_info=True)
             self.history.last_prompt_tokens = 0  # try again after the next reply
+            return False
 
     def compact(self, policy: compaction.AutoCompact) -> bool:
         """Summarise all but the recent messages with one model call; False if there is
