@@ -19,7 +19,7 @@ from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 from .pg_conninfo import pg8000_arguments
 
-__all__ = ["Connection", "Pool", "connection_lost", "shared_pool", "DRIVERS"]
+__all__ = ["Connection", "Pool", "connection_lost", "ended_by_server", "shared_pool", "DRIVERS"]
 
 DRIVERS = ("psycopg", "pg8000")
 _MAX_IDLE = 8
@@ -94,6 +94,22 @@ def connection_lost(exc: BaseException, conn: Optional[Connection]) -> bool:
         current = current.__cause__ or current.__context__
     raw = conn.raw if conn is not None else None
     return bool(getattr(raw, "broken", False) or getattr(raw, "closed", False))
+
+
+def ended_by_server(exc: BaseException) -> bool:
+    """Whether the server ended the connection instead of running the statement: it says
+    so (SQLSTATE 57P01-57P03, "terminating connection due to administrator command") when it
+    shuts down or a backend is terminated, and checks for that before executing, and never
+    inside a commit. Unlike a bare dropped socket, this does not leave it unknown whether
+    an ``INSERT`` was committed, so even an append may be retried."""
+    current: Optional[BaseException] = exc
+    seen: List[BaseException] = []
+    while current is not None and current not in seen:
+        seen.append(current)
+        if sqlstate(current) in _GONE_STATES:
+            return True
+        current = current.__cause__ or current.__context__
+    return False
 
 
 def sqlstate(exc: BaseException) -> Optional[str]:

@@ -26,7 +26,15 @@ from typing import Any, Callable, List, Optional, TypeVar
 from .base import Message, encode_message
 from .locks import check_wait, poll
 from .pg_conninfo import parse_conninfo, redacted
-from .pg_driver import DRIVERS, Connection, Pool, connection_lost, shared_pool, sqlstate
+from .pg_driver import (
+    DRIVERS,
+    Connection,
+    Pool,
+    connection_lost,
+    ended_by_server,
+    shared_pool,
+    sqlstate,
+)
 from .shape import keep_messages
 
 __all__ = ["PostgresHistoryStore"]
@@ -60,7 +68,8 @@ class PostgresHistoryStore:
     connections (8 kept at most); stores with a ``connect`` callable share one through
     ``with_session``. A connection the server closed is replaced before it is used; a
     statement that fails because its connection broke is retried once on a new
-    connection, except an ``append`` whose ``INSERT`` may have been committed.
+    connection, except an ``append`` whose ``INSERT`` may have been committed (a socket
+    that broke mid-statement, as opposed to the server ending the connection).
     """
 
     def __init__(
@@ -197,9 +206,10 @@ class PostgresHistoryStore:
         """``op(cursor)`` on a pooled connection, the table created first if needed.
 
         A connection error on a reused connection is retried once on a new one when
-        ``retry`` (the operation is idempotent); a missing table (dropped behind our back)
-        is created and the operation tried again, whatever ``retry`` says, since nothing
-        was written.
+        ``retry`` (the operation is idempotent), or when the server ended the connection
+        without running the statement (``ended_by_server``); a missing table (dropped
+        behind our back) is created and the operation tried again, since nothing was
+        written.
         """
         attempts = 2
         while True:
@@ -213,7 +223,9 @@ class PostgresHistoryStore:
                 if attempts > 0 and sqlstate(exc) == _UNDEFINED_TABLE:
                     self._pool.ready_tables.discard(self.table)
                     continue
-                if attempts > 0 and retry and reused and connection_lost(exc, conn):
+                if attempts > 0 and reused and (
+                    ended_by_server(exc) or (retry and connection_lost(exc, conn))
+                ):
                     continue
                 raise
             self._pool.give_back(conn)
