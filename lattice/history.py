@@ -20,7 +20,7 @@ from __future__ import annotations
 import copy
 import logging
 import threading
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
 from .errors import HistoryStoreError
 from .messages import wire
@@ -73,9 +73,10 @@ class History:
                 store.replace(list(self.messages))
                 self.diverged = False
             out = getattr(store, method)(*args)
-            version = getattr(store, "version", None)
-            if callable(version):
-                self.version = version()
+            if self.versioned:
+                from .stores.session import read_version
+
+                self.version = read_version(store)
             return out
         except Exception as exc:
             if fail:
@@ -112,12 +113,14 @@ class History:
         loaded = self.save("load")
         return None if loaded is None else list(loaded)
 
+    @property
+    def versioned(self) -> bool:
+        return callable(getattr(self.store, "version", None))
+
     def stale(self) -> bool:
         """Whether someone else wrote the store since this Agent last read or wrote it."""
-        version: Optional[Callable[[], Any]] = getattr(self.store, "version", None)
-        if not callable(version) or self.version is None:
+        if not self.versioned or self.version is None:
             return False
-        try:
-            return bool(version() != self.version)
-        except Exception:
-            return False
+        from .stores.session import is_stale
+
+        return is_stale(self.store, self.version)

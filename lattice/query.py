@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Dict, Generator, Iterator, List, Optional
 
 from .calls import not_run
 from .endings import Ending
-from .errors import ConcurrentQueryError, HistoryStoreError
+from .errors import ConcurrentQueryError
 from .loop import Loop
 from .messages import (
     ResultMessage,
@@ -142,23 +142,10 @@ class Query(Iterator[SDKMessage]):
                     self._release(lock)
 
     def _take_lock(self) -> Any:
-        """The store's session lock (SPEC 14), if it has one; held until the query ends."""
-        history = self._agent._history
-        take = getattr(history.store, "lock", None)
-        if not callable(take):
-            return None
-        held = take(wait_s=self._agent._lock_wait_s)
-        try:
-            held.__enter__()
-        except ConcurrentQueryError:
-            raise
-        except Exception as exc:
-            if getattr(history.store, "fail_on_error", False):
-                raise HistoryStoreError(f"history store lock failed: {exc}") from exc
-            log.warning("history store %r: lock failed (%s); running without it",
-                        history.store, exc)
-            return None
-        return held
+        """The store's session lock (SPEC 14), held until the query ends."""
+        from .stores.session import hold_session
+
+        return hold_session(self._agent._history.store, self._agent._lock_wait_s)
 
     def _begin(self) -> Optional[Dict[str, Any]]:
         """Put the prompt in the history; settle calls that wait for approval."""
@@ -220,7 +207,7 @@ class Query(Iterator[SDKMessage]):
         try:
             self._run.release()
             if lock is not None:
-                lock.__exit__(None, None, None)
+                lock.release()
         finally:  # even if a KeyboardInterrupt lands above
             self._done = True
             agent._run = None

@@ -38,3 +38,7 @@ def no_thread_leak():
             return
         time.sleep(0.01)
     raise AssertionError(f"threads still running: {alive}")
+
+
+# A private PostgreSQL cluster for the store tests (see pg_fixture.py).
+from pg_fixture import postgres_server  # noqa: E402, F401

@@ -22,7 +22,8 @@ def test_public_surface():
     assert sorted(stores.__all__) == sorted([
         "HistoryStore", "define_history_store", "create_jsonl_history_store",
         "JsonlHistoryStore", "SqliteHistoryStore", "MemoryHistoryStore", "call_store",
-        "repair_history",
+        "repair_history", "PostgresHistoryStore", "is_message", "hold_session", "SessionHold",
+        "read_version", "is_stale",
     ])
     for name in stores.__all__:
         assert getattr(stores, name) is not None

@@ -64,7 +64,7 @@ APPEND_FOREVER = """
     tag, size = sys.argv[2], int(sys.argv[3])
     i = 0
     while True:
-        store.append({"role": "user", "tag": tag, "i": i, "pad": tag * size})
+        store.append({"role": "user", "content": "", "tag": tag, "i": i, "pad": tag * size})
         os.write(1, b"%d\\n" % i)  # acknowledged: the append returned
         i += 1
 """
@@ -95,8 +95,8 @@ def test_kill_9_mid_append_loses_at_most_the_last_line(tmp_path, caplog):
         assert acked + 1 <= len(mine) <= acked + 2
         assert all(m["pad"] == tag * (1 << 22) for m in mine)
         # The next append (the next round's child, or us) starts on a fresh line.
-        store.append({"role": "user", "tag": "after", "i": round_, "pad": ""})
-        assert store.load()[-1] == {"role": "user", "tag": "after", "i": round_, "pad": ""}
+        store.append({"role": "user", "content": "", "tag": "after", "i": round_, "pad": ""})
+        assert store.load()[-1] == {"role": "user", "content": "", "tag": "after", "i": round_, "pad": ""}
     assert [m["i"] for m in store.load() if m["tag"] == "after"] == list(range(5))
     print(f"rounds that left a torn line: {torn} of 5")
     os.unlink(path)  # do not keep ~100 MB in pytest's temp folders
@@ -146,7 +146,7 @@ def test_four_processes_appending_64kb_lines_never_interleave(tmp_path):
                 open(halfway + tag, "w").close()
                 while not all(os.path.exists(halfway + t) for t in "wxyz"):
                     time.sleep(0.001)
-            store.append({"role": "user", "tag": tag, "i": i, "pad": tag * 65536})
+            store.append({"role": "user", "content": "", "tag": tag, "i": i, "pad": tag * 65536})
     """
     procs = [child(code, path, go, tag, per_writer) for tag in "wxyz"]
     time.sleep(0.3)
@@ -202,7 +202,7 @@ def test_replace_racing_an_appender_loses_nothing_after_it(tmp_path):
         store = JsonlHistoryStore(sys.argv[1])
         i = 0
         while not os.path.exists(sys.argv[2]):
-            store.append({"role": "user", "i": i, "pad": "x" * 2000})
+            store.append({"role": "user", "content": "", "i": i, "pad": "x" * 2000})
             if i == 0:
                 print("started", flush=True)
             i += 1
@@ -211,7 +211,7 @@ def test_replace_racing_an_appender_loses_nothing_after_it(tmp_path):
     assert proc.stdout.readline().strip() == "started"
     store = JsonlHistoryStore(path)
     for k in range(40):
-        store.replace([{"role": "user", "summary": k}])
+        store.replace([{"role": "user", "content": "summary", "summary": k}])
         time.sleep(0.002)
     # Let the child append a few lines after the last replace (however busy the machine).
     deadline = time.monotonic() + 30
@@ -222,7 +222,7 @@ def test_replace_racing_an_appender_loses_nothing_after_it(tmp_path):
     assert proc.wait(30) == 0
     proc.stdout.close()
     loaded = store.load()
-    assert loaded[0] == {"role": "user", "summary": 39}
+    assert loaded[0] == {"role": "user", "content": "summary", "summary": 39}
     tail = [m["i"] for m in loaded[1:]]
     # Everything the child appended after the last replace is there, in order, with no
     # gap: an append into the replaced (unlinked) file would leave one.

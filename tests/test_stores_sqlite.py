@@ -241,7 +241,7 @@ def test_replace_racing_an_appender(tmp_path):
         store = SqliteHistoryStore(path, "s")
         i = 0
         while not stop.is_set():
-            store.append({"role": "user", "i": i})
+            store.append({"role": "user", "content": "", "i": i})
             appended.append(i)
             i += 1
         store.close()
@@ -259,14 +259,14 @@ def test_replace_racing_an_appender(tmp_path):
 
     wait_for_appends(1)  # the replaces really race the appender
     for k in range(20):
-        store.replace([{"role": "user", "summary": k}])
+        store.replace([{"role": "user", "content": "summary", "summary": k}])
         time.sleep(0.002)
     # A few appends surely started after the last replace (however busy the machine).
     wait_for_appends(len(appended) + 3)
     stop.set()
     thread.join()
     loaded = store.load()
-    assert loaded[0] == {"role": "user", "summary": 19}
+    assert loaded[0] == {"role": "user", "content": "summary", "summary": 19}
     tail = [m["i"] for m in loaded[1:]]
     assert tail and tail == list(range(tail[0], appended[-1] + 1))
     store.close()

@@ -16,12 +16,15 @@ import threading
 from typing import Any, Callable, Dict, Iterable, List, Optional, Protocol, Union, runtime_checkable
 
 from ..errors import HistoryStoreError
+from .locks import MemorySessionLock, check_wait
+from .shape import keep_messages
 
 __all__ = [
     "HistoryStore",
     "define_history_store",
     "MemoryHistoryStore",
     "call_store",
+    "describe_store",
     "encode_message",
     "resolve_path",
     "Message",
@@ -44,6 +47,26 @@ class HistoryStore(Protocol):
     history is passed to ``append``; compaction and ``replace_history`` call ``replace``.
     With ``fail_on_error`` False (the default) a failing store is logged and the
     conversation continues in memory; True makes the failure raise ``HistoryStoreError``.
+    ``load`` returns only values shaped like messages (``shape.is_message``); anything else
+    stored is skipped with a warning.
+
+    Two optional capabilities, offered by every built-in store but not required:
+
+    ``lock(*, wait_s=0.0)``
+        A context manager that holds the session for one query, across threads, processes
+        and (for a database server) hosts. Raises ``ConcurrentQueryError`` when another
+        holder keeps it past ``wait_s`` seconds, ``ValueError`` for a bad ``wait_s``, and the
+        store's own errors (``OSError``, ...) when the store cannot be reached. Leaving the
+        block releases it, on any exit; a holder that dies frees it within a few seconds.
+        Writes are not refused to non-holders: the lock is a guard between cooperating
+        Agents, not a permission.
+    ``version()``
+        A cheap, opaque, comparable value that changes whenever anyone writes the session
+        (``append``, ``replace``, a delete), read from the store itself (not a cache), so a
+        value seen after this process's last write that differs from the current one means
+        another writer has been there. ``None`` while nothing is stored.
+
+    ``session.hold_session`` and ``session.is_stale`` apply both under the error policy.
     """
 
     fail_on_error: bool
@@ -69,13 +92,25 @@ def call_store(store: Any, method_name: str, *args: Any) -> Any:
         return getattr(store, method_name)(*args)
     except Exception as exc:
         if getattr(store, "fail_on_error", False):
-            raise HistoryStoreError(f"history store {method_name} failed: {exc}") from exc
+            raise HistoryStoreError(
+                f"history store {method_name} failed: {exc} (store: {describe_store(store)})"
+            ) from exc
         logger.warning(
-            "history store %s failed; continuing with the in-memory history",
+            "history store %s failed (store: %s); continuing with the in-memory history",
             method_name,
+            describe_store(store),
             exc_info=True,
         )
         return None
+
+
+def describe_store(store: Any) -> str:
+    """The store's repr (naming its file and session; never a password), kept short."""
+    try:
+        text = repr(store)
+    except Exception:  # a host's store with a broken __repr__ must not hide the real error
+        text = f"<{type(store).__name__}>"
+    return text if len(text) <= 300 else text[:297] + "..."
 
 
 _COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
@@ -134,7 +169,7 @@ class _CallableHistoryStore:
             return []
         loaded = self._load()
         # A callable returning None means "nothing stored yet", like a missing file.
-        return [] if loaded is None else list(loaded)
+        return [] if loaded is None else keep_messages(list(loaded), repr(self))
 
     def append(self, message: Message) -> None:
         if self._append is not None:
@@ -178,7 +213,8 @@ class MemoryHistoryStore:
 
     Every message is deep-copied on the way in and out, so later changes to the Agent's
     dicts (or to what ``load`` returned) never alter what is stored. ``messages`` is the
-    stored list itself, for inspection.
+    stored list itself, for inspection. ``lock`` excludes other holders in this process;
+    ``version`` counts the writes made through the store.
     """
 
     def __init__(
@@ -187,20 +223,33 @@ class MemoryHistoryStore:
         self.messages: List[Message] = copy.deepcopy(list(messages or []))
         self.fail_on_error = fail_on_error
         self._lock = threading.Lock()
+        self._session = threading.Lock()
+        self._writes = 0
 
     def load(self) -> List[Message]:
         with self._lock:
-            return copy.deepcopy(self.messages)
+            loaded = copy.deepcopy(self.messages)
+        return keep_messages(loaded, "MemoryHistoryStore", unit="message")
 
     def append(self, message: Message) -> None:
         stored = copy.deepcopy(message)
         with self._lock:
             self.messages.append(stored)
+            self._writes += 1
 
     def replace(self, messages: List[Message]) -> None:
         stored = copy.deepcopy(list(messages))
         with self._lock:
             self.messages[:] = stored  # same list object, so a held reference stays live
+            self._writes += 1
+
+    def lock(self, *, wait_s: float = 0.0) -> MemorySessionLock:
+        """Hold this store's session for one query (see ``HistoryStore``)."""
+        return MemorySessionLock(self._session, check_wait(wait_s), repr(self))
+
+    def version(self) -> int:
+        """How many writes went through this store (changes with each)."""
+        return self._writes
 
     def __repr__(self) -> str:
         return f"MemoryHistoryStore(<{len(self.messages)} messages>)"

@@ -31,7 +31,9 @@ import threading
 import weakref
 from typing import Any, List, Optional, Tuple
 
-from .base import Message, PathArg, encode_message, logger, resolve_path
+from .base import Message, PathArg, encode_message, resolve_path
+from .locks import FileSessionLock, check_wait
+from .shape import keep_messages
 
 _fcntl: Any
 try:
@@ -43,6 +45,7 @@ __all__ = ["JsonlHistoryStore", "create_jsonl_history_store"]
 
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _BINARY = getattr(os, "O_BINARY", 0)  # Windows would otherwise turn b"\n" into b"\r\n"
+_BOM = b"\xef\xbb\xbf"
 
 
 def _encode_line(message: Message) -> bytes:
@@ -50,9 +53,11 @@ def _encode_line(message: Message) -> bytes:
     return encode_message(message) + b"\n"
 
 
-def _parse_lines(data: bytes) -> Tuple[List[Message], int]:
-    """The messages in ``data`` and how many non-empty lines were not messages."""
-    messages: List[Message] = []
+def _parse_lines(data: bytes) -> Tuple[List[Any], int]:
+    """The JSON values in ``data`` and how many non-empty lines were not JSON."""
+    if data.startswith(_BOM):
+        data = data[len(_BOM) :]  # an editor's byte-order mark must not cost the first line
+    values: List[Any] = []
     bad = 0
     # The piece after the last b"\n" is b"" or a final line cut short; it is parsed like
     # the others, so a complete line that merely lacks its newline is kept.
@@ -60,15 +65,16 @@ def _parse_lines(data: bytes) -> Tuple[List[Message], int]:
         if not raw:
             continue
         try:
-            message = json.loads(raw.decode("utf-8"))
+            values.append(json.loads(raw.decode("utf-8")))
         except ValueError:  # includes UnicodeDecodeError
             bad += 1
-            continue
-        if isinstance(message, dict):
-            messages.append(message)
-        else:
-            bad += 1
-    return messages, bad
+    return values, bad
+
+
+def _named(exc: OSError, path: str) -> None:
+    """Make ``exc`` name ``path`` if it named no file (``os.write`` errors name none)."""
+    if exc.filename is None and exc.errno is not None and exc.strerror:
+        exc.filename = path
 
 
 def _fsync_dir(folder: str) -> None:
@@ -146,12 +152,24 @@ class JsonlHistoryStore:
     # -- the protocol ---------------------------------------------------------------
 
     def load(self) -> List[Message]:
-        """Every message in the file; corrupt or torn lines are skipped and counted in a
-        warning on the ``lattice`` logger."""
+        """Every message in the file; corrupt or torn lines, and lines that are JSON but not
+        history messages, are skipped and counted in a warning on the ``lattice`` logger."""
+        try:
+            data = self._read()
+        except OSError as exc:
+            _named(exc, self.path)
+            raise
+        if data is None:
+            return []
+        values, bad = _parse_lines(data)
+        return keep_messages(values, f"history file {self.path}", unit="line", unreadable=bad)
+
+    def _read(self) -> Optional[bytes]:
+        """The file's bytes, read under a shared lock (None if there is no file)."""
         self._after_fork()
         with self._mutex:
             if not os.path.exists(self.path):
-                return []  # nothing written yet, and loading must not create anything
+                return None  # nothing written yet, and loading must not create anything
             try:
                 lock_fd: Optional[int] = self._lock_fd()
             except OSError:
@@ -159,17 +177,20 @@ class JsonlHistoryStore:
             with _flocked(lock_fd, exclusive=False):
                 try:
                     with open(self.path, "rb") as f:
-                        data = f.read()
+                        return f.read()
                 except FileNotFoundError:  # removed behind our back since the check
-                    return []
-        messages, bad = _parse_lines(data)
-        if bad:
-            logger.warning("skipped %d corrupt line(s) in history file %s", bad, self.path)
-        return messages
+                    return None
 
     def append(self, message: Message) -> None:
         """Add one line. Costs the same whatever the length of the history."""
         line = _encode_line(message)  # before any I/O: a bad message changes nothing
+        try:
+            self._append(line)
+        except OSError as exc:
+            _named(exc, self.path)
+            raise
+
+    def _append(self, line: bytes) -> None:
         self._after_fork()
         with self._mutex, _flocked(self._lock_fd(), exclusive=True):
             fd, size = self._data_fd()
@@ -192,6 +213,13 @@ class JsonlHistoryStore:
     def replace(self, messages: List[Message]) -> None:
         """Atomically make the file hold exactly ``messages``."""
         data = b"".join(_encode_line(m) for m in messages)  # fail before touching the disk
+        try:
+            self._replace(data)
+        except OSError as exc:
+            _named(exc, self.path)
+            raise
+
+    def _replace(self, data: bytes) -> None:
         self._after_fork()
         folder = os.path.dirname(self.path)
         with self._mutex, _flocked(self._lock_fd(), exclusive=True):
@@ -216,6 +244,26 @@ class JsonlHistoryStore:
                     pass
                 raise
             _fsync_dir(folder)
+
+    # -- the optional capabilities ------------------------------------------------------
+
+    def lock(self, *, wait_s: float = 0.0) -> FileSessionLock:
+        """Hold this conversation for one query, across threads and processes (a lock on
+        byte 1 of ``<path>.lock``; appends and loads do not wait for it). Entering raises
+        ``ConcurrentQueryError`` if another holder keeps it past ``wait_s`` seconds."""
+        return FileSessionLock(self.lock_path, check_wait(wait_s), f"history file {self.path}")
+
+    def version(self) -> Optional[Tuple[int, int, int, int, int]]:
+        """``(device, inode, size, mtime_ns, ctime_ns)`` of the file, None if there is none:
+        an append grows it, a replace puts a new inode in place."""
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            _named(exc, self.path)
+            raise
+        return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
     # -- housekeeping ---------------------------------------------------------------
 

@@ -17,9 +17,12 @@ import os
 import threading
 import time
 import weakref
-from typing import TYPE_CHECKING, Any, List, Optional
+from typing import TYPE_CHECKING, Any, List, Optional, Tuple
 
-from .base import Message, PathArg, encode_message, logger, resolve_path
+from .base import Message, PathArg, encode_message, resolve_path
+from .locks import check_wait
+from .shape import keep_messages
+from .sqlite_lease import LEASE_SCHEMA, SqliteLease, transaction
 
 if TYPE_CHECKING:
     import sqlite3
@@ -29,13 +32,32 @@ __all__ = ["SqliteHistoryStore"]
 _BUSY_TIMEOUT_S = 30.0
 _MAX_IDLE = 8  # connections kept open per pool; more are closed when given back
 
-_SCHEMA = """
+_SCHEMA = (
+    """
 CREATE TABLE IF NOT EXISTS lattice_history (
     session_id TEXT NOT NULL,
     seq INTEGER NOT NULL,
     message TEXT NOT NULL,
     PRIMARY KEY (session_id, seq)
-)"""
+)""",
+    # How many times each session was replaced or deleted: with MAX(seq), which every
+    # append raises, it makes the session's version (see SqliteHistoryStore.version).
+    """
+CREATE TABLE IF NOT EXISTS lattice_history_versions (
+    session_id TEXT PRIMARY KEY,
+    rewrites INTEGER NOT NULL
+)""",
+    LEASE_SCHEMA,
+)
+
+_BUMP = (
+    "INSERT OR IGNORE INTO lattice_history_versions (session_id, rewrites) VALUES (?, 0)",
+    "UPDATE lattice_history_versions SET rewrites = rewrites + 1 WHERE session_id = ?",
+)
+
+_VERSION = """
+SELECT (SELECT MAX(seq) FROM lattice_history WHERE session_id = ?),
+       (SELECT rewrites FROM lattice_history_versions WHERE session_id = ?)"""
 
 # One statement, so it runs as one write transaction: the write lock is taken before
 # MAX(seq) is read, and two appenders can never pick the same seq.
@@ -126,7 +148,8 @@ def _set_up(conn: sqlite3.Connection, fsync: bool) -> None:
                 conn.execute("PRAGMA journal_mode = WAL")
             # In WAL mode NORMAL survives a crash of the process; FULL also a power cut.
             conn.execute(f"PRAGMA synchronous = {'FULL' if fsync else 'NORMAL'}")
-            conn.execute(_SCHEMA)
+            for statement in _SCHEMA:
+                conn.execute(statement)
             return
         except sqlite3.OperationalError as exc:
             if not _is_busy(exc) or time.monotonic() + pause > deadline:
@@ -210,36 +233,28 @@ class SqliteHistoryStore:
     # -- the protocol ---------------------------------------------------------------
 
     def load(self) -> List[Message]:
-        """The session's messages in order (rows that are not JSON objects are skipped
-        and counted in a warning)."""
+        """The session's messages in order (rows that are not JSON, or not history
+        messages, are skipped and counted in a warning)."""
         if not os.path.exists(self.path):
             return []  # loading must not create anything
-        with self._pool.borrow() as conn:
+        with self._naming(), self._pool.borrow() as conn:
             rows = conn.execute(
                 "SELECT message FROM lattice_history WHERE session_id = ? ORDER BY seq",
                 (self.session_id,),
             ).fetchall()
-        messages: List[Message] = []
+        values: List[Any] = []
         for (text,) in rows:
             try:
-                message = json.loads(text)
+                values.append(json.loads(text))
             except (TypeError, ValueError):
-                message = None
-            if isinstance(message, dict):
-                messages.append(message)
-        if len(messages) != len(rows):
-            logger.warning(
-                "skipped %d corrupt row(s) of session %r in %s",
-                len(rows) - len(messages),
-                self.session_id,
-                self.path,
-            )
-        return messages
+                pass
+        return keep_messages(values, self._where(), unit="row",
+                             unreadable=len(rows) - len(values))
 
     def append(self, message: Message) -> None:
         """Add one message at the end of the session."""
         text = encode_message(message).decode("utf-8")  # before any I/O
-        with self._pool.borrow() as conn:
+        with self._naming(), self._pool.borrow() as conn:
             conn.execute(_APPEND, (self.session_id, text, self.session_id))
 
     def replace(self, messages: List[Message]) -> None:
@@ -248,11 +263,33 @@ class SqliteHistoryStore:
             (self.session_id, seq, encode_message(m).decode("utf-8"))
             for seq, m in enumerate(messages, 1)
         ]
-        with self._pool.borrow() as conn, _transaction(conn):
-            conn.execute("DELETE FROM lattice_history WHERE session_id = ?", (self.session_id,))
+        with self._naming(), self._pool.borrow() as conn, transaction(conn):
+            _delete(conn, self.session_id)
             conn.executemany(
                 "INSERT INTO lattice_history (session_id, seq, message) VALUES (?, ?, ?)", rows
             )
+
+    # -- the optional capabilities ------------------------------------------------------
+
+    def lock(self, *, wait_s: float = 0.0) -> SqliteLease:
+        """Hold this session for one query, across threads and processes: a lease row
+        renewed every second while held, free 5 s after a holder dies. Entering raises
+        ``ConcurrentQueryError`` if another holder keeps it past ``wait_s`` seconds."""
+        return SqliteLease(self._pool, self.session_id, check_wait(wait_s), self._where())
+
+    def version(self) -> Optional[Tuple[int, int]]:
+        """``(rewrites, last seq)`` of the session: every append raises the last seq, every
+        replace or delete the rewrite count. None while the session has never been written.
+        """
+        if not os.path.exists(self.path):
+            return None
+        with self._naming(), self._pool.borrow() as conn:
+            last, rewrites = conn.execute(
+                _VERSION, (self.session_id, self.session_id)
+            ).fetchone()
+        if last is None and rewrites is None:
+            return None
+        return (rewrites or 0, last or 0)
 
     # -- sessions -------------------------------------------------------------------
 
@@ -271,8 +308,8 @@ class SqliteHistoryStore:
         if not os.path.exists(self.path):
             return
         target = self.session_id if session_id is None else session_id
-        with self._pool.borrow() as conn:
-            conn.execute("DELETE FROM lattice_history WHERE session_id = ?", (target,))
+        with self._naming(), self._pool.borrow() as conn, transaction(conn):
+            _delete(conn, target)
 
     def close(self) -> None:
         """Close the pooled connections (new ones are opened if the store is used again)."""
@@ -284,27 +321,41 @@ class SqliteHistoryStore:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
+    def _where(self) -> str:
+        return f"session {self.session_id!r} of database {self.path}"
 
-class _transaction:
-    """``BEGIN IMMEDIATE`` ... ``COMMIT``, or ``ROLLBACK`` on error.
+    def _naming(self) -> _Naming:
+        return _Naming(self._where())
 
-    IMMEDIATE takes the write lock up front: a deferred transaction that reads first could
-    find its snapshot stale when it starts writing, and that error does not wait.
-    """
 
-    __slots__ = ("conn",)
+def _delete(conn: sqlite3.Connection, session_id: str) -> None:
+    """Remove a session's messages and count the rewrite (inside a transaction)."""
+    conn.execute("DELETE FROM lattice_history WHERE session_id = ?", (session_id,))
+    for statement in _BUMP:
+        conn.execute(statement, (session_id,))
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self.conn = conn
+
+class _Naming:
+    """Re-raise a ``sqlite3.Error`` with the database and session in its message (SQLite's
+    own messages, e.g. "unable to open database file", name neither); the original is
+    chained. ``OSError`` gets the file name if it has none."""
+
+    __slots__ = ("where",)
+
+    def __init__(self, where: str) -> None:
+        self.where = where
 
     def __enter__(self) -> None:
-        self.conn.execute("BEGIN IMMEDIATE")
+        return None
 
-    def __exit__(self, exc_type: Any, *rest: object) -> None:
-        if exc_type is None:
-            self.conn.execute("COMMIT")
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc is None:
             return
-        try:
-            self.conn.execute("ROLLBACK")
-        except Exception:
-            pass  # the first error matters; the connection is closed, not pooled, anyway
+        import sqlite3
+
+        if isinstance(exc, sqlite3.Error) and self.where not in str(exc):
+            named = type(exc)(f"{exc} ({self.where})")
+            for attr in ("sqlite_errorcode", "sqlite_errorname"):
+                if hasattr(exc, attr):
+                    setattr(named, attr, getattr(exc, attr))
+            raise named from exc

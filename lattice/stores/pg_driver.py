@@ -1,0 +1,216 @@
+"""Connections for ``PostgresHistoryStore``: which driver, a pool of idle connections, and
+telling a lost connection from other errors.
+
+The driver (``psycopg`` 3, else ``pg8000``, or the host's ``connect`` callable) is imported
+on first use only. Idle connections are checked before reuse without a round trip: a
+connection the server ended (restart, ``pg_terminate_backend``, idle timeout) has its
+socket readable (the server's goodbye, then end-of-file), while a healthy idle one has
+nothing to read. So the first statement after a loss goes to a fresh connection instead
+of failing.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import threading
+import weakref
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple
+
+from .pg_conninfo import pg8000_arguments
+
+__all__ = ["Connection", "Pool", "connection_lost", "ended_by_server", "shared_pool", "DRIVERS"]
+
+DRIVERS = ("psycopg", "pg8000")
+_MAX_IDLE = 8
+# SQLSTATEs after which the connection is gone: class 08 (connection exception), and the
+# server shutting down or crashing (57P01-57P03).
+_GONE_STATES = ("57P01", "57P02", "57P03")
+
+
+class Connection:
+    """A DB-API connection and what the store needs to know about it."""
+
+    __slots__ = ("raw", "autocommit", "fd")
+
+    def __init__(self, raw: Any) -> None:
+        self.raw = raw
+        self.autocommit = _set_autocommit(raw)
+        self.fd = _socket_fd(raw)
+
+    def looks_alive(self) -> bool:
+        """False if the server has closed (or is closing) this idle connection."""
+        if getattr(self.raw, "closed", False) or getattr(self.raw, "broken", False):
+            return False
+        if self.fd is None:
+            return True  # cannot tell without a round trip: the first statement will
+        try:
+            readable, _, _ = select.select([self.fd], [], [], 0)
+        except (OSError, ValueError):
+            return False
+        return not readable
+
+    def close(self) -> None:
+        try:
+            self.raw.close()
+        except Exception:
+            pass  # closing a broken connection may fail; it is dropped either way
+
+
+def _set_autocommit(raw: Any) -> bool:
+    try:
+        raw.autocommit = True
+    except Exception:
+        return False  # a driver without it: the store commits after each operation
+    return bool(getattr(raw, "autocommit", False))
+
+
+def _socket_fd(raw: Any) -> Optional[int]:
+    """The connection's socket, for the idle check (psycopg: ``fileno()``; pg8000 keeps it
+    in ``_usock``); None when the driver does not show it."""
+    for owner, name in ((raw, "fileno"), (getattr(raw, "_usock", None), "fileno")):
+        try:
+            fd = getattr(owner, name)()
+        except Exception:
+            continue
+        if isinstance(fd, int) and fd >= 0:
+            return fd
+    return None
+
+
+def connection_lost(exc: BaseException, conn: Optional[Connection]) -> bool:
+    """Whether ``exc`` means the connection is gone (as opposed to a bad statement)."""
+    seen: List[BaseException] = []
+    current: Optional[BaseException] = exc
+    while current is not None and current not in seen:  # pg8000 chains the socket error
+        seen.append(current)
+        if isinstance(current, (OSError, EOFError)):
+            return True
+        state = sqlstate(current)
+        if state is not None and (state.startswith("08") or state in _GONE_STATES):
+            return True
+        if type(current).__name__ == "InterfaceError":  # pg8000 "network error", closed
+            return True
+        current = current.__cause__ or current.__context__
+    raw = conn.raw if conn is not None else None
+    return bool(getattr(raw, "broken", False) or getattr(raw, "closed", False))
+
+
+def ended_by_server(exc: BaseException) -> bool:
+    """Whether the server ended the connection instead of running the statement: it says
+    so (SQLSTATE 57P01-57P03, "terminating connection due to administrator command") when it
+    shuts down or a backend is terminated, and checks for that before executing, and never
+    inside a commit. Unlike a bare dropped socket, this does not leave it unknown whether
+    an ``INSERT`` was committed, so even an append may be retried."""
+    current: Optional[BaseException] = exc
+    seen: List[BaseException] = []
+    while current is not None and current not in seen:
+        seen.append(current)
+        if sqlstate(current) in _GONE_STATES:
+            return True
+        current = current.__cause__ or current.__context__
+    return False
+
+
+def sqlstate(exc: BaseException) -> Optional[str]:
+    """The SQLSTATE of a driver error (psycopg: ``.sqlstate``; pg8000: ``args[0]['C']``)."""
+    state = getattr(exc, "sqlstate", None)
+    if isinstance(state, str):
+        return state
+    args = getattr(exc, "args", ())
+    if args and isinstance(args[0], dict) and isinstance(args[0].get("C"), str):
+        return str(args[0]["C"])
+    return None
+
+
+def driver_connector(conninfo: str, params: Dict[str, str], driver: Optional[str]) -> Callable[
+        [], Any]:
+    """A no-argument function opening a raw connection with the chosen (or first
+    installed) driver. Imports nothing until called."""
+
+    def connect() -> Any:
+        name, module = _import_driver(driver)
+        if name == "psycopg":
+            return module.connect(conninfo, autocommit=True)
+        return module.connect(**pg8000_arguments(params))
+
+    return connect
+
+
+def _import_driver(driver: Optional[str]) -> Tuple[str, Any]:
+    import importlib
+
+    for name in (driver,) if driver else DRIVERS:
+        try:
+            module = importlib.import_module("pg8000.dbapi" if name == "pg8000" else name)
+        except ImportError:
+            continue
+        return name, module
+    wanted = driver or "psycopg or pg8000"
+    raise ModuleNotFoundError(
+        f"PostgresHistoryStore needs the {wanted} package: pip install "
+        "'agent-lattice[postgres]' (psycopg), or pg8000, or pass connect="
+    )
+
+
+class Pool:
+    """Idle connections opened by one ``connect`` function."""
+
+    def __init__(self, connect: Callable[[], Any]) -> None:
+        self._connect = connect
+        self._lock = threading.Lock()
+        self._idle: List[Connection] = []
+        self._pid = os.getpid()
+        # Connections inherited through fork share their socket with the parent: closing
+        # one here would end the parent's session, so they are kept, never touched.
+        self._inherited: List[Connection] = []
+        self.ready_tables: Set[str] = set()
+        weakref.finalize(self, _close_all, self._idle)
+
+    def borrow(self) -> Tuple[Connection, bool]:
+        """A connection that looks alive, and whether it was reused (idle) or is new."""
+        while True:
+            with self._lock:
+                if self._pid != os.getpid():
+                    self._inherited.extend(self._idle)
+                    self._idle.clear()
+                    self.ready_tables.clear()
+                    self._pid = os.getpid()
+                conn = self._idle.pop() if self._idle else None
+            if conn is None:
+                return Connection(self._connect()), False
+            if conn.looks_alive():
+                return conn, True
+            conn.close()
+
+    def give_back(self, conn: Connection) -> None:
+        with self._lock:
+            if self._pid == os.getpid() and len(self._idle) < _MAX_IDLE:
+                self._idle.append(conn)
+                return
+        conn.close()
+
+    def close(self) -> None:
+        with self._lock:
+            idle = self._idle[:]
+            self._idle.clear()
+        _close_all(idle)
+
+
+def _close_all(connections: List[Connection]) -> None:
+    while connections:
+        connections.pop().close()
+
+
+_shared: Dict[Tuple[Optional[str], str], Pool] = {}
+_shared_lock = threading.Lock()
+
+
+def shared_pool(conninfo: str, params: Dict[str, str], driver: Optional[str]) -> Pool:
+    """The process's pool for ``conninfo``: stores made per request reuse connections."""
+    key = (driver, conninfo)
+    with _shared_lock:
+        pool = _shared.get(key)
+        if pool is None:
+            pool = _shared[key] = Pool(driver_connector(conninfo, params, driver))
+        return pool

@@ -1,0 +1,356 @@
+"""PostgreSQL history store: many sessions in one table, many processes on many hosts.
+
+One table (``lattice_messages`` unless told otherwise), created if missing::
+
+    id BIGSERIAL PRIMARY KEY, session_id TEXT NOT NULL, message TEXT NOT NULL
+    + an index on (session_id, id)
+
+``append`` is one ``INSERT``; ``replace`` deletes and inserts in one transaction; ``load``
+reads a session in ``id`` order. The message is JSON text (not ``jsonb``, which would
+reorder keys). Ids come from one sequence and are never reused, so the largest id of a
+session is its version: every append and every non-empty replace makes a larger one.
+
+The session lock is a session-level advisory lock (``pg_try_advisory_lock``) taken on a
+connection held for the whole query: the server frees it when that connection ends, so a
+killed holder frees its session as soon as the server notices the closed socket.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import re
+from typing import Any, Callable, List, Optional, TypeVar
+
+from .base import Message, encode_message
+from .locks import check_wait, poll
+from .pg_conninfo import parse_conninfo, redacted
+from .pg_driver import (
+    DRIVERS,
+    Connection,
+    Pool,
+    connection_lost,
+    ended_by_server,
+    shared_pool,
+    sqlstate,
+)
+from .shape import keep_messages
+
+__all__ = ["PostgresHistoryStore"]
+
+T = TypeVar("T")
+
+_PART = r"[A-Za-z_][A-Za-z0-9_]{0,62}"
+_TABLE = re.compile(rf"^(?:{_PART}\.)?{_PART}$")
+_CHUNK = 500  # rows per INSERT in replace
+_UNDEFINED_TABLE = "42P01"
+
+
+class PostgresHistoryStore:
+    """The history of session ``session_id`` in a PostgreSQL table.
+
+    Creating the store does no I/O and imports no driver. Safe to share between threads;
+    any number of processes and hosts may use the same table.
+
+    Args:
+        conninfo: a libpq connection string, ``key=value`` pairs or a ``postgresql://``
+            URI (``host`` may be a socket directory). Ignored when ``connect`` is given.
+        session_id: a non-empty string naming the conversation.
+        table: the table name (``name`` or ``schema.name``), created if missing.
+        fail_on_error: make store failures raise ``HistoryStoreError`` from the Agent.
+        connect: a callable returning a DB-API connection (``format`` paramstyle, as
+            psycopg, psycopg2 and pg8000 have), used instead of ``conninfo``.
+        driver: ``"psycopg"`` or ``"pg8000"`` to choose; default: psycopg if installed,
+            else pg8000.
+
+    Stores with the same ``conninfo`` (and driver) in one process share a pool of idle
+    connections (8 kept at most); stores with a ``connect`` callable share one through
+    ``with_session``. A connection the server closed is replaced before it is used; a
+    statement that fails because its connection broke is retried once on a new
+    connection, except an ``append`` whose ``INSERT`` may have been committed (a socket
+    that broke mid-statement, as opposed to the server ending the connection).
+    """
+
+    def __init__(
+        self,
+        conninfo: Optional[str],
+        session_id: str,
+        *,
+        table: str = "lattice_messages",
+        fail_on_error: bool = False,
+        connect: Optional[Callable[[], Any]] = None,
+        driver: Optional[str] = None,
+    ) -> None:
+        _check_session(session_id)
+        if not isinstance(table, str) or not _TABLE.match(table):
+            raise ValueError(f"table must be a SQL name like 'name' or 'schema.name' "
+                             f"(letters, digits, _), got {table!r}")
+        if connect is not None and not callable(connect):
+            raise ValueError(f"connect must be a callable returning a DB-API connection, "
+                             f"got {connect!r}")
+        if driver is not None and driver not in DRIVERS:
+            raise ValueError(f"driver must be one of {DRIVERS} or None, got {driver!r}")
+        self.session_id = session_id
+        self.table = table
+        self.fail_on_error = fail_on_error
+        if connect is not None:
+            self._shown = f"connect={getattr(connect, '__name__', type(connect).__name__)}"
+            self._pool = Pool(connect)
+        else:
+            if not isinstance(conninfo, str):
+                raise ValueError(f"conninfo must be a libpq connection string, "
+                                 f"got {type(conninfo).__name__}")
+            params = parse_conninfo(conninfo)
+            self._shown = repr(redacted(params))
+            self._pool = shared_pool(conninfo, params, driver)
+        self._index = f"{table.rsplit('.', 1)[-1][:50]}_session_idx"
+        self._lock_key = _lock_key(table, session_id)
+
+    def __repr__(self) -> str:
+        return f"PostgresHistoryStore({self._shown}, {self.session_id!r}, table={self.table!r})"
+
+    def with_session(self, session_id: str) -> PostgresHistoryStore:
+        """A store for another session of the same table, sharing this one's connections."""
+        other = copy.copy(self)  # same table, pool, policy
+        other.session_id = _check_session(session_id)
+        other._lock_key = _lock_key(self.table, session_id)
+        return other
+
+    # -- the protocol ---------------------------------------------------------------
+
+    def load(self) -> List[Message]:
+        """The session's messages in order (rows that are not JSON, or not history
+        messages, are skipped and counted in a warning)."""
+        rows = self._run(lambda cur: _fetch(cur, f"SELECT message FROM {self.table} "
+                                                 "WHERE session_id = %s ORDER BY id",
+                                            (self.session_id,)), retry=True)
+        values: List[Any] = []
+        for (text,) in rows:
+            try:
+                values.append(json.loads(text))
+            except (TypeError, ValueError):
+                pass
+        return keep_messages(values, self._where(), unit="row",
+                             unreadable=len(rows) - len(values))
+
+    def append(self, message: Message) -> None:
+        """Add one message at the end of the session (one ``INSERT``)."""
+        text = encode_message(message).decode("utf-8")  # before any I/O
+        sql = f"INSERT INTO {self.table} (session_id, message) VALUES (%s, %s)"
+        self._run(lambda cur: cur.execute(sql, (self.session_id, text)), retry=False)
+
+    def replace(self, messages: List[Message]) -> None:
+        """Make the session hold exactly ``messages``, in one transaction."""
+        texts = [encode_message(m).decode("utf-8") for m in messages]
+
+        def rewrite(cur: Any) -> None:
+            cur.execute(f"DELETE FROM {self.table} WHERE session_id = %s", (self.session_id,))
+            for start in range(0, len(texts), _CHUNK):
+                chunk = texts[start:start + _CHUNK]
+                cur.execute(
+                    f"INSERT INTO {self.table} (session_id, message) VALUES "
+                    + ", ".join(["(%s, %s)"] * len(chunk)),
+                    [value for text in chunk for value in (self.session_id, text)],
+                )
+
+        self._run(rewrite, retry=True, transaction=True)
+
+    # -- the optional capabilities ------------------------------------------------------
+
+    def lock(self, *, wait_s: float = 0.0) -> _AdvisoryLock:
+        """Hold this session for one query, across processes and hosts (an advisory lock
+        on a connection kept for the query). Entering raises ``ConcurrentQueryError`` if
+        another holder keeps it past ``wait_s`` seconds."""
+        return _AdvisoryLock(self, check_wait(wait_s))
+
+    def version(self) -> Optional[int]:
+        """The session's largest row id (None when it holds nothing): one indexed read."""
+        rows = self._run(lambda cur: _fetch(cur, f"SELECT max(id) FROM {self.table} "
+                                                 "WHERE session_id = %s", (self.session_id,)),
+                         retry=True)
+        return None if rows[0][0] is None else int(rows[0][0])
+
+    # -- sessions -------------------------------------------------------------------
+
+    def list_sessions(self) -> List[str]:
+        """Every session id with at least one message, sorted."""
+        rows = self._run(lambda cur: _fetch(
+            cur, f"SELECT DISTINCT session_id FROM {self.table} ORDER BY session_id", ()),
+            retry=True)
+        return [str(sid) for (sid,) in rows]
+
+    def delete(self, session_id: Optional[str] = None) -> None:
+        """Remove every message of ``session_id`` (default: this store's session)."""
+        target = self.session_id if session_id is None else session_id
+        self._run(lambda cur: cur.execute(f"DELETE FROM {self.table} WHERE session_id = %s",
+                                          (target,)), retry=True)
+
+    def close(self) -> None:
+        """Close the idle pooled connections (new ones are opened if a store of the pool is
+        used again)."""
+        self._pool.close()
+
+    def __enter__(self) -> PostgresHistoryStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # -- internals ------------------------------------------------------------------
+
+    def _where(self) -> str:
+        return f"session {self.session_id!r} of table {self.table} ({self._shown})"
+
+    def _run(self, op: Callable[[Any], T], *, retry: bool, transaction: bool = False) -> T:
+        """``op(cursor)`` on a pooled connection, the table created first if needed.
+
+        A connection error on a reused connection is retried once on a new one when
+        ``retry`` (the operation is idempotent), or when the server ended the connection
+        without running the statement (``ended_by_server``); a missing table (dropped
+        behind our back) is created and the operation tried again, since nothing was
+        written.
+        """
+        attempts = 2
+        while True:
+            attempts -= 1
+            conn, reused = self._pool.borrow()
+            try:
+                self._ensure_table(conn)
+                result = _in_transaction(conn, op) if transaction else _single(conn, op)
+            except Exception as exc:
+                conn.close()
+                if attempts > 0 and sqlstate(exc) == _UNDEFINED_TABLE:
+                    self._pool.ready_tables.discard(self.table)
+                    continue
+                if attempts > 0 and reused and (
+                    ended_by_server(exc) or (retry and connection_lost(exc, conn))
+                ):
+                    continue
+                raise
+            self._pool.give_back(conn)
+            return result
+
+    def _ensure_table(self, conn: Connection) -> None:
+        if self.table in self._pool.ready_tables:
+            return
+
+        def create(cur: Any) -> None:
+            # Concurrent CREATE ... IF NOT EXISTS can still collide in the catalog; the
+            # transaction-scoped advisory lock makes the creators take turns.
+            cur.execute("SELECT pg_advisory_xact_lock(%s)", (_DDL_KEY,))
+            cur.execute(f"CREATE TABLE IF NOT EXISTS {self.table} ("
+                        "id BIGSERIAL PRIMARY KEY, session_id TEXT NOT NULL, "
+                        "message TEXT NOT NULL)")
+            cur.execute(f"CREATE INDEX IF NOT EXISTS {self._index} "
+                        f"ON {self.table} (session_id, id)")
+
+        exists = _single(conn, lambda cur: _fetch(cur, "SELECT to_regclass(%s)", (self.table,)))
+        if exists[0][0] is None:
+            _in_transaction(conn, create)
+        self._pool.ready_tables.add(self.table)
+
+
+def _check_session(session_id: Any) -> str:
+    if not isinstance(session_id, str) or not session_id:
+        raise ValueError(f"session_id must be a non-empty str, got {session_id!r}")
+    return session_id
+
+
+def _key(text: str) -> int:
+    """A signed 64-bit advisory-lock key for ``text``."""
+    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "big",
+                          signed=True)
+
+
+def _lock_key(table: str, session_id: str) -> int:
+    return _key(f"{table}\0{session_id}")
+
+
+_DDL_KEY = _key("lattice ddl")
+
+
+def _fetch(cur: Any, sql: str, params: Any) -> List[Any]:
+    cur.execute(sql, params)
+    return list(cur.fetchall())
+
+
+def _single(conn: Connection, op: Callable[[Any], T]) -> T:
+    cur = conn.raw.cursor()
+    try:
+        result = op(cur)
+    finally:
+        cur.close()
+    if not conn.autocommit:
+        conn.raw.commit()
+    return result
+
+
+def _in_transaction(conn: Connection, op: Callable[[Any], T]) -> T:
+    """``op`` in one transaction. On error the caller closes the connection, which rolls
+    the transaction back on the server."""
+    cur = conn.raw.cursor()
+    try:
+        if conn.autocommit:
+            cur.execute("BEGIN")
+        result = op(cur)
+        if conn.autocommit:
+            cur.execute("COMMIT")
+        else:
+            conn.raw.commit()
+    finally:
+        cur.close()
+    return result
+
+
+class _AdvisoryLock:
+    """The context manager ``PostgresHistoryStore.lock`` returns."""
+
+    __slots__ = ("store", "wait_s", "_conn")
+
+    def __init__(self, store: PostgresHistoryStore, wait_s: float) -> None:
+        self.store = store
+        self.wait_s = wait_s
+        self._conn: Optional[Connection] = None
+
+    def __enter__(self) -> _AdvisoryLock:
+        key = self.store._lock_key
+
+        def try_once(conn: Connection) -> bool:
+            rows = _single(conn, lambda cur: _fetch(cur, "SELECT pg_try_advisory_lock(%s)",
+                                                    (key,)))
+            return bool(rows[0][0])
+
+        pool = self.store._pool
+        for attempt in (1, 2):  # a connection found broken by the first try: once more
+            conn, reused = pool.borrow()
+            try:
+                got = try_once(conn)
+                break
+            except Exception as exc:
+                conn.close()
+                if attempt == 2 or not reused or not connection_lost(exc, conn):
+                    raise
+        try:
+            if not got:
+                poll(lambda: try_once(conn), self.wait_s, self.store._where())
+        except BaseException:
+            conn.close()  # a connection that may hold the lock must not go back to the pool
+            raise
+        self._conn = conn
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        conn, self._conn = self._conn, None
+        if conn is None:
+            return
+        try:
+            rows = _single(conn, lambda cur: _fetch(cur, "SELECT pg_advisory_unlock(%s)",
+                                                    (self.store._lock_key,)))
+        except Exception:
+            conn.close()  # the server frees the lock with the connection
+            raise
+        if rows[0][0]:
+            self.store._pool.give_back(conn)
+        else:
+            conn.close()

@@ -1,0 +1,128 @@
+"""The SQLite store's session lock: a lease row that expires unless its holder renews it.
+
+SQLite has no lock that outlives one transaction and dies with its process, so the holder
+writes ``(session_id, owner, expires_at)`` into ``lattice_history_leases`` and a daemon
+thread pushes ``expires_at`` forward every ``RENEW_S``. A holder killed with ``kill -9``
+stops renewing, and its lease is free ``TTL_S`` seconds later at most. Times are wall-clock
+seconds (``time.time()``), comparable between the processes of one host.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from typing import TYPE_CHECKING, Any, Optional
+
+from .base import logger
+from .locks import poll
+
+if TYPE_CHECKING:
+    import sqlite3
+
+__all__ = ["SqliteLease", "transaction", "LEASE_SCHEMA", "TTL_S", "RENEW_S"]
+
+TTL_S = 5.0
+RENEW_S = 1.0
+
+LEASE_SCHEMA = """
+CREATE TABLE IF NOT EXISTS lattice_history_leases (
+    session_id TEXT PRIMARY KEY,
+    owner TEXT NOT NULL,
+    expires_at REAL NOT NULL
+)"""
+
+
+class transaction:
+    """``BEGIN IMMEDIATE`` ... ``COMMIT``, or ``ROLLBACK`` on error.
+
+    IMMEDIATE takes the write lock up front: a deferred transaction that reads first could
+    find its snapshot stale when it starts writing, and that error does not wait.
+    """
+
+    __slots__ = ("conn",)
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def __enter__(self) -> None:
+        self.conn.execute("BEGIN IMMEDIATE")
+
+    def __exit__(self, exc_type: Any, *rest: object) -> None:
+        if exc_type is None:
+            self.conn.execute("COMMIT")
+            return
+        try:
+            self.conn.execute("ROLLBACK")
+        except Exception:
+            pass  # the first error matters; the connection is closed, not pooled, anyway
+
+
+class SqliteLease:
+    """``with SqliteLease(pool, session_id, wait_s, what)``: hold the session's lease.
+
+    ``pool`` is the store's connection pool (``borrow()`` gives a connection for one
+    operation).
+    """
+
+    def __init__(self, pool: Any, session_id: str, wait_s: float, what: str) -> None:
+        self.pool = pool
+        self.session_id = session_id
+        self.wait_s = wait_s
+        self.what = what
+        self.owner = f"{os.getpid()}-{os.urandom(8).hex()}"
+        self._stop = threading.Event()
+        self._renewer: Optional[threading.Thread] = None
+
+    def __enter__(self) -> SqliteLease:
+        poll(self._try_take, self.wait_s, self.what)
+        self._renewer = threading.Thread(target=self._renew, name="lattice-lease", daemon=True)
+        self._renewer.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._stop.set()
+        if self._renewer is not None and self._renewer is not threading.current_thread():
+            self._renewer.join()
+        self._renewer = None
+        with self.pool.borrow() as conn:
+            conn.execute(
+                "DELETE FROM lattice_history_leases WHERE session_id = ? AND owner = ?",
+                (self.session_id, self.owner),
+            )
+
+    def _try_take(self) -> bool:
+        now = time.time()
+        with self.pool.borrow() as conn, transaction(conn):
+            conn.execute(
+                "DELETE FROM lattice_history_leases WHERE session_id = ? AND expires_at < ?",
+                (self.session_id, now),
+            )
+            cursor = conn.execute(
+                "INSERT OR IGNORE INTO lattice_history_leases VALUES (?, ?, ?)",
+                (self.session_id, self.owner, now + TTL_S),
+            )
+            return bool(cursor.rowcount == 1)
+
+    def _renew(self) -> None:
+        failures = 0
+        while not self._stop.wait(RENEW_S):
+            try:
+                with self.pool.borrow() as conn:
+                    cursor = conn.execute(
+                        "UPDATE lattice_history_leases SET expires_at = ? "
+                        "WHERE session_id = ? AND owner = ?",
+                        (time.time() + TTL_S, self.session_id, self.owner),
+                    )
+                kept = cursor.rowcount == 1
+            except Exception:
+                failures += 1
+                if failures == 1:
+                    logger.warning("%s: renewing the session lease failed; retrying",
+                                   self.what, exc_info=True)
+                continue
+            if not kept:  # expired and taken (this process stalled longer than TTL_S)
+                logger.warning("%s: the session lease expired while held (the process was "
+                               "stalled for over %g s); another query may run", self.what,
+                               TTL_S)
+                return
