@@ -143,8 +143,8 @@ def answer_chat(handler: _Handler, reply: Any, body: Dict[str, Any], size: int,
         mock._closing.wait()
         handler.close_connection = True
     else:  # hang, cut, stream_error, trickle: part of a stream first
-        completion = completion_from_message(mock._message(reply.reply, body, size))
-        chunks = completion_chunks(completion)
+        scripted = mock.DEFAULT_TEXT if reply.reply is None else reply.reply  # trickle: none
+        chunks = completion_chunks(completion_from_message(mock._message(scripted, body, size)))
         _start(handler)
         count = 1 if reply.after_events is None else reply.after_events
         _chunk(handler, _sse(chunks[:count]))
