@@ -35,6 +35,7 @@ from .stores import create_jsonl_history_store
 __all__ = ["main"]
 
 DEFAULT_MODEL = "claude-sonnet-4-5"
+DEFAULT_OPENAI_MODEL = "gpt-4o-mini"
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 NO_KEY = """\
@@ -47,6 +48,16 @@ To try lattice offline, add --mock.
 """
 
 
+NO_OPENAI_KEY = """\
+lattice: no API key for api.openai.com. Set OPENAI_API_KEY:
+
+    export OPENAI_API_KEY=sk-...
+
+A local server (Ollama, vLLM, llama.cpp) needs no key: give --base-url, e.g.
+--base-url http://localhost:11434/v1. To try lattice offline, add --mock.
+"""
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="lattice",
@@ -55,15 +66,20 @@ def _parser() -> argparse.ArgumentParser:
                "from stdin.")
     parser.add_argument("words", nargs="*", metavar="PROMPT",
                         help="the prompt (several words are joined), or 'chat'")
-    parser.add_argument("--model", default=os.environ.get("LATTICE_MODEL") or DEFAULT_MODEL,
-                        help="model name (default: $LATTICE_MODEL or %(default)s)")
+    parser.add_argument("--model", help=f"model name (default: $LATTICE_MODEL, else "
+                        f"{DEFAULT_MODEL}, or {DEFAULT_OPENAI_MODEL} with --provider openai)")
     parser.add_argument("--system", help="system prompt")
     parser.add_argument("--session", metavar="FILE.jsonl",
                         help="keep the conversation in this JSONL file and resume from it")
     parser.add_argument("--max-turns", metavar="N", help="model requests per prompt (50)")
     parser.add_argument("--timeout-ms", metavar="MS", help="deadline of each model request")
-    parser.add_argument("--base-url", help="Messages API base URL (default: "
-                        "$ANTHROPIC_BASE_URL or https://api.anthropic.com)")
+    parser.add_argument("--provider", choices=("anthropic", "openai"),
+                        default=os.environ.get("LATTICE_PROVIDER") or "anthropic",
+                        help="API to speak: the Anthropic Messages API or OpenAI-compatible "
+                        "Chat Completions (default: $LATTICE_PROVIDER or %(default)s)")
+    parser.add_argument("--base-url", help="API base URL (default: $ANTHROPIC_BASE_URL or "
+                        "https://api.anthropic.com; with --provider openai, "
+                        "$OPENAI_BASE_URL or https://api.openai.com/v1)")
     parser.add_argument("--json", action="store_true",
                         help="print each ResultMessage as JSON instead of streaming text")
     parser.add_argument("--mock", action="store_true",
@@ -123,6 +139,12 @@ class _Printer:
         if isinstance(delta, dict) and delta.get("type") == "text_delta":
             self.streamed = True
             self.write(str(delta.get("text", "")))
+        elif event.get("object") == "chat.completion.chunk":  # --provider openai
+            for choice in event.get("choices") or ():
+                text = (choice.get("delta") or {}).get("content")
+                if isinstance(text, str):
+                    self.streamed = True
+                    self.write(text)
 
     def reply(self, message: AssistantMessage) -> None:
         if not self.streamed:  # a provider that does not stream: print it whole
@@ -257,6 +279,14 @@ def _build_agent(parser: argparse.ArgumentParser, args: argparse.Namespace, *,
     }
     if max_turns is not None:
         options["max_turns"] = max_turns
+    if args.provider == "openai":
+        from .models.openai import OpenAIChatClient
+
+        try:
+            options["model_client"] = OpenAIChatClient(options.pop("api_key"),
+                                                       options.pop("base_url"))
+        except ValueError as exc:
+            parser.error(str(exc))
     if args.session:
         options["history_store"] = create_jsonl_history_store(args.session)
     try:
@@ -280,6 +310,10 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 def _main(parser: argparse.ArgumentParser, argv: Optional[List[str]]) -> int:
     args = parser.parse_args(argv)
+    if args.provider not in ("anthropic", "openai"):  # from $LATTICE_PROVIDER
+        parser.error(f"LATTICE_PROVIDER must be anthropic or openai, got {args.provider!r}")
+    args.model = args.model or os.environ.get("LATTICE_MODEL") or (
+        DEFAULT_OPENAI_MODEL if args.provider == "openai" else DEFAULT_MODEL)
     chat = args.words == ["chat"]
     if args.words == ["-"]:
         prompt = sys.stdin.read().strip()
@@ -297,8 +331,14 @@ def _main(parser: argparse.ArgumentParser, argv: Optional[List[str]]) -> int:
         parser.error("--mock runs its own server: leave out --base-url")
     max_turns = _positive_int(parser, "--max-turns", args.max_turns)
     timeout_ms = _positive_int(parser, "--timeout-ms", args.timeout_ms)
-    if not args.mock and not (os.environ.get("ANTHROPIC_API_KEY")
-                              or os.environ.get("ANTHROPIC_AUTH_TOKEN")):
+    if args.provider == "openai":
+        # A local server (--base-url, $OPENAI_BASE_URL) needs no key; api.openai.com does.
+        keyless = args.base_url or os.environ.get("OPENAI_BASE_URL")
+        if not args.mock and not keyless and not os.environ.get("OPENAI_API_KEY"):
+            sys.stderr.write(NO_OPENAI_KEY)
+            return EXIT_USAGE
+    elif not args.mock and not (os.environ.get("ANTHROPIC_API_KEY")
+                                or os.environ.get("ANTHROPIC_AUTH_TOKEN")):
         sys.stderr.write(NO_KEY)
         return EXIT_USAGE
 

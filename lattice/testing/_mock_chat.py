@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional
 if TYPE_CHECKING:  # pragma: no cover
     from .mock_server import Fault, _Handler
 
-__all__ = ["CHAT_PATHS", "answer_chat", "completion_from_message", "completion_chunks"]
+__all__ = ["CHAT_PATHS", "answer_chat", "completion_from_message", "completion_chunks",
+           "messages_view"]
 
 CHAT_PATHS = ("/v1/chat/completions", "/chat/completions")
 
@@ -65,6 +66,66 @@ def completion_from_message(message: Mapping[str, Any]) -> Dict[str, Any]:
                   "total_tokens": prompt + output,
                   "prompt_tokens_details": {"cached_tokens": cached}},
     }
+
+
+def messages_view(body: Mapping[str, Any]) -> Dict[str, Any]:
+    """A chat request body in Messages shape, for scripts written against the Messages
+    API: system message -> ``system``, tool messages -> ``tool_result`` blocks, tool calls
+    -> ``tool_use`` blocks, function tools -> ``{"name", "description", "input_schema"}``."""
+    view = {k: v for k, v in body.items() if k not in ("messages", "tools")}
+    messages: List[Dict[str, Any]] = []
+    for message in body.get("messages") or ():
+        role, content = message.get("role"), message.get("content")
+        if role in ("system", "developer"):
+            view["system"] = content
+        elif role == "assistant":
+            messages.append({"role": "assistant", "content": _assistant_blocks(message)})
+        elif role == "tool":  # consecutive tool messages: one user message of results
+            result = {"type": "tool_result", "tool_use_id": message.get("tool_call_id"),
+                      "content": content}
+            last = messages[-1] if messages else None
+            if last is not None and last["role"] == "user" and isinstance(
+                    last["content"], list) and all(
+                    b.get("type") == "tool_result" for b in last["content"]):
+                last["content"].append(result)
+            else:
+                messages.append({"role": "user", "content": [result]})
+        else:
+            messages.append({"role": "user", "content": content if isinstance(content, str)
+                             else _user_blocks(content)})
+    view["messages"] = messages
+    view["tools"] = [{"name": t["function"].get("name"),
+                      "description": t["function"].get("description", ""),
+                      "input_schema": t["function"].get("parameters", {})}
+                     for t in body.get("tools") or () if isinstance(t.get("function"), dict)]
+    return view
+
+
+def _assistant_blocks(message: Mapping[str, Any]) -> List[Dict[str, Any]]:
+    blocks: List[Dict[str, Any]] = []
+    if message.get("content"):
+        blocks.append({"type": "text", "text": message["content"]})
+    for call in message.get("tool_calls") or ():
+        try:
+            arguments = json.loads(call["function"].get("arguments") or "{}")
+        except ValueError:
+            arguments = call["function"].get("arguments")
+        blocks.append({"type": "tool_use", "id": call.get("id"),
+                       "name": call["function"].get("name"), "input": arguments})
+    return blocks
+
+
+def _user_blocks(content: Any) -> List[Dict[str, Any]]:
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    blocks = []
+    for part in content or ():
+        if part.get("type") == "image_url":
+            url = part["image_url"]["url"]
+            blocks.append({"type": "image", "source": {"type": "url", "url": url}})
+        else:
+            blocks.append(part)
+    return blocks
 
 
 def _pieces(text: str) -> List[str]:
@@ -143,8 +204,8 @@ def answer_chat(handler: _Handler, reply: Any, body: Dict[str, Any], size: int,
         mock._closing.wait()
         handler.close_connection = True
     else:  # hang, cut, stream_error, trickle: part of a stream first
-        completion = completion_from_message(mock._message(reply.reply, body, size))
-        chunks = completion_chunks(completion)
+        scripted = mock.DEFAULT_TEXT if reply.reply is None else reply.reply  # trickle: none
+        chunks = completion_chunks(completion_from_message(mock._message(scripted, body, size)))
         _start(handler)
         count = 1 if reply.after_events is None else reply.after_events
         _chunk(handler, _sse(chunks[:count]))

@@ -8,7 +8,7 @@ Replies come from a script, one per request, in order; each may be
 * a string: a text reply;
 * an assistant dict like clients return (``{"content": [...], "stop_reason": ...,
   "usage": {...}}``; ``content`` may be a string; missing tool_use ids are made up);
-* a callable ``(request_body) -> reply``;
+* a callable ``(request_body) -> reply`` (a chat request's body in Messages shape);
 * a fault made by ``MockMessagesServer.error(...)``, ``.delay(...)``, ``.hang(...)``,
   ``.cut_stream(...)``, ``.stream_error(...)``, ``.raw_sse(...)`` or ``.trickle(...)``,
   or a dict naming one: ``{"fault": "error", "status": 529}``.
@@ -41,8 +41,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Dict, List, Mapping, Optional, Set, Union
 
 from ..models.wire import message_events
-from ._mock_chat import CHAT_PATHS, answer_chat
 from ._mock_cache import PromptCache, breakpoint_problem
+from ._mock_chat import CHAT_PATHS, answer_chat, messages_view
 
 __all__ = ["MockMessagesServer", "Fault", "message_events"]
 
@@ -276,7 +276,8 @@ class MockMessagesServer:
         return f"<MockMessagesServer {where}, {len(self.requests)} requests>"
 
     # -- serving (called from handler threads) ----------------------------------------
-    def _take(self, body: Dict[str, Any], headers: Dict[str, str]) -> Any:
+    def _take(self, body: Dict[str, Any], headers: Dict[str, str],
+              script_body: Optional[Dict[str, Any]] = None) -> Any:
         with self._lock:
             if self.record:
                 self.requests.append(body)
@@ -285,8 +286,8 @@ class MockMessagesServer:
             if problem is not None:
                 return Fault("error", status=400, message=problem)
             reply = self._replies.pop(0) if self._replies else DEFAULT_TEXT
-        while callable(reply):
-            reply = reply(body)
+        while callable(reply):  # a chat request's script sees it in Messages shape
+            reply = reply(body if script_body is None else script_body)
         try:
             return _resolve(reply)
         except ValueError as exc:  # from a callable: answer so that the client says why
@@ -385,7 +386,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(Fault("error", status=400, message="request body is not JSON"))
             return
         headers = {k.lower(): v for k, v in self.headers.items()}
-        reply = mock._take(body, headers)
+        reply = mock._take(body, headers, messages_view(body) if chat else None)
         stream = body.get("stream") is True if mock.stream is None else mock.stream
         if chat:
             answer_chat(self, reply, body, len(raw), stream)
