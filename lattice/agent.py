@@ -17,7 +17,7 @@ from .messages import ResultMessage, UserMessage, tool_result, unanswered_tool_u
 from .models.base import ModelClient, ModelRequest, as_model_client
 from .output import SUBMIT_OUTPUT_TOOL_NAME, OutputSchema, resolve_output_schema
 from .race import End, QueryRun
-from .tools import Tool, as_tool
+from .tools import Tool, as_tool, flatten_tools
 
 __all__ = ["Agent", "create_agent", "QuerySettings"]
 
@@ -133,7 +133,7 @@ class Agent:
     # -- tools ---------------------------------------------------------------------------
     def add_tools(self, *tools: Any) -> None:
         """Register more tools (``Tool`` objects or functions)."""
-        made = [as_tool(t) for t in tools]
+        made = [as_tool(t) for t in flatten_tools(tools)]
         names = [t.name for t in made]
         for name in names:
             if self._output is not None and name == SUBMIT_OUTPUT_TOOL_NAME:

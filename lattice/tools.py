@@ -10,11 +10,11 @@ import dataclasses
 import inspect
 import json
 import re
-from typing import Any, Callable, Dict, List, Optional, Tuple, Union, overload
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple, Union, overload
 
 from .cancellation import AbortSignal
 
-__all__ = ["Tool", "ToolResult", "ToolContext", "tool", "as_tool", "to_jsonable"]
+__all__ = ["Tool", "ToolResult", "ToolContext", "tool", "as_tool", "flatten_tools", "to_jsonable"]
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
 
@@ -158,6 +158,16 @@ def as_tool(obj: Any) -> Tool:
     if callable(obj) and (inspect.isfunction(obj) or inspect.ismethod(obj)):
         return _function_tool(obj, None, None)
     raise ValueError(f"tools must be Tool objects or functions, got {obj!r}")
+
+
+def flatten_tools(items: Iterable[Any]) -> List[Any]:
+    """``items`` with each tool provider (an object with a ``lattice_tools()`` method, such
+    as an MCP server) replaced by the tools it provides."""
+    out: List[Any] = []
+    for item in items:
+        provide = None if isinstance(item, Tool) else getattr(item, "lattice_tools", None)
+        out.extend(provide() if callable(provide) else [item])
+    return out
 
 
 # -- results -------------------------------------------------------------------------
