@@ -5,17 +5,20 @@ comes back (one JSON body, or an SSE stream of messages ending with the reply) t
 JSON-RPC session, so the caller waits on the session like over stdio, with its timeout and
 signal. Notifications and our replies to the server are posted at once, in order (the
 server must see ``notifications/initialized`` before the next request); a cancellation is
-posted in the background, and the stream it cancels is closed.
+posted in the background, and the stream it cancels is closed. After the handshake a
+GET stream (if the server offers one) carries the server's own requests and notifications.
 
 ``requests`` is imported when a server starts. ``_lock`` guards ``_closed`` and ``_live``
-(the responses being read, by request id); ``_session_id`` and ``_version`` are written
+(the responses being read, by request id, and the GET stream); ``_session_id`` and ``_version`` are written
 during the handshake, before any other request is made.
 """
 
 from __future__ import annotations
 
 import json
+import socket
 import threading
+import time
 from typing import TYPE_CHECKING, Any, Dict, Iterable, Mapping, Optional, Tuple
 from urllib.parse import urlsplit
 
@@ -32,6 +35,20 @@ __all__ = ["MCPServerHTTP"]
 _ACCEPT = "application/json, text/event-stream"
 _CONNECT_S = 10.0
 _DELETE_S = 2.0
+_RELISTEN_S = 1.0
+_GET = object()  # the key of the GET stream in _live
+
+
+def _abort(response: requests.Response) -> None:
+    """End a response another thread is reading. ``response.close()`` would wait for that
+    thread's read to return (they share a lock); shutting the socket down makes it return."""
+    sock = getattr(getattr(response.raw, "_connection", None), "sock", None)
+    if sock is None:
+        return  # the read ends at its timeout; the thread is a daemon
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
 
 
 def _shown(url: str) -> str:
@@ -113,14 +130,48 @@ class _HTTPTransport(Transport):
             f"the response to {message['method']} ended without its JSON-RPC reply"))
 
     def _cancel(self, message: Message) -> None:
-        with self._lock:
-            live = self._live.pop((message.get("params") or {}).get("requestId"), None)
-        if live is not None:
-            live.close()  # the daemon thread reading it ends now, not at the read timeout
         try:
             self._post(message)
         except MCPError:
             pass  # best effort: the caller has stopped waiting either way
+        with self._lock:
+            live = self._live.pop((message.get("params") or {}).get("requestId"), None)
+        if live is not None:
+            _abort(live)  # the thread reading it ends now, not at the read timeout
+
+    def ready(self) -> None:
+        threading.Thread(target=self._listen, daemon=True, name="lattice-mcp-http-get").start()
+
+    def _listen(self) -> None:
+        """The GET stream: where a server sends requests and notifications of its own."""
+        while True:
+            headers = self._request_headers()
+            headers["Accept"] = "text/event-stream"
+            del headers["Content-Type"]
+            try:
+                response = self._http.get(self._url, headers=headers, stream=True,
+                                          timeout=(_CONNECT_S, None))
+            except self._requests.RequestException:
+                return
+            with self._lock:
+                if self._closed:
+                    response.close()
+                    return
+                self._live[_GET] = response
+            try:
+                if response.status_code >= 400:  # 405: this server has no such stream
+                    return
+                self._read_events(response.iter_content(chunk_size=None), None)
+            except (self._requests.RequestException, OSError, AttributeError, ValueError):
+                return
+            finally:
+                with self._lock:
+                    self._live.pop(_GET, None)
+                response.close()
+            with self._lock:
+                if self._closed:
+                    return
+            time.sleep(_RELISTEN_S)  # the server ended the stream: open it again
 
     def _post(self, message: Message) -> None:
         what = message.get("method") or "a reply"
@@ -177,7 +228,7 @@ class _HTTPTransport(Transport):
         for event in SSEDecoder().events(iter_lines(chunks)):
             if event.event not in (None, "message"):
                 continue
-            if self._deliver(event.data) == request_id:
+            if self._deliver(event.data) == request_id is not None:
                 return  # our reply: the stream has nothing more for us
 
     def _deliver(self, data: bytes) -> Any:
@@ -201,7 +252,7 @@ class _HTTPTransport(Transport):
             live, self._live = list(self._live.values()), {}
         self.session.fail("closed", "the server was closed")
         for response in live:
-            response.close()
+            _abort(response)
         if self._session_id is not None:
             try:  # tell the server the session is over (405: it keeps sessions itself)
                 self._http.delete(self._url, headers=self._request_headers(),

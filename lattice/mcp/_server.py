@@ -41,6 +41,9 @@ class Transport:
     def negotiated(self, version: str) -> None:
         """The handshake agreed on ``version`` (HTTP sends it on every later request)."""
 
+    def ready(self) -> None:
+        """The handshake is over (HTTP opens its GET stream for the server's messages)."""
+
     def close(self) -> None:
         """End the connection and everything it started; safe to call twice."""
         raise NotImplementedError
@@ -157,6 +160,7 @@ class MCPServerBase:
             self.name = transport.session.server = self.server_info["name"]
         transport.negotiated(version)
         transport.session.notify("notifications/initialized")
+        transport.ready()
 
     def _session(self) -> RPCSession:
         transport = self._transport
