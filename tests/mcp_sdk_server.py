@@ -17,14 +17,17 @@ from __future__ import annotations
 import base64
 import socket
 import sys
+import warnings
 from pathlib import Path
 from typing import Any, Dict, List
 
 import anyio
 import mcp_types as types
 from mcp.server.lowlevel import Server
-from mcp.shared.exceptions import MCPError
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 
+# The SDK marks logging and roots deprecated for a protocol version newer than ours.
+warnings.simplefilter("ignore", MCPDeprecationWarning)
 PAGE = 2
 # A 1x1 transparent PNG.
 PNG = base64.b64encode(bytes.fromhex(
