@@ -82,7 +82,7 @@ def everything() -> MCPServerStdio:
     if shutil.which("node") is None:
         pytest.skip("needs node (the npm reference server is a node program)")
     if not EVERYTHING.exists():
-        pytest.skip(f"needs @modelcontextprotocol/server-everything in {EVERYTHING.parents[3]} "
+        pytest.skip(f"needs @modelcontextprotocol/server-everything in {EVERYTHING.parents[4]} "
                     "(`npm install --prefix build/npm @modelcontextprotocol/server-everything`)")
     return MCPServerStdio("node", [str(EVERYTHING), "stdio"], timeout_ms=30_000)
 
