@@ -9,8 +9,8 @@ posted in the background, and the stream it cancels is closed. After the handsha
 GET stream (if the server offers one) carries the server's own requests and notifications.
 
 ``requests`` is imported when a server starts. ``_lock`` guards ``_closed`` and ``_live``
-(the responses being read, by request id, and the GET stream); ``_session_id`` and ``_version`` are written
-during the handshake, before any other request is made.
+(the responses being read: by request id, and the GET stream); ``_session_id`` and
+``_version`` are written during the handshake, before any other request is made.
 """
 
 from __future__ import annotations
