@@ -213,10 +213,13 @@ def cancels(fake: FakeMCP) -> List[str]:
 
 
 def test_an_unreachable_server():
-    server = MCPServerHTTP("http://127.0.0.1:9/mcp", timeout_ms=2000)  # discard port
+    server = MCPServerHTTP("http://user:pw-secret@127.0.0.1:9/mcp?key=sk-query-secret",
+                           timeout_ms=2000)  # the discard port: nothing listens
     with pytest.raises(MCPError) as info:
         server.start()
     assert info.value.kind == "http" and "initialize could not be sent" in str(info.value)
+    assert "sk-query-secret" not in str(info.value) and "pw-secret" not in str(info.value)
+    assert info.value.server == "http://127.0.0.1:9/mcp"
 
 
 def test_a_server_gone_after_start(fake):

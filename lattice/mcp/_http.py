@@ -87,6 +87,14 @@ class _HTTPTransport(Transport):
         self._closed = False
         self._live: Dict[Any, requests.Response] = {}
 
+    def _redact(self, text: str) -> str:
+        """``text`` without the URL's query or password (either may hold a token)."""
+        parts = urlsplit(self._url)
+        for secret in (parts.query, parts.password):
+            if secret:
+                text = text.replace(secret, "***")
+        return text
+
     def negotiated(self, version: str) -> None:
         self._version = version
 
@@ -180,7 +188,8 @@ class _HTTPTransport(Transport):
             response = self._http.post(self._url, data=body, headers=self._request_headers(),
                                        stream=True, timeout=self._timeout)
         except self._requests.RequestException as exc:
-            raise MCPError(self.session.server, "http", f"{what} could not be sent: {exc}") from exc
+            raise MCPError(self.session.server, "http",
+                           f"{what} could not be sent: {self._redact(str(exc))}") from None
         request_id = message.get("id") if "method" in message else None
         with self._lock:
             if self._closed:
@@ -193,7 +202,7 @@ class _HTTPTransport(Transport):
         except (self._requests.RequestException, OSError, AttributeError) as exc:
             # A stream cut short, or closed under us by close() or a cancellation.
             raise MCPError(self.session.server, "http", f"the response to {what} broke off: "
-                                                        f"{type(exc).__name__}") from exc
+                                                        f"{type(exc).__name__}") from None
         finally:
             with self._lock:
                 self._live.pop(request_id, None)
