@@ -241,3 +241,26 @@ def test_agents_take_providers_in_tools_and_add_tools():
     assert model.requests[1].messages[-1]["content"][0]["content"] == "p"
     with pytest.raises(ValueError, match="duplicate tool name 'provided'"):
         agent.add_tools(Provider())
+
+
+def test_an_aborted_signal_sends_nothing():
+    from lattice import AbortController
+
+    wire = Wire()
+    controller = AbortController()
+    controller.abort()
+    with pytest.raises(MCPError) as info:
+        wire.session.request("tools/call", timeout_ms=5000, signal=controller.signal)
+    assert info.value.kind == "cancelled" and wire.sent == []
+
+
+def test_a_request_that_cannot_be_encoded_leaves_nothing_pending():
+    wire = Wire()
+
+    def refuse(message):
+        raise TypeError("not JSON serializable")
+
+    wire.session._send = refuse
+    with pytest.raises(TypeError):
+        wire.session.request("x", timeout_ms=5000)
+    assert wire.session._pending == {}

@@ -167,8 +167,9 @@ class _HTTPTransport(Transport):
                     return
                 self._live[_GET] = response
             try:
-                if response.status_code >= 400:  # 405: this server has no such stream
-                    return
+                kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
+                if response.status_code >= 400 or kind != "text/event-stream":
+                    return  # 405: this server offers no such stream
                 self._read_events(response.iter_content(chunk_size=None), None)
             except (self._requests.RequestException, OSError, AttributeError, ValueError):
                 return

@@ -72,20 +72,23 @@ class RPCSession:
         if params is not None:
             message["params"] = params
         failed: Optional[MCPError] = None
+        sent = False
         try:
             if signal is None or not signal.aborted:
                 self._send(message)
+                sent = True
                 self._wait(call, timeout_ms / 1000.0, signal)
         except MCPError as exc:  # the transport could not send it
             failed = exc
-        with self._lock:
-            self._pending.pop(request_id, None)
-            outcome = call.outcome if call.outcome is not None else failed
+        finally:
+            with self._lock:
+                self._pending.pop(request_id, None)
+                outcome = call.outcome if call.outcome is not None else failed
         if isinstance(outcome, MCPError):
             raise outcome
         if outcome is not None:
             return outcome
-        return self._give_up(request_id, method, timeout_ms, signal)
+        return self._give_up(request_id, method, timeout_ms, signal, sent)
 
     def notify(self, method: str, params: Optional[Message] = None) -> None:
         """Send a notification (no reply); raises ``MCPError`` if the transport is gone."""
@@ -177,8 +180,8 @@ class RPCSession:
                 signal.remove_callback(wake)
 
     def _give_up(self, request_id: int, method: str, timeout_ms: int,
-                 signal: Optional[AbortSignal]) -> Message:
-        if method != "initialize":  # the one request MCP says never to cancel
+                 signal: Optional[AbortSignal], sent: bool) -> Message:
+        if sent and method != "initialize":  # the one request MCP says never to cancel
             reason = "cancelled by the client" if signal is not None and signal.aborted \
                 else f"timed out after {timeout_ms} ms"
             try:
