@@ -45,6 +45,8 @@ EXPECTED: Dict[str, Tuple[List[str], List[str]]] = {
                                   "Li Wei       attendee (remote)"]),
     "notebook.py": ([], ["stream events, then ['assistant', 'result']", "**success**",
                          "interrupted after", "We talked about the Fibonacci numbers"]),
+    "mcp_tools.py": ([], ["tools: text_echo, text_word_count", "  -> text_word_count(",
+                          "  <- 9", "answer: The sentence has 9 words", "server closed: True"]),
     "cancellation.py": ([], ["1. AbortSignal.timeout(800): error_abort",
                              "research noticed the signal",
                              "2. request_timeout_ms=500: error_timeout",

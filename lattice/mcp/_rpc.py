@@ -1,0 +1,251 @@
+"""The JSON-RPC 2.0 core both transports share: ids, pending requests, cancellation, the
+server's own requests and notifications, and failing every waiter at once when the
+transport dies.
+
+Threads: any number of callers run ``request``/``notify``; the transport hands each
+incoming message to ``receive`` from its own thread (stdio: its one reader thread; HTTP:
+the thread that made the POST). ``_lock`` guards ``_pending``, ``_next_id``, ``_failure``
+and ``_noise``. A ``_Call``'s ``outcome`` is written once, under the lock, by whoever
+resolves it (a reply, an error, the transport failing), before its event is set; the
+caller reads it after the event, so it needs no lock.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from typing import Any, Callable, Dict, Optional, Tuple, Union
+
+from ..cancellation import AbortSignal, needs_polling
+from ._errors import MCPError
+
+__all__ = ["RPCSession", "logger"]
+
+logger = logging.getLogger("lattice.mcp")
+
+Message = Dict[str, Any]
+Outcome = Union[Message, MCPError]
+
+# MCP log levels (RFC 5424 names) -> logging levels.
+_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "notice": logging.INFO,
+           "warning": logging.WARNING, "error": logging.ERROR, "critical": logging.CRITICAL,
+           "alert": logging.CRITICAL, "emergency": logging.CRITICAL}
+_NOISE_WARNINGS = 3  # a server that floods stdout is logged at WARNING only this often
+_POLL_S = 0.05  # a threading.Event used as a signal cannot call back: poll it this often
+
+
+class _Call:
+    __slots__ = ("method", "event", "outcome")
+
+    def __init__(self, method: str) -> None:
+        self.method = method
+        self.event = threading.Event()
+        self.outcome: Optional[Outcome] = None
+
+
+class RPCSession:
+    """One JSON-RPC conversation with a server, over whatever ``send`` writes to."""
+
+    def __init__(self, server: str, send: Callable[[Message], None]) -> None:
+        self.server = server
+        self._send = send
+        self._lock = threading.Lock()
+        self._pending: Dict[Any, _Call] = {}
+        self._next_id = 0
+        self._failure: Optional[Tuple[str, str]] = None  # (kind, message) once it failed
+        self._noise: Tuple[int, str] = (0, "")  # non-JSON-RPC output: count, last sample
+
+    # -- what callers do ------------------------------------------------------------
+    def request(self, method: str, params: Optional[Message] = None, *, timeout_ms: int,
+                signal: Optional[AbortSignal] = None) -> Message:
+        """Send a request and wait for its result; raise ``MCPError`` for anything else."""
+        call = _Call(method)
+        with self._lock:
+            if self._failure is not None:
+                raise self._error(*self._failure)
+            self._next_id += 1
+            request_id = self._next_id
+            self._pending[request_id] = call
+        message: Message = {"jsonrpc": "2.0", "id": request_id, "method": method}
+        if params is not None:
+            message["params"] = params
+        failed: Optional[MCPError] = None
+        sent = False
+        try:
+            if signal is None or not signal.aborted:
+                self._send(message)
+                sent = True
+                self._wait(call, timeout_ms / 1000.0, signal)
+        except MCPError as exc:  # the transport could not send it
+            failed = exc
+        finally:
+            with self._lock:
+                self._pending.pop(request_id, None)
+                outcome = call.outcome if call.outcome is not None else failed
+        if isinstance(outcome, MCPError):
+            raise outcome
+        if outcome is not None:
+            return outcome
+        return self._give_up(request_id, method, timeout_ms, signal, sent)
+
+    def notify(self, method: str, params: Optional[Message] = None) -> None:
+        """Send a notification (no reply); raises ``MCPError`` if the transport is gone."""
+        message: Message = {"jsonrpc": "2.0", "method": method}
+        if params is not None:
+            message["params"] = params
+        self._send(message)
+
+    def fail(self, kind: str, message: str) -> None:
+        """The transport is gone: every waiter, and every later request, gets this error."""
+        with self._lock:
+            if self._failure is None:
+                self._failure = (kind, message)
+            calls, self._pending = list(self._pending.values()), {}
+            for call in calls:
+                if call.outcome is None:
+                    call.outcome = self._error(kind, message)
+        for call in calls:
+            call.event.set()
+
+    def fail_request(self, request_id: Any, error: MCPError) -> None:
+        """One request failed in the transport (an HTTP error status, a lost connection)."""
+        self._resolve(request_id, error)
+
+    @property
+    def failure(self) -> Optional[MCPError]:
+        """The error every request now gets, or None while the session works."""
+        with self._lock:
+            return None if self._failure is None else self._error(*self._failure)
+
+    # -- what the transport delivers --------------------------------------------------
+    def receive(self, message: Any) -> None:
+        """Handle one decoded message (or a batch) from the server."""
+        if isinstance(message, list) and message:
+            for item in message:
+                self.receive(item)
+            return
+        if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
+            self.noise(json.dumps(message, ensure_ascii=False)[:200])
+            return
+        method = message.get("method")
+        if isinstance(method, str):
+            if "id" in message:
+                self._answer(message["id"], method)
+            else:
+                self._notification(method, message.get("params"))
+        elif "id" in message and ("result" in message or "error" in message):
+            self._reply(message)
+        else:
+            self.noise(json.dumps(message, ensure_ascii=False)[:200])
+
+    def noise(self, sample: str) -> None:
+        """The server wrote something that is not JSON-RPC; kept for later error messages."""
+        with self._lock:
+            count = self._noise[0] + 1
+            self._noise = (count, sample[:200])
+        level = logging.WARNING if count <= _NOISE_WARNINGS else logging.DEBUG
+        logger.log(level, "MCP server %r wrote something that is not JSON-RPC: %r",
+                   self.server, sample[:200])
+
+    def noise_note(self) -> str:
+        """``"; it also wrote ... "`` when the server wrote non-JSON-RPC output, else ``""``."""
+        with self._lock:
+            count, sample = self._noise
+        if not count:
+            return ""
+        return f"; it also wrote {count} line(s) that are not JSON-RPC, the last: {sample!r}"
+
+    # -- internals -----------------------------------------------------------------------
+    def _error(self, kind: str, message: str, **extra: Any) -> MCPError:
+        return MCPError(self.server, kind, message, **extra)
+
+    @staticmethod
+    def _wait(call: _Call, timeout_s: float, signal: Optional[AbortSignal]) -> None:
+        if signal is None:
+            call.event.wait(timeout_s)
+        elif needs_polling(signal):
+            deadline = time.monotonic() + timeout_s
+            while not signal.aborted:
+                left = deadline - time.monotonic()
+                if left <= 0 or call.event.wait(min(_POLL_S, left)):
+                    return
+        else:
+            wake = call.event.set
+            signal.add_callback(wake)  # called at once if it has already fired
+            try:
+                call.event.wait(timeout_s)
+            finally:
+                signal.remove_callback(wake)
+
+    def _give_up(self, request_id: int, method: str, timeout_ms: int,
+                 signal: Optional[AbortSignal], sent: bool) -> Message:
+        if sent and method != "initialize":  # the one request MCP says never to cancel
+            reason = "cancelled by the client" if signal is not None and signal.aborted \
+                else f"timed out after {timeout_ms} ms"
+            try:
+                self.notify("notifications/cancelled", {"requestId": request_id,
+                                                        "reason": reason})
+            except MCPError:
+                pass
+        if signal is not None and signal.aborted:
+            raise self._error("cancelled", f"{method} was cancelled: {signal.reason}")
+        raise self._error("timeout", f"no reply to {method} within {timeout_ms} ms"
+                          + self.noise_note())
+
+    def _resolve(self, request_id: Any, outcome: Outcome) -> None:
+        with self._lock:
+            call = self._pending.get(request_id)
+            if call is None or call.outcome is not None:
+                return
+            call.outcome = outcome
+        call.event.set()
+
+    def _reply(self, message: Message) -> None:
+        request_id = message["id"]
+        if isinstance(request_id, str) and request_id.isdigit():
+            request_id = int(request_id)  # a server that echoes ids as strings
+        with self._lock:
+            call = self._pending.get(request_id)
+        if call is None:
+            logger.debug("MCP server %r: reply to %r, which no one waits for (late or unknown)",
+                         self.server, request_id)
+            return
+        error = message.get("error")
+        result = message.get("result")
+        if error is not None:
+            error = error if isinstance(error, dict) else {"message": str(error)}
+            code = error.get("code")
+            text = error.get("message") or "(no message)"
+            self._resolve(request_id, self._error(
+                "rpc", f"{call.method} failed: {text} (JSON-RPC error {code})",
+                code=code if isinstance(code, int) else None, data=error.get("data")))
+        elif not isinstance(result, dict):
+            self._resolve(request_id, self._error(
+                "protocol", f"the result of {call.method} is not a JSON object: {result!r:.200}"))
+        else:
+            self._resolve(request_id, result)
+
+    def _answer(self, request_id: Any, method: str) -> None:
+        # We offer no client capabilities (roots, sampling, elicitation): ping is all we do.
+        reply: Message = {"jsonrpc": "2.0", "id": request_id}
+        if method == "ping":
+            reply["result"] = {}
+        else:
+            reply["error"] = {"code": -32601, "message": f"Method not found: {method}"}
+        try:
+            self._send(reply)
+        except MCPError:
+            pass  # the transport is gone; its failure is reported to the waiters
+
+    def _notification(self, method: str, params: Any) -> None:
+        if method == "notifications/message" and isinstance(params, dict):
+            level = _LEVELS.get(str(params.get("level")), logging.INFO)
+            data = params.get("data")
+            text = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
+            name = params.get("logger")
+            logger.log(level, "MCP server %r%s: %s", self.server,
+                       f" [{name}]" if isinstance(name, str) else "", text)
+        else:
+            logger.debug("MCP server %r: notification %s", self.server, method)

@@ -1,0 +1,251 @@
+"""What both server kinds share: options, start/handshake/close, ``tools()`` and calls.
+
+A subclass says how to open a transport (``_open``); everything else is here. The server
+object is the only thing that knows about ``Tool``s: the transport and the JSON-RPC session
+know nothing of the loop, and hold no reference back to the server, so a server dropped
+without ``close()`` is still closed (by its finalizer, at the latest at interpreter exit).
+
+Threads: ``start``/``close`` take ``_lock`` (one lifecycle change at a time); calls only
+read ``_transport`` once, so a call racing ``close()`` gets a "closed" error, never a hang.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+import weakref
+from typing import Any, Dict, FrozenSet, Iterable, List, Optional
+
+from .._version import __version__
+from ..cancellation import SignalLike, as_signal
+from ..errors import SchemaError
+from ..tools import Tool, ToolContext, ToolResult
+from ._content import to_tool_result
+from ._errors import MCPError
+from ._rpc import RPCSession, logger
+
+__all__ = ["MCPServerBase", "Transport", "PROTOCOL_VERSIONS"]
+
+# Newest first: the first is what we offer; any of them is accepted in the answer.
+PROTOCOL_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
+_MAX_PAGES = 1000  # a server whose cursors never end is broken, not large
+_UNSAFE_NAME = re.compile(r"[^A-Za-z0-9_-]")
+
+
+class Transport:
+    """A started connection: its JSON-RPC ``session``, and how to end it."""
+
+    session: RPCSession
+
+    def negotiated(self, version: str) -> None:
+        """The handshake agreed on ``version`` (HTTP sends it on every later request)."""
+
+    def ready(self) -> None:
+        """The handshake is over (HTTP opens its GET stream for the server's messages)."""
+
+    def close(self) -> None:
+        """End the connection and everything it started; safe to call twice."""
+        raise NotImplementedError
+
+
+def _positive_ms(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"timeout_ms must be a positive int (milliseconds), got {value!r}")
+    return value
+
+
+def _names(value: Any) -> Optional[FrozenSet[str]]:
+    if value is None:
+        return None
+    if isinstance(value, str) or not isinstance(value, Iterable):
+        raise ValueError(f"allowed_tools must be None or a list of tool names, got {value!r}")
+    names = list(value)
+    if not all(isinstance(n, str) for n in names):
+        raise ValueError(f"allowed_tools must hold tool names (str), got {value!r}")
+    return frozenset(names)
+
+
+class MCPServerBase:
+    """One MCP server; see ``MCPServerStdio`` and ``MCPServerHTTP``."""
+
+    def __init__(self, *, name: Optional[str], timeout_ms: int, tool_prefix: str,
+                 allowed_tools: Optional[Iterable[str]]) -> None:
+        if name is not None and (not isinstance(name, str) or not name):
+            raise ValueError(f"name must be a non-empty str or None, got {name!r}")
+        if not isinstance(tool_prefix, str):
+            raise ValueError(f"tool_prefix must be a str, got {tool_prefix!r}")
+        self.timeout_ms = _positive_ms(timeout_ms)
+        self.tool_prefix = tool_prefix
+        self.allowed_tools = _names(allowed_tools)
+        self._given_name = name
+        self.name = name or self._default_name()
+        self.protocol_version: Optional[str] = None
+        self.server_info: Dict[str, Any] = {}
+        self.capabilities: Dict[str, Any] = {}
+        self.instructions: Optional[str] = None
+        self._lock = threading.Lock()
+        self._transport: Optional[Transport] = None
+        self._finalizer: Optional[weakref.finalize[Any, Any]] = None
+
+    # -- what subclasses provide ------------------------------------------------------
+    def _default_name(self) -> str:
+        raise NotImplementedError
+
+    def _open(self, timeout_ms: int) -> Transport:
+        """Open the transport (spawn the process, make the HTTP session)."""
+        raise NotImplementedError
+
+    # -- lifecycle ----------------------------------------------------------------------
+    def start(self) -> MCPServerBase:
+        """Start the server and run the handshake (bounded by ``timeout_ms``); no-op if
+        already started. Raises ``MCPError`` if the server cannot be started."""
+        with self._lock:
+            if self._transport is not None:
+                return self
+            began = time.monotonic()
+            transport = self._open(self.timeout_ms)
+            try:
+                left = self.timeout_ms - int((time.monotonic() - began) * 1000)
+                self._handshake(transport, max(1, left))
+            except BaseException:
+                transport.close()
+                raise
+            self._transport = transport
+            self._finalizer = weakref.finalize(self, transport.close)
+        return self
+
+    def close(self) -> None:
+        """End the session and stop the server (stdio: close stdin, terminate, kill).
+
+        Safe to call twice. Calls waiting on the server get an ``is_error`` result; the
+        server may be started again with ``start()``.
+        """
+        with self._lock:
+            finalizer, self._finalizer, self._transport = self._finalizer, None, None
+        if finalizer is not None:
+            finalizer()  # runs transport.close() exactly once
+
+    def __enter__(self) -> MCPServerBase:
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    @property
+    def running(self) -> bool:
+        """True between ``start()`` and ``close()`` while the server still answers."""
+        transport = self._transport
+        return transport is not None and transport.session.failure is None
+
+    def _handshake(self, transport: Transport, timeout_ms: int) -> None:
+        result = transport.session.request("initialize", {
+            "protocolVersion": PROTOCOL_VERSIONS[0],
+            "capabilities": {},
+            "clientInfo": {"name": "lattice", "version": __version__},
+        }, timeout_ms=timeout_ms)
+        version = result.get("protocolVersion")
+        if version not in PROTOCOL_VERSIONS:
+            raise MCPError(self.name, "version",
+                           f"the server answered protocol version {version!r}; lattice "
+                           f"speaks {', '.join(PROTOCOL_VERSIONS)}")
+        info = result.get("serverInfo")
+        self.protocol_version = version
+        self.server_info = dict(info) if isinstance(info, dict) else {}
+        capabilities = result.get("capabilities")
+        self.capabilities = dict(capabilities) if isinstance(capabilities, dict) else {}
+        instructions = result.get("instructions")
+        self.instructions = instructions if isinstance(instructions, str) else None
+        if self._given_name is None and isinstance(self.server_info.get("name"), str):
+            self.name = transport.session.server = self.server_info["name"]
+        transport.negotiated(version)
+        transport.session.notify("notifications/initialized")
+        transport.ready()
+
+    def _session(self) -> RPCSession:
+        transport = self._transport
+        if transport is None:
+            raise MCPError(self.name, "closed",
+                           "the server is not running (call start() or use `with server:`)")
+        return transport.session
+
+    # -- tools --------------------------------------------------------------------------
+    def list_tools(self) -> List[Dict[str, Any]]:
+        """The server's tool definitions as it sends them (every page of ``tools/list``)."""
+        session = self._session()
+        tools: List[Dict[str, Any]] = []
+        cursor: Any = None
+        for _ in range(_MAX_PAGES):
+            result = session.request("tools/list", None if cursor is None else {"cursor": cursor},
+                                     timeout_ms=self.timeout_ms)
+            page = result.get("tools")
+            if not isinstance(page, list):
+                raise MCPError(self.name, "protocol",
+                               f"tools/list sent no tools list: {result!r:.200}")
+            tools.extend(t for t in page if isinstance(t, dict) and isinstance(t.get("name"), str))
+            cursor = result.get("nextCursor")
+            if cursor is None or cursor == "":
+                return tools
+        raise MCPError(self.name, "protocol", f"tools/list sent more than {_MAX_PAGES} pages")
+
+    def tools(self) -> List[Tool]:
+        """The server's tools as ``Tool`` objects (starts the server if needed).
+
+        Named ``tool_prefix + name``, filtered by ``allowed_tools`` (the server's names),
+        each calling the server with the query's signal.
+        """
+        self.start()
+        listed = self.list_tools()
+        if self.allowed_tools is not None:
+            missing = self.allowed_tools - {t["name"] for t in listed}
+            if missing:
+                logger.warning("MCP server %r has no tools named %s", self.name, sorted(missing))
+            listed = [t for t in listed if t["name"] in self.allowed_tools]
+        return [self._make_tool(spec) for spec in listed]
+
+    def lattice_tools(self) -> List[Tool]:
+        """What ``Agent(tools=[server])`` and ``add_tools(server)`` use: ``tools()``."""
+        return self.tools()
+
+    def _make_tool(self, spec: Dict[str, Any]) -> Tool:
+        server_name: str = spec["name"]
+        name = _UNSAFE_NAME.sub("_", self.tool_prefix + server_name)[:128]
+        description = spec.get("description") or spec.get("title") or ""
+        schema = spec.get("inputSchema")
+        schema = schema if isinstance(schema, dict) else {"type": "object", "properties": {}}
+
+        def handler(args: Dict[str, Any], context: ToolContext) -> ToolResult:
+            try:
+                return self.call_tool(server_name, args, signal=context.signal)
+            except MCPError as exc:
+                return ToolResult(str(exc), is_error=True)
+
+        try:
+            return Tool(name, str(description), schema, handler)
+        except (SchemaError, ValueError) as exc:
+            # Our validator refused the server's schema: the server still validates its
+            # input, so the model is shown the schema as given and we check nothing.
+            logger.warning("MCP server %r: tool %r has a schema lattice cannot check (%s)",
+                           self.name, server_name, exc)
+            made = Tool(name, str(description), {"type": "object"}, handler)
+            made.input_schema = schema
+            made.definition["input_schema"] = schema
+            return made
+
+    def call_tool(self, name: str, arguments: Optional[Dict[str, Any]] = None, *,
+                  signal: Optional[SignalLike] = None,
+                  timeout_ms: Optional[int] = None) -> ToolResult:
+        """Call the server's tool ``name`` (its own name, without ``tool_prefix``).
+
+        Returns the mapped ``ToolResult`` (``is_error`` when the server says so); raises
+        ``MCPError`` for a JSON-RPC error, a timeout, a cancelled call or a dead server.
+        """
+        limit = self.timeout_ms if timeout_ms is None else _positive_ms(timeout_ms)
+        result = self._session().request(
+            "tools/call", {"name": name, "arguments": arguments or {}}, timeout_ms=limit,
+            signal=as_signal(signal))
+        return to_tool_result(result)
+
+    def ping(self) -> None:
+        """Send ``ping``; raises ``MCPError`` if the server does not answer in time."""
+        self._session().request("ping", None, timeout_ms=self.timeout_ms)
