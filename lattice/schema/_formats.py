@@ -14,7 +14,7 @@ import unicodedata
 from typing import Callable, Optional
 
 from ._idna import hostname_ok, idn_hostname_ok
-from ._regex import RegexError, compile_pattern
+from ._regex import RegexError, compile_re
 
 __all__ = ["checker_for", "FORMATS"]
 
@@ -180,7 +180,7 @@ _URI_TEMPLATE = re.compile(rf"(?:{_LITERAL}|{_EXPRESSION})*")
 
 def is_regex(text: str) -> bool:
     try:
-        compile_pattern(text)
+        compile_re(text)  # uncached: model-provided text must not crowd out schema patterns
     except RegexError:
         return False
     return True

@@ -224,11 +224,18 @@ def kw_pattern(env: Env, value: Any) -> Check:
     if not isinstance(value, str):
         raise env.error(f"expected a regular expression string, got {short_json(value)}", "pattern")
     try:
-        search = compile_pattern(value).search
+        compiled = compile_pattern(value)
     except RegexError as exc:
         raise env.error(str(exc), "pattern") from None
-    return leaf(STRING, "pattern", lambda x: search(x) is not None,
-                lambda x: f"must match the pattern {short_json(value)} (got {short_json(x)})")
+    wanted = short_json(value)
+
+    def message(x: str) -> str:
+        if compiled.refuses(x):
+            return (f"is too long ({len(x)} characters) to be checked against the pattern "
+                    f"{wanted} in bounded time (at most {compiled.limit})")
+        return f"must match the pattern {wanted} (got {short_json(x)})"
+
+    return leaf(STRING, "pattern", compiled.search, message)
 
 
 def kw_format(env: Env, value: Any) -> Optional[Check]:

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from typing import Optional
+from typing import Callable, Optional
 
-__all__ = ["translate", "compile_pattern", "RegexError"]
+__all__ = ["translate", "compile_re", "compile_pattern", "Pattern", "RegexError"]
 
 _WS = (
     "\\t\\n\\x0b\\x0c\\r \\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029"
@@ -68,7 +68,7 @@ _SPECIAL = {"any": [(0, 0x10FFFF)], "ascii": [(0, 0x7F)]}
 
 _ranges_by_category: Optional[dict[str, list[tuple[int, int]]]] = None
 _property_cache: dict[str, str] = {}
-_pattern_cache: dict[str, re.Pattern[str]] = {}
+_pattern_cache: dict[str, Pattern] = {}
 
 
 class RegexError(ValueError):
@@ -250,16 +250,57 @@ def translate(pattern: str) -> str:
     return _Translator(pattern).translate()
 
 
-def compile_pattern(pattern: str) -> re.Pattern[str]:
+def compile_re(pattern: str) -> re.Pattern[str]:
+    """Translate and compile, uncached; raises ``RegexError`` for an invalid pattern."""
+    try:
+        return re.compile(translate(pattern), re.ASCII)
+    except (re.error, IndexError, ValueError, OverflowError, RecursionError) as exc:
+        if isinstance(exc, RegexError):
+            raise
+        raise RegexError(f"invalid regular expression {pattern!r}: {exc}") from None
+
+
+class Pattern:
+    """A compiled ``pattern`` whose ``search(text) -> bool`` runs in bounded time.
+
+    Strings up to ``limit`` characters go to ``re``; longer ones to a linear-time DFA
+    (see ``_regex_guard``), or, when the pattern uses lookarounds or backreferences, are
+    refused: reported as not matching, and ``refuses(text)`` is true.
+    """
+
+    __slots__ = ("source", "limit", "search", "exact")
+
+    def __init__(self, source: str, compiled: re.Pattern[str]) -> None:
+        from ._regex_guard import Unsupported, build_dfa, length_limit, parse
+
+        self.source = source
+        tree = parse(compiled.pattern)
+        self.limit = length_limit(tree)
+        try:
+            dfa: Optional[Callable[[str], bool]] = build_dfa(tree)
+        except Unsupported:
+            dfa = None
+        self.exact = dfa is not None  # every string gets a true answer
+        self.search: Callable[[str], bool] = _bounded(compiled.search, self.limit, dfa)
+
+    def refuses(self, text: str) -> bool:
+        """Whether ``text`` is too long to be checked against this pattern at all."""
+        return not self.exact and len(text) > self.limit
+
+
+def _bounded(
+    search: Callable[[str], object], limit: int, dfa: Optional[Callable[[str], bool]]
+) -> Callable[[str], bool]:
+    if dfa is None:
+        return lambda text: len(text) <= limit and search(text) is not None
+    return lambda text: search(text) is not None if len(text) <= limit else dfa(text)
+
+
+def compile_pattern(pattern: str) -> Pattern:
     """Translate and compile (cached); raises ``RegexError`` for an invalid pattern."""
     compiled = _pattern_cache.get(pattern)
     if compiled is None:
-        try:
-            compiled = re.compile(translate(pattern), re.ASCII)
-        except (re.error, IndexError, ValueError, OverflowError) as exc:
-            if isinstance(exc, RegexError):
-                raise
-            raise RegexError(f"invalid regular expression {pattern!r}: {exc}") from None
+        compiled = Pattern(pattern, compile_re(pattern))
         if len(_pattern_cache) > 2048:
             _pattern_cache.clear()
         _pattern_cache[pattern] = compiled
