@@ -264,7 +264,8 @@ def test_a_real_full_disk_keeps_the_conversation_in_memory(tmp_path):
         assert 0 < len(stored) < 12
         assert stored == agent.get_history()[:len(stored)]  # a prefix
     finally:
-        subprocess.run(["umount", str(mount)], check=False)
+        del agent, resumed
+        subprocess.run(["umount", "-l", str(mount)], check=True)  # lazy: open files close later
 
 
 # -- endings -----------------------------------------------------------------------------------
