@@ -6,6 +6,10 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
+import re
+import subprocess
+import sys
 import threading
 import urllib.error
 import urllib.request
@@ -150,3 +154,31 @@ def test_bad_requests_are_400_naming_the_problem(served):
     assert status == 400 and "toolu_" in raw.decode()
     # The refused approval changed nothing: the call is still pending.
     assert len(json.loads(call(base, "/history", "dave")[2])["pending"]) == 1
+
+
+def test_under_gunicorn_with_two_workers(tmp_path):
+    """Works as ``app:app`` under gunicorn; the approval may land in another worker."""
+    pytest.importorskip("gunicorn", reason="gunicorn is not installed (optional here)")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
+    env.update(PYTHONPATH=str(APP_PATH.parents[2]), WEB_CHAT_DB=str(tmp_path / "chat.db"))
+    process = subprocess.Popen(
+        [sys.executable, "-m", "gunicorn", "--pythonpath", str(APP_PATH.parent), "-w", "2",
+         "-b", "127.0.0.1:0", "app:app"], env=env, cwd=tmp_path, text=True,
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        assert process.stderr is not None
+        seen = ""
+        while "Listening at" not in seen:  # gunicorn logs the port it bound
+            line = process.stderr.readline()
+            assert line, f"gunicorn did not start: {seen}"
+            seen += line
+        base = re.search(r"Listening at: (http://127\.0\.0\.1:\d+)", seen).group(1)
+        first = events(base, "/chat", "erin", {"message": "email ada@example.com"})
+        (calls,) = [data["calls"] for event, data in first if event == "approval"]
+        for _ in range(3):  # whichever worker answers, the pending call is in the store
+            assert json.loads(call(base, "/history", "erin")[2])["pending"] == calls
+        done = events(base, "/approve", "erin", {"approvals": {calls[0]["id"]: True}})
+        assert done[-1] == ("done", {"subtype": "success", "error": None})
+    finally:
+        process.terminate()
+        process.communicate(timeout=30)

@@ -1,7 +1,7 @@
 """A chat page with streamed replies and Approve / Deny buttons for tool calls.
 
     python examples/web_chat/app.py [PORT]          # then open http://127.0.0.1:8000/
-    gunicorn --chdir examples/web_chat app:app      # the same app under gunicorn
+    gunicorn --pythonpath examples/web_chat -w 2 app:app   # the same app under gunicorn
 
 Each request builds ONE Agent on the user's conversation in SQLite (the user id comes from
 a cookie): the store is the state, so nothing lives in the process between requests. A
