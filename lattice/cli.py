@@ -80,6 +80,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--base-url", help="API base URL (default: $ANTHROPIC_BASE_URL or "
                         "https://api.anthropic.com; with --provider openai, "
                         "$OPENAI_BASE_URL or https://api.openai.com/v1)")
+    parser.add_argument("--verbose", "-v", action="store_true",
+                        help="after each answer, print its token usage and cache hits to stderr")
     parser.add_argument("--json", action="store_true",
                         help="print each ResultMessage as JSON instead of streaming text")
     parser.add_argument("--mock", action="store_true",
@@ -160,9 +162,11 @@ class _Session:
     """One Agent and the Ctrl-C policy around its turns."""
 
     def __init__(self, agent: Agent, *, as_json: bool, out: TextIO, err: TextIO,
-                 before_turn: Optional[Callable[[], None]] = None) -> None:
+                 before_turn: Optional[Callable[[], None]] = None,
+                 verbose: bool = False) -> None:
         self.agent = agent
         self.as_json = as_json
+        self.verbose = verbose
         self.before_turn = before_turn
         self.out = out
         self.err = err
@@ -219,6 +223,8 @@ class _Session:
         return result
 
     def _report(self, result: ResultMessage) -> int:
+        if self.verbose:
+            self.err.write(usage_line(result) + "\n")
         if self.as_json:
             self.out.write(json.dumps(result.to_dict(), ensure_ascii=False) + "\n")
             self.out.flush()
@@ -232,6 +238,17 @@ class _Session:
                 self.err.write(f"error: {result.subtype}: {why}\n")
             return EXIT_FAILED
         return EXIT_OK
+
+
+def usage_line(result: ResultMessage) -> str:
+    """``--verbose``: what an answer cost, cache hits included."""
+    u = result.usage
+    prompt = u.prompt_tokens
+    hit = f" ({100 * u.cache_read_input_tokens // prompt}% from cache)" if prompt else ""
+    turns = "1 request" if result.num_turns == 1 else f"{result.num_turns} requests"
+    return (f"[usage] {u.input_tokens} in + {u.cache_read_input_tokens} cache read + "
+            f"{u.cache_creation_input_tokens} cache write, {u.output_tokens} out{hit}; "
+            f"{turns}, {result.duration_ms} ms")
 
 
 def _read_line(interactive: bool) -> Optional[str]:
@@ -356,6 +373,7 @@ def _main(parser: argparse.ArgumentParser, argv: Optional[List[str]]) -> int:
         agent = _build_agent(parser, args, base_url=base_url, api_key=api_key,
                              max_turns=max_turns, timeout_ms=timeout_ms)
         session = _Session(agent, as_json=args.json, out=sys.stdout, err=sys.stderr,
+                           verbose=args.verbose,
                            before_turn=before_turn)
         _install_sigint(stack, session)
         if not chat:

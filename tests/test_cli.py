@@ -247,3 +247,20 @@ def test_ctrl_c_while_idle_exits() -> None:
     code, out, err = _finish(process)
     assert code == 130
     assert out == "" and "Traceback" not in err
+
+
+def test_verbose_prints_the_usage_and_cache_hits_of_each_answer() -> None:
+    done = lattice("--mock", "--verbose", "hello")
+    assert done.returncode == 0, done.stderr
+    line = [x for x in done.stderr.splitlines() if x.startswith("[usage]")]
+    assert len(line) == 1 and "cache read" in line[0] and "1 request" in line[0]
+
+
+def test_usage_line_shows_the_share_read_from_cache() -> None:
+    from lattice import ResultMessage, Usage
+    from lattice.cli import usage_line
+
+    result = ResultMessage("success", usage=Usage(100, 20, 50, 850), num_turns=3,
+                           duration_ms=12)
+    assert usage_line(result) == ("[usage] 100 in + 850 cache read + 50 cache write, 20 out "
+                                  "(85% from cache); 3 requests, 12 ms")
