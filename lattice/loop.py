@@ -69,6 +69,7 @@ class Loop:
         self.last_reply: Optional[Dict[str, Any]] = None
         self.recovered = False  # overflow recovery happens once per query
         self.bad_outputs = 0
+        self.uses: List[Dict[str, Any]] = []  # the last reply's tool_use blocks
         self.calls: List[ToolCall] = []  # the last reply's batch
         self.waiting: List[ToolCall] = []  # those of its calls that wait for approval
 
@@ -98,7 +99,7 @@ class Loop:
             if reply is None:
                 continue  # overflow recovered: the turn is tried again
             self.run.check()  # what the consumer did while holding the reply comes first
-            uses = tool_uses_of(reply["content"])
+            uses = self.uses
             ending = self.tool_turn(reply, uses) if uses else self.final_answer(reply)
             if ending is not None:
                 return ending
@@ -123,6 +124,9 @@ class Loop:
         """Append ``message`` (store first, then memory) and yield ``item`` (a copy of it,
         so a consumer's edits never reach the history)."""
         history, saved = self.history, []
+        if history.store is None:  # nothing slow to do outside the lock
+            self.run.commit(None, partial(history.keep, message), item)
+            return
 
         def save() -> None:
             history.save("append", message)
@@ -136,7 +140,7 @@ class Loop:
             raise
 
     def item(self, cls: Any, message: Dict[str, Any]) -> Any:
-        return cls(json.loads(json.dumps(message))) if self.run.lockstep else None
+        return cls(message) if self.run.lockstep else None  # it copies when read
 
     # -- model calls -------------------------------------------------------------------------
     def request(self, messages: Optional[List[Dict[str, Any]]] = None) -> ModelRequest:
@@ -260,7 +264,7 @@ class Loop:
 
     def plan(self, reply: Dict[str, Any]) -> Tuple[List[ToolCall], List[ToolCall]]:
         """The calls of a reply's batch, and those that wait for approval."""
-        uses = tool_uses_of(reply["content"])
+        uses = self.uses = tool_uses_of(reply["content"])
         if not uses or reply.get("stop_reason") == "max_tokens" or self.submits(uses):
             return [], []
         calls = resolve_calls(uses, self.settings.tools, self.run.controller.signal,

@@ -25,6 +25,7 @@ __all__ = [
     "wire",
     "normalize_reply",
     "too_deep",
+    "copy_json",
     "tool_result",
     "unanswered_tool_uses",
     "pending_tail",
@@ -59,21 +60,32 @@ MAX_DEPTH = 100  # JSON nesting a reply may have; deeper input would break copy/
 
 
 def too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:
-    """Whether ``value`` nests dicts/lists deeper than ``limit`` (iteratively: no recursion
-    to exhaust on hostile input)."""
-    stack = [(value, 0)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict):
-            children: Any = item.values()
-        elif isinstance(item, list):
-            children = item
-        else:
-            continue
-        if depth >= limit:
+    """Whether ``value`` nests dicts/lists deeper than ``limit`` (the recursion is bounded
+    by ``limit``, so hostile input cannot exhaust the stack)."""
+    kind = type(value)
+    if kind is dict:
+        items: Any = value.values()
+    elif kind is list:
+        items = value
+    else:
+        return False
+    if limit <= 0:
+        return True
+    for item in items:
+        kind = type(item)
+        if (kind is dict or kind is list) and too_deep(item, limit - 1):
             return True
-        stack.extend((child, depth + 1) for child in children)
     return False
+
+
+def copy_json(value: Any) -> Any:
+    """A deep copy of JSON-shaped data (dicts, lists, scalars), faster than ``deepcopy``."""
+    kind = type(value)
+    if kind is dict:
+        return {k: copy_json(v) for k, v in value.items()}
+    if kind is list:
+        return [copy_json(v) for v in value]
+    return value
 
 
 def normalize_reply(raw: Any) -> Message:
@@ -91,17 +103,22 @@ def normalize_reply(raw: Any) -> Message:
     content = raw.get("content")
     if isinstance(content, str):
         content = [{"type": "text", "text": content}]
-    if not isinstance(content, list) or not all(isinstance(b, dict) for b in content):
+    if not isinstance(content, list):
         raise TypeError(f"the model client's reply has content {content!r:.200}, expected a "
                         "list of content blocks (dicts)")
-    if too_deep(content):
-        from .errors import APIConnectionError
-
-        raise APIConnectionError(f"the model's reply is nested deeper than {MAX_DEPTH} "
-                                 "levels; refused")
     for n, block in enumerate(content):
-        if block.get("type") == "tool_use" and (not isinstance(block.get("id"), str)
-                                                or not block["id"]):
+        if type(block) is not dict:
+            raise TypeError(f"the model client's reply has content block {block!r:.200}, "
+                            "expected a dict")
+        kind = block.get("type")
+        if kind == "text" and type(block.get("text")) is str:
+            continue  # the common case, flat
+        if too_deep(block, MAX_DEPTH - 2):
+            from .errors import APIConnectionError
+
+            raise APIConnectionError(f"the model's reply is nested deeper than {MAX_DEPTH} "
+                                     "levels; refused")
+        if kind == "tool_use" and (type(block.get("id")) is not str or not block["id"]):
             content[n] = {**block, "id": f"toolu_lattice_{uuid.uuid4().hex[:20]}"}
     entry: Message = {"role": "assistant", "content": content}
     for key in ("model", "provider_response_id", "stop_reason", "usage"):
@@ -146,13 +163,21 @@ def _short(text: Optional[str], limit: int = 60) -> str:
 
 
 class _HistoryEntry:
-    """A yielded message holding a history dict (``.message``: a copy, so editing it never
-    changes the conversation)."""
+    """A yielded message holding a history dict. ``.message`` is a copy, made when first
+    read, so editing it never changes the conversation (the history's own dicts are never
+    changed after they are written, so copying late is as good as copying now)."""
 
-    __slots__ = ("message",)
+    __slots__ = ("_source", "_copy")
 
     def __init__(self, message: Message) -> None:
-        self.message = message
+        self._source = message
+        self._copy: Optional[Message] = None
+
+    @property
+    def message(self) -> Message:
+        if self._copy is None:
+            self._copy = copy_json(self._source)
+        return self._copy
 
     @property
     def content(self) -> Any:

@@ -135,10 +135,10 @@ class QueryRun:
         if self.user_aborted():
             self.abort_from_user()
             raise Stopped
-        with self.cond:
-            if self.interrupted:
-                self._end(Ending("interrupted"))
-            if self.ended is not None:
+        if self.interrupted or self.ended is not None:  # read unlocked: both only ever set
+            with self.cond:
+                if self.interrupted:
+                    self._end(Ending("interrupted"))
                 raise Stopped
 
     def commit(self, save: Optional[Callable[[], None]], keep: Callable[[], None],
@@ -152,15 +152,16 @@ class QueryRun:
         the history resynchronises it). In lockstep, wait until the consumer asks for the
         next item: what it does while holding ``item`` happens before the loop goes on.
         """
-        with self.cond:
-            if self.ended is not None:
-                raise Stopped
-            self.phase = IDLE
         if save is not None:
+            with self.cond:
+                if self.ended is not None:
+                    raise Stopped
+                self.phase = IDLE
             save()
         with self.cond:
             if self.ended is not None:
                 raise Stopped
+            self.phase = IDLE
             keep()
             if item is not None and self.lockstep:
                 self.queue.append(item)
