@@ -1,21 +1,22 @@
-"""Per-turn overhead of a tool loop through ``lattice.Agent`` + ``AnthropicClient``.
+"""Per-turn overhead of a tool loop through ``lattice.Agent`` + each built-in client.
 
 A local ``MockMessagesServer`` (in a child process, so it does not share our GIL) asks
-for one tool call per turn until turn N, then answers with text. We time
+for one tool call per turn until turn N, then answers with text, in the Messages API's
+wire format or in Chat Completions form. For each provider we time
 
-* lattice: ``Agent(model_client=AnthropicClient(...), tools=[echo]).prompt(...)``, and
-  the same query iterated through ``agent.query(...)``;
-* bare: a ``requests.Session().post`` loop that sends the same growing bodies (same
-  messages, tool definition and max_tokens) and reads the same replies. Its session is
-  configured as lattice's own (``trust_env = False``: requests otherwise walks the
-  environment for proxy settings on every call, 20-30% of a local round trip),
+* lattice: ``Agent(model_client=AnthropicClient(...) | OpenAIChatClient(...),
+  tools=[echo]).prompt(...)``;
+* bare: a ``requests.Session().post`` loop (``trust_env = False``, as lattice's own
+  session, which reads the proxy environment once) that sends the same growing bodies and
+  reads the same replies;
+* for Chat Completions, the official ``openai`` SDK's loop too, when it is installed,
 
-at N = 50 and N = 500, with JSON replies and with SSE streaming (the client's default;
+at N = 50 and N = 500, with JSON replies and with SSE streaming (the clients' default;
 the bare loop then reads lines with ``iter_lines`` + ``json.loads`` and assembles the
-reply itself). Runs alternate between the three (order rotated each round); each figure
-is the median of its runs. Target: lattice within 1.2x of bare.
+reply itself). Runs alternate; each figure is the median of its runs.
+Target: lattice within 1.2x of bare.
 
-    python bench/http_loop.py [--reps 6] [--turns 50 500]
+    python bench/http_loop.py [--reps 6] [--turns 50 500] [--providers anthropic openai]
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, List
+from typing import Any, Callable, Dict, Iterator, List, Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -100,16 +101,14 @@ def echo(text: str) -> str:
     return text
 
 
-def lattice_loop(url: str, turns: int, stream: bool, iterate: bool = False) -> None:
-    """One query through ``prompt()``, or through ``query()`` when ``iterate``."""
-    client = lattice.AnthropicClient(KEY, url, stream=stream)
-    agent = lattice.Agent(model=MODEL, model_client=client, tools=[echo], max_turns=turns + 1)
-    if iterate:
-        result: Any = None
-        for result in agent.query("Run the steps."):
-            pass
+def lattice_loop(url: str, turns: int, stream: bool, provider: str) -> None:
+    client: Any
+    if provider == "openai":
+        client = lattice.OpenAIChatClient(KEY, url + "/v1", stream=stream)
     else:
-        result = agent.prompt("Run the steps.")
+        client = lattice.AnthropicClient(KEY, url, stream=stream)
+    agent = lattice.Agent(model=MODEL, model_client=client, tools=[echo], max_turns=turns + 1)
+    result = agent.prompt("Run the steps.")
     assert result.subtype == "success" and result.num_turns == turns, result
     client.close()
 
@@ -138,9 +137,103 @@ def _read_sse(response: requests.Response) -> Dict[str, Any]:
     return {"content": blocks, "stop_reason": stop_reason}
 
 
+def _read_chat_sse(response: requests.Response) -> Dict[str, Any]:
+    text: List[str] = []
+    calls: Dict[int, Dict[str, Any]] = {}
+    for line in response.iter_lines(chunk_size=1 << 16):
+        if not line.startswith(b"data:") or line[5:].strip() == b"[DONE]":
+            continue
+        for choice in json.loads(line[5:])["choices"]:
+            delta = choice["delta"]
+            if delta.get("content"):
+                text.append(delta["content"])
+            for fragment in delta.get("tool_calls") or ():
+                call = calls.setdefault(fragment["index"], {"id": None, "args": []})
+                call["id"] = call["id"] or fragment.get("id")
+                call["args"].append(fragment["function"].get("arguments") or "")
+    return {"content": "".join(text), "tool_calls": [
+        {"id": c["id"], "type": "function", "function": {
+            "name": "echo", "arguments": "".join(c["args"])}} for c in calls.values()]}
+
+
+def bare_chat_loop(url: str, turns: int, stream: bool, tools: List[Dict[str, Any]]) -> None:
+    session = requests.Session()
+    session.trust_env = False  # as lattice's session: proxies read once, not per request
+    headers = {"authorization": f"Bearer {KEY}", "content-type": "application/json"}
+    chat_tools = [{"type": "function", "function": {
+        "name": t["name"], "description": t["description"], "parameters": t["input_schema"]}}
+        for t in tools]
+    messages: List[Dict[str, Any]] = [{"role": "user", "content": "Run the steps."}]
+    for turn in range(1, turns + 1):
+        body: Dict[str, Any] = {"model": MODEL, "messages": messages, "tools": chat_tools,
+                                "max_completion_tokens": 8192}
+        if stream:
+            body.update(stream=True, stream_options={"include_usage": True})
+        data = json.dumps(body, separators=(",", ":")).encode()
+        if stream:
+            with session.post(url + "/v1/chat/completions", data=data, headers=headers,
+                              stream=True) as response:
+                reply = _read_chat_sse(response)
+        else:
+            reply = session.post(url + "/v1/chat/completions", data=data,
+                                 headers=headers).json()["choices"][0]["message"]
+        calls = reply.get("tool_calls") or []
+        messages.append({"role": "assistant", "content": reply.get("content"),
+                         **({"tool_calls": calls} if calls else {})})
+        if not calls:
+            assert turn == turns, turn
+            break
+        for call in calls:
+            text = json.loads(call["function"]["arguments"])["text"]
+            messages.append({"role": "tool", "tool_call_id": call["id"], "content": text})
+    session.close()
+
+
+def sdk_chat_loop(url: str, turns: int, stream: bool, tools: List[Dict[str, Any]]) -> None:
+    import openai  # only when installed
+
+    client = openai.OpenAI(api_key=KEY, base_url=url + "/v1", max_retries=0)
+    chat_tools: Any = [{"type": "function", "function": {
+        "name": t["name"], "description": t["description"], "parameters": t["input_schema"]}}
+        for t in tools]
+    messages: List[Any] = [{"role": "user", "content": "Run the steps."}]
+    for turn in range(1, turns + 1):
+        if stream:
+            text, calls = [], {}  # type: ignore[var-annotated]
+            for event in client.chat.completions.create(
+                    model=MODEL, messages=messages, tools=chat_tools, stream=True,
+                    max_completion_tokens=8192, stream_options={"include_usage": True}):
+                for choice in event.choices:
+                    text.append(choice.delta.content or "")
+                    for fragment in choice.delta.tool_calls or ():
+                        call = calls.setdefault(fragment.index, {"id": None, "args": []})
+                        call["id"] = call["id"] or fragment.id
+                        call["args"].append(fragment.function.arguments or "")
+            found = [{"id": c["id"], "type": "function", "function": {
+                "name": "echo", "arguments": "".join(c["args"])}} for c in calls.values()]
+            message: Dict[str, Any] = {"role": "assistant", "content": "".join(text)}
+        else:
+            reply = client.chat.completions.create(model=MODEL, messages=messages,
+                                                   tools=chat_tools,
+                                                   max_completion_tokens=8192)
+            choice_message = reply.choices[0].message
+            found = [c.model_dump() for c in choice_message.tool_calls or ()]
+            message = {"role": "assistant", "content": choice_message.content}
+        if found:
+            message["tool_calls"] = found
+        messages.append(message)
+        if not found:
+            assert turn == turns, turn
+            break
+        for call in found:
+            text_arg = json.loads(call["function"]["arguments"])["text"]
+            messages.append({"role": "tool", "tool_call_id": call["id"], "content": text_arg})
+    client.close()
+
+
 def bare_loop(url: str, turns: int, stream: bool, tools: List[Dict[str, Any]]) -> None:
     session = requests.Session()
-    session.trust_env = False  # as lattice's own session: no environment walk per call
+    session.trust_env = False  # as lattice's session: proxies read once, not per request
     headers = {"x-api-key": KEY, "anthropic-version": "2023-06-01",
                "content-type": "application/json"}
     messages: List[Dict[str, Any]] = [{"role": "user", "content": "Run the steps."}]
@@ -167,51 +260,71 @@ def bare_loop(url: str, turns: int, stream: bool, tools: List[Dict[str, Any]]) -
     session.close()
 
 
-def compare(fns: List[Callable[[], None]], reps: int) -> List[float]:
-    """Median time of each over ``reps`` interleaved rounds (order rotated each round)."""
-    for fn in fns:
-        fn()  # warm up (connections, caches)
-    times: List[List[float]] = [[] for _ in fns]
+def compare(runs: List[Callable[[], None]], reps: int) -> List[float]:
+    """Median time of each of ``runs`` over ``reps`` interleaved rounds (order rotated)."""
+    for run in runs:
+        run()  # warm up
+    times: List[List[float]] = [[] for _ in runs]
     for rep in range(reps):
-        for slot in [(rep + i) % len(fns) for i in range(len(fns))]:
+        order = list(range(len(runs)))
+        order = order[rep % len(order):] + order[:rep % len(order)]
+        for slot in order:
             started = time.perf_counter()
-            fns[slot]()
+            runs[slot]()
             times[slot].append(time.perf_counter() - started)
     return [statistics.median(t) for t in times]
+
+
+def _sdk_available() -> bool:
+    try:
+        import openai  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=6)
     parser.add_argument("--turns", type=int, nargs="+", default=[50, 500])
+    parser.add_argument("--providers", nargs="+", default=["anthropic", "openai"],
+                        choices=["anthropic", "openai"])
     args = parser.parse_args()
     tools = [{"name": echo.name, "description": echo.description,
               "input_schema": echo.input_schema}]
+    sdk = _sdk_available()
     rows = []
     worst = 0.0
     with server_process() as server:
         for turns in args.turns:
             url = server(turns)
-            reps = args.reps if turns <= 100 else max(3, args.reps // 2)
-            for stream in (False, True):
-                bare, ours, iterated = compare([
-                    lambda: bare_loop(url, turns, stream, tools),
-                    lambda: lattice_loop(url, turns, stream),
-                    lambda: lattice_loop(url, turns, stream, iterate=True)], reps)
-                worst = max(worst, ours / bare, iterated / bare)
-                rows.append([str(turns), "SSE" if stream else "JSON",
-                             f"{bare * 1e3:9.1f} ms", f"{ours * 1e3:9.1f} ms",
-                             f"{iterated * 1e3:9.1f} ms",
-                             f"{bare / turns * 1e3:6.2f} ms", f"{ours / turns * 1e3:6.2f} ms",
-                             f"{(ours - bare) / turns * 1e6:+7.0f} us",
-                             f"{ours / bare:.2f}x", f"{iterated / bare:.2f}x"])
-    header = ["turns", "replies", "bare loop", "prompt()", "query()", "bare/turn",
-              "prompt/turn", "overhead/turn", "prompt ratio", "query ratio"]
+            reps = args.reps if turns <= 100 else max(2, args.reps // 2)
+            for provider in args.providers:
+                for stream in (False, True):
+                    bare_fn = bare_chat_loop if provider == "openai" else bare_loop
+                    runs = [lambda: bare_fn(url, turns, stream, tools),
+                            lambda: lattice_loop(url, turns, stream, provider)]
+                    if provider == "openai" and sdk:
+                        runs.append(lambda: sdk_chat_loop(url, turns, stream, tools))
+                    timings = compare(runs, reps)
+                    bare, ours = timings[0], timings[1]
+                    sdk_time: Optional[float] = timings[2] if len(timings) > 2 else None
+                    ratio = ours / bare
+                    worst = max(worst, ratio)
+                    rows.append([provider, str(turns), "SSE" if stream else "JSON",
+                                 f"{bare * 1e3:9.1f} ms", f"{ours * 1e3:9.1f} ms",
+                                 f"{ours / turns * 1e3:6.2f} ms",
+                                 f"{(ours - bare) / turns * 1e6:+7.0f} us", f"{ratio:.2f}x",
+                                 f"{sdk_time * 1e3:9.1f} ms ({sdk_time / bare:.2f}x)"
+                                 if sdk_time else ("not installed" if provider == "openai"
+                                                   else "-")])
+    header = ["client", "turns", "replies", "bare loop", "lattice", "lattice/turn",
+              "overhead/turn", "ratio", "openai SDK"]
     widths = [max(len(r[i]) for r in rows + [header]) for i in range(len(header))]
     for row in [header, ["-" * w for w in widths]] + rows:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)))
     verdict = "PASS" if worst <= 1.2 else "FAIL"
-    print(f"\nmedian of {args.reps} interleaved runs (500 turns: {max(3, args.reps // 2)}); "
+    print(f"\nmedian of {args.reps} interleaved runs (500 turns: {max(2, args.reps // 2)}); "
           f"worst ratio: {worst:.2f}x (target <= 1.2x): {verdict}")
     return 0
 

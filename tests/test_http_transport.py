@@ -276,3 +276,11 @@ def test_one_huge_sse_line_is_split_in_linear_time() -> None:
     spent = time.process_time() - started
     assert [len(line) for line in lines] == [len(data) - 2, 0]
     assert spent < 3.0, spent  # quadratic joining took ~10 s here; linear takes ~0.02 s
+
+
+def test_importing_the_chat_client_does_not_import_requests() -> None:
+    code = ("import sys, lattice, lattice.models.openai, lattice.models.chat_stream, "
+            "lattice.models.http, lattice.testing._mock_chat; "
+            "lattice.OpenAIChatClient('sk-0123456789'); "
+            "assert 'requests' not in sys.modules and 'urllib3' not in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
