@@ -218,6 +218,9 @@ class Compiler:
         self.format_checker = format_checker
         self._cache: dict[tuple[int, str, str, tuple[Any, ...]], Node] = {}
         self._stack: list[tuple[Node, bool]] = []  # nodes being compiled, and how reached
+        # Whether validation may recurse as deep as the instance goes (a reference cycle,
+        # or a keyword that walks whole values): then the validator guards its stack.
+        self.unbounded = False
 
     def root(self, loc: Loc) -> Node:
         return self.node(loc, DynScope({}), "#")
@@ -228,8 +231,10 @@ class Compiler:
         key = (id(loc.schema), loc.base, loc.draft, dyn.key)
         node = self._cache.get(key)
         if node is not None:
-            if not node.done and in_place:
-                self._check_cycle(node, where)
+            if not node.done:
+                self.unbounded = True
+                if in_place:
+                    self._check_cycle(node, where)
             return node
         node = self._cache[key] = Node(self, loc, dyn, where)
         self._stack.append((node, in_place))
