@@ -178,7 +178,7 @@ class Env:
         return self.node.where + tail
 
     def error(self, message: str, *segments: Union[str, int]) -> SchemaError:
-        return SchemaError(f"invalid schema at {self.location(*segments)}: {message}")
+        return self.compiler.error(self.location(*segments), message)
 
     def sub(self, value: Any, *segments: Union[str, int]) -> Node:
         """Compile a subschema found at ``segments`` below this schema."""
@@ -222,6 +222,21 @@ class Compiler:
         # or a keyword that walks whole values): then the validator guards its stack.
         self.unbounded = False
 
+    def error(self, where: str, reason: str) -> SchemaError:
+        """``invalid schema at <where>: <reason>``, with ``.path`` the pointer in ``where``
+        (indices as ints where the schema has an array) and ``.reason``."""
+        from ._uri import pointer_segments
+
+        uri, _, fragment = where.partition("#")  # built here, not percent-encoded
+        node: Any = self.registry.resources.get(uri)
+        path: list[Union[str, int]] = []
+        for segment in pointer_segments(fragment) if fragment.startswith("/") else ():
+            index = isinstance(node, list) and segment.isdigit()
+            path.append(int(segment) if index else segment)
+            node = node[int(segment)] if index else (
+                node.get(segment) if isinstance(node, dict) else None)
+        return SchemaError(f"invalid schema at {where}: {reason}", path=path, reason=reason)
+
     def root(self, loc: Loc) -> Node:
         return self.node(loc, DynScope({}), "#")
 
@@ -250,10 +265,8 @@ class Compiler:
         for frame, edge_in_place in reversed(self._stack):
             if frame is target:
                 here = self._stack[-1][0].where if self._stack else where
-                raise SchemaError(
-                    f"invalid schema at {here}: it leads back to {target.where} without "
-                    "descending into the instance, so validation would never end"
-                )
+                raise self.error(here, f"it leads back to {target.where} without descending "
+                                 "into the instance, so validation would never end")
             if not edge_in_place:
                 return
 
@@ -267,9 +280,8 @@ class Compiler:
             node.ok = build_ok(checks)
             node.errs = build_errs(checks)
         else:
-            raise SchemaError(
-                f"invalid schema at {where}: a schema must be an object or a boolean, "
-                f"got {short_json(schema)}"
+            raise self.error(
+                where, f"a schema must be an object or a boolean, got {short_json(schema)}"
             )
         node.done = True
 

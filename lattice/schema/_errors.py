@@ -11,9 +11,9 @@ import re
 from collections.abc import Sequence
 from typing import Union
 
-from ..errors import LatticeError
+from ..errors import LatticeError, SchemaError
 
-__all__ = ["ErrorDetail", "ValidationError", "format_path"]
+__all__ = ["ErrorDetail", "ValidationError", "format_path", "relocate"]
 
 PathItem = Union[str, int]
 _IDENTIFIER = re.compile(r"^[A-Za-z_$][A-Za-z0-9_$]*$")
@@ -74,3 +74,13 @@ class ValidationError(LatticeError, ValueError):
     def message(self) -> str:
         """All problems, one ``path: message`` per line (same as ``str()``)."""
         return str(self)
+
+
+def relocate(error: SchemaError, prefix: Sequence[PathItem], name: str = "schema") -> SchemaError:
+    """``error`` as seen from the subschema at ``prefix`` (e.g. a wrapper's path taken off):
+    ``invalid <name> at #/rest: <reason>``. An error outside ``prefix`` keeps its path."""
+    inside = list(error.path[: len(prefix)]) == list(prefix)
+    path = error.path[len(prefix):] if inside else error.path
+    pointer = "".join(f"/{str(p).replace('~', '~0').replace('/', '~1')}" for p in path)
+    return SchemaError(f"invalid {name} at #{pointer}: {error.reason}", path=path,
+                       reason=error.reason)
