@@ -37,8 +37,10 @@ def _check_draft(draft: Optional[str]) -> Optional[str]:
 class Validator:
     """A schema compiled once, for validating many instances.
 
-    ``is_valid(instance)`` is the compiled fast path itself (no wrapper call in between);
-    ``validate(instance)`` raises ``ValidationError`` listing every problem.
+    ``is_valid(instance)`` is the compiled fast path itself (no wrapper call in between),
+    unless the schema is recursive: then a wrapper turns a ``RecursionError`` on an
+    over-deep instance into ``False``. ``validate(instance)`` raises ``ValidationError``
+    listing every problem.
     """
 
     is_valid: Callable[[Any], bool]
