@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from typing import Any, Callable, Optional, Union
 
 from ..errors import SchemaError
-from ._errors import ErrorDetail, PathItem
+from ._errors import ErrorDetail, PathItem, schema_error
 from ._json import JSON_TYPES, KIND_TYPES, OBJECT, canonical_type, short_json
 from ._registry import Loc, Registry
 
@@ -223,19 +223,8 @@ class Compiler:
         self.unbounded = False
 
     def error(self, where: str, reason: str) -> SchemaError:
-        """``invalid schema at <where>: <reason>``, with ``.path`` the pointer in ``where``
-        (indices as ints where the schema has an array) and ``.reason``."""
-        from ._uri import pointer_segments
-
-        uri, _, fragment = where.partition("#")  # built here, not percent-encoded
-        node: Any = self.registry.resources.get(uri)
-        path: list[Union[str, int]] = []
-        for segment in pointer_segments(fragment) if fragment.startswith("/") else ():
-            index = isinstance(node, list) and segment.isdigit()
-            path.append(int(segment) if index else segment)
-            node = node[int(segment)] if index else (
-                node.get(segment) if isinstance(node, dict) else None)
-        return SchemaError(f"invalid schema at {where}: {reason}", path=path, reason=reason)
+        """``invalid schema at <where>: <reason>``, with ``.path`` and ``.reason`` set."""
+        return schema_error(where, reason, self.registry.resources)
 
     def root(self, loc: Loc) -> Node:
         return self.node(loc, DynScope({}), "#")
