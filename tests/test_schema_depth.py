@@ -74,7 +74,7 @@ def test_shallow_schemas_are_not_limited_by_instance_depth():
 
 
 def test_deep_schema_is_a_schema_error():
-    with pytest.raises(SchemaError, match="invalid schema: it is nested too deeply to compile"):
+    with pytest.raises(SchemaError, match="invalid schema at #: it is nested too deeply to compile"):
         schema.compile(_nest(lambda v: {"items": v}, inner={}))
     with pytest.raises(SchemaError, match="nested too deeply"):
         schema.compile(_nest(lambda v: {"allOf": [v]}, inner={}))

@@ -61,7 +61,8 @@ class Validator:
             compiler = Compiler(registry, tables(), self.format_checker)
             self._root = compiler.root(root)
         except RecursionError:
-            raise SchemaError(f"invalid schema: it {too_deep(schema, 'compile')}") from None
+            reason = f"it {too_deep(schema, 'compile')}"
+            raise SchemaError(f"invalid schema at #: {reason}", reason=reason) from None
         # Only a schema that follows the instance down without bound (a recursive $ref, or
         # uniqueItems comparing whole items) can exhaust the stack on a deep instance; the
         # others keep the compiled fast path itself, with no wrapper call in between.
