@@ -1,4 +1,4 @@
-"""Throughput of lattice.schema against jsonschema (and fastjsonschema when installed).
+"""Throughput of lattice.schema against jsonschema, jsonschema-rs and fastjsonschema.
 
 Every (schema, instance) pair of the JSON-Schema-Test-Suite's required tests (remote-ref
 cases left out) is validated with one compiled validator per schema, for each library, in
@@ -7,7 +7,9 @@ so every figure covers the same work.
 
     python bench/schema_bench.py [--reps 30] [--drafts 2020-12 7] [--suite DIR]
 
-Neither jsonschema nor fastjsonschema is a dependency of lattice; missing ones are skipped.
+None of jsonschema, jsonschema-rs (Rust, PyPI ``jsonschema-rs``) and fastjsonschema is a
+dependency of lattice; missing ones are skipped. Formats are annotations for every library
+(lattice's default), so all of them do the same work.
 """
 
 from __future__ import annotations
@@ -56,6 +58,15 @@ def factories(draft: str) -> dict[str, Factory]:
     else:
         cls = jsonschema.Draft202012Validator if draft == "2020-12" else jsonschema.Draft7Validator
         found["jsonschema"] = lambda s: cls(s).is_valid
+    try:
+        import jsonschema_rs
+    except ImportError:
+        pass
+    else:
+        rs_cls = (jsonschema_rs.Draft202012Validator if draft == "2020-12"
+                  else jsonschema_rs.Draft7Validator)
+        # Draft 7 asserts formats by default in jsonschema-rs; offline: no fetching.
+        found["jsonschema-rs"] = lambda s: rs_cls(s, validate_formats=False, offline=True).is_valid
     if draft == "7":  # fastjsonschema implements drafts 4, 6 and 7 only
         try:
             import fastjsonschema

@@ -28,7 +28,7 @@ Programmer mistakes (bad options) are plain ``ValueError``/``TypeError``, outsid
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, List, Optional, Union
 
 __all__ = [
     "LatticeError",
@@ -89,7 +89,17 @@ class HistoryStoreError(LatticeError):
 
 
 class SchemaError(LatticeError, ValueError):
-    """A JSON Schema (or a type turned into one) that is itself invalid."""
+    """A JSON Schema (or a type turned into one) that is itself invalid.
+
+    ``path`` is where in the schema (JSON Pointer segments, array indices as ints; ``[]``
+    for the root or when unknown); ``reason`` is the message without its location prefix.
+    """
+
+    def __init__(self, message: str, *, path: Optional[List[Union[str, int]]] = None,
+                 reason: str = "") -> None:
+        super().__init__(message)
+        self.path: List[Union[str, int]] = list(path or [])
+        self.reason = reason or message
 
 
 # -- provider errors -------------------------------------------------------------------

@@ -76,3 +76,37 @@ def test_optional_formats(draft: str) -> None:
 def test_optional_2020_12_non_format() -> None:
     failures = [f for p in _files("2020-12", "optional") for f in _run(p, "2020-12")]
     assert failures == []
+
+
+def _every_file(draft: str) -> list[Path]:
+    root = SUITE / DRAFTS[draft]
+    return sorted(root.rglob("*.json")) if root.is_dir() else []
+
+
+@pytest.mark.parametrize("draft", ["2020-12", "7"])
+@pytest.mark.parametrize("format_checker", [False, True])
+def test_fast_path_and_error_path_agree_on_every_case(draft: str, format_checker: bool) -> None:
+    """``is_valid`` (the fast path) and ``errors``/``validate`` (the error-collecting path)
+    are built separately; they must give the same verdict on every suite case, required
+    and optional, whether or not it is the verdict the suite expects."""
+    disagreements = []
+    checked = 0
+    for path in _every_file(draft):
+        for case in json.loads(path.read_text(encoding="utf-8")):
+            if needs_remote(case["schema"], draft):
+                continue
+            validator = schema.compile(case["schema"], draft=draft, format_checker=format_checker)
+            for test in case["tests"]:
+                fast = validator.is_valid(test["data"])
+                errors = validator.errors(test["data"])
+                try:
+                    validator.validate(test["data"])
+                    raised = False
+                except schema.ValidationError:
+                    raised = True
+                checked += 1
+                if fast != (not errors) or raised == fast:
+                    disagreements.append(f"{path.name}: {case['description']} / "
+                                         f"{test['description']}: is_valid={fast}, {errors}")
+    assert disagreements == []
+    assert checked > (1200 if draft == "2020-12" else 900)

@@ -11,6 +11,21 @@ Validation (drafts 2020-12 and 7, hand-written, no network)::
 
 Schemas from Python types: ``schema_from_type(tp)``, ``schema_from_function(fn)``, and
 ``parse_docstring(doc)`` for the description and per-parameter texts of a docstring.
+
+Instances come from a model, so validation is bounded in time and depth:
+
+* ``pattern`` and ``patternProperties`` use Python's ``re`` only on strings up to a length
+  derived from the pattern's shape (how many ways backtracking could split a string:
+  nested quantifiers such as ``(a+)+``, ``(a|a)*`` or ``(.*)*`` allow only a few
+  characters, ``^[a-z]+$`` millions). Longer strings go to a lazily built DFA, linear in
+  the string, with the same answer. A pattern with lookarounds or backreferences has no
+  DFA: a longer string fails as ``is too long (N characters) to be checked against the
+  pattern ...``. ``format: "regex"`` only compiles its string, which is never slow.
+* Validation follows an instance as deep as the schema does; when a recursive schema
+  would go deeper than Python's recursion limit allows (about 300 levels of arrays and
+  objects at the default limit of 1000), the instance is invalid with one error,
+  ``$: is nested too deeply to validate (...)``, never a ``RecursionError``. Schemas and
+  type hints nested too deeply to compile raise ``SchemaError``.
 """
 
 from __future__ import annotations

@@ -12,9 +12,11 @@ import json
 import threading
 from typing import Any, Callable, Optional
 
+from ..errors import SchemaError
 from ._compiler import Compiler
 from ._draft7 import tables
 from ._errors import ErrorDetail, ValidationError
+from ._json import too_deep
 from ._registry import DRAFT_7, DRAFT_2020, Registry, dialect_of
 
 __all__ = ["Validator", "compile", "validate", "is_valid"]
@@ -35,8 +37,10 @@ def _check_draft(draft: Optional[str]) -> Optional[str]:
 class Validator:
     """A schema compiled once, for validating many instances.
 
-    ``is_valid(instance)`` is the compiled fast path itself (no wrapper call in between);
-    ``validate(instance)`` raises ``ValidationError`` listing every problem.
+    ``is_valid(instance)`` is the compiled fast path itself (no wrapper call in between),
+    unless the schema is recursive: then a wrapper turns a ``RecursionError`` on an
+    over-deep instance into ``False``. ``validate(instance)`` raises ``ValidationError``
+    listing every problem.
     """
 
     is_valid: Callable[[Any], bool]
@@ -52,26 +56,49 @@ class Validator:
         self.draft: str = draft
         self.format_checker = bool(format_checker)
         registry = Registry()
-        root = registry.add(schema, draft)
-        self._root = Compiler(registry, tables(), self.format_checker).root(root)
-        self.is_valid = self._root.ok
+        try:
+            root = registry.add(schema, draft)
+            compiler = Compiler(registry, tables(), self.format_checker)
+            self._root = compiler.root(root)
+        except RecursionError:
+            reason = f"it {too_deep(schema, 'compile')}"
+            raise SchemaError(f"invalid schema at #: {reason}", reason=reason) from None
+        # Only a schema that follows the instance down without bound (a recursive $ref, or
+        # uniqueItems comparing whole items) can exhaust the stack on a deep instance; the
+        # others keep the compiled fast path itself, with no wrapper call in between.
+        self.is_valid = _guarded(self._root.ok) if compiler.unbounded else self._root.ok
 
     def errors(self, instance: Any) -> list[ErrorDetail]:
         """Every problem with ``instance`` (empty when it is valid)."""
-        if self._root.ok(instance):
-            return []
         found: list[ErrorDetail] = []
-        self._root.errs(instance, (), found)
+        try:
+            if self._root.ok(instance):
+                return []
+            self._root.errs(instance, (), found)
+        except RecursionError:
+            return [ErrorDetail([], too_deep(instance), "depth")]
         return found or [ErrorDetail([], "instance does not match the schema")]
 
     def validate(self, instance: Any) -> None:
         """Raise ``ValidationError`` (with every problem) unless ``instance`` is valid."""
-        if not self._root.ok(instance):
+        if not self.is_valid(instance):
             raise ValidationError(self.errors(instance))
 
     def __repr__(self) -> str:
         text = json.dumps(self.schema, default=repr)[:60]
         return f"Validator(draft={self.draft!r}, schema={text})"
+
+
+def _guarded(ok: Callable[[Any], bool]) -> Callable[[Any], bool]:
+    """``ok``, with an instance too deep for the stack counted as invalid (``errors`` says so)."""
+
+    def is_valid(instance: Any) -> bool:
+        try:
+            return ok(instance)
+        except RecursionError:
+            return False
+
+    return is_valid
 
 
 def compile(schema: Any, draft: Optional[str] = None, *, format_checker: bool = False) -> Validator:
@@ -94,7 +121,7 @@ def compile(schema: Any, draft: Optional[str] = None, *, format_checker: bool = 
         return hit[1]
     try:
         text: Optional[str] = json.dumps(schema, sort_keys=True, allow_nan=False)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):
         text = None  # not plain JSON: cache by identity only
     validator = _by_text.get((text, draft, flag)) if text is not None else None
     if validator is None:

@@ -7,6 +7,7 @@ property name or item index.
 
 from __future__ import annotations
 
+import sys
 from itertools import islice
 from typing import Any, Callable, Optional
 
@@ -24,13 +25,17 @@ Search = Callable[[str], Any]
 PartErrs = Callable[[Any, Any, Path, "list[ErrorDetail]"], None]
 
 
-def pattern_searches(env: Env, patterns: Any) -> list[Search]:
+def pattern_searches(env: Env, patterns: Any) -> tuple[int, list[Search], list[Search]]:
+    """``(cap, fast, safe)`` for ``patternProperties``: ``fast`` are ``re``'s own searches,
+    exact and quick on names up to ``cap`` characters; ``safe`` the bounded ones, for any."""
     if not isinstance(patterns, dict):
-        return []
+        return sys.maxsize, [], []
     try:
-        return [compile_pattern(p).search for p in patterns]
+        compiled = [compile_pattern(p) for p in patterns]
     except RegexError as exc:
         raise env.error(str(exc), "patternProperties") from None
+    cap = min((c.limit for c in compiled), default=sys.maxsize)
+    return cap, [c.raw for c in compiled], [c.search for c in compiled]
 
 
 def part_errors(node: Node, keyword: str, unexpected: Callable[[Any], str]) -> PartErrs:
@@ -78,12 +83,13 @@ def kw_properties(env: Env, value: Any) -> Optional[Check]:
 
 def kw_pattern_properties(env: Env, value: Any) -> Check:
     nodes = schema_map(env, value, "patternProperties")
-    searches = pattern_searches(env, value)
-    rules = tuple(zip(searches, (n.call_ok() for n in nodes.values())))
+    cap, fast, searches = pattern_searches(env, value)
+    oks = [n.call_ok() for n in nodes.values()]
+    fast_rules, safe_rules = tuple(zip(fast, oks)), tuple(zip(searches, oks))
 
     def ok(x: Any) -> bool:
         for k, v in x.items():
-            for search, f in rules:
+            for search, f in fast_rules if len(k) <= cap else safe_rules:
                 if search(k) and not f(v):
                     return False
         return True
@@ -109,12 +115,12 @@ def _allowed_names(known: Any, patterns: Any) -> str:
 def kw_additional_properties(env: Env, value: Any) -> Check:
     props = env.schema.get("properties")
     known = frozenset(props) if isinstance(props, dict) else frozenset()
-    searches = tuple(pattern_searches(env, env.schema.get("patternProperties")))
+    cap, fast, searches = pattern_searches(env, env.schema.get("patternProperties"))
     node = env.sub(value, "additionalProperties")
     f = node.call_ok()
 
     def extra(k: str) -> bool:
-        return k not in known and not any(s(k) for s in searches)
+        return k not in known and not any(s(k) for s in (fast if len(k) <= cap else searches))
 
     if node.is_false and not searches:
         ok: Callable[[Any], bool] = known.issuperset

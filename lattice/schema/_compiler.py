@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from typing import Any, Callable, Optional, Union
 
 from ..errors import SchemaError
-from ._errors import ErrorDetail, PathItem
+from ._errors import ErrorDetail, PathItem, schema_error
 from ._json import JSON_TYPES, KIND_TYPES, OBJECT, canonical_type, short_json
 from ._registry import Loc, Registry
 
@@ -178,7 +178,7 @@ class Env:
         return self.node.where + tail
 
     def error(self, message: str, *segments: Union[str, int]) -> SchemaError:
-        return SchemaError(f"invalid schema at {self.location(*segments)}: {message}")
+        return self.compiler.error(self.location(*segments), message)
 
     def sub(self, value: Any, *segments: Union[str, int]) -> Node:
         """Compile a subschema found at ``segments`` below this schema."""
@@ -218,6 +218,13 @@ class Compiler:
         self.format_checker = format_checker
         self._cache: dict[tuple[int, str, str, tuple[Any, ...]], Node] = {}
         self._stack: list[tuple[Node, bool]] = []  # nodes being compiled, and how reached
+        # Whether validation may recurse as deep as the instance goes (a reference cycle,
+        # or a keyword that walks whole values): then the validator guards its stack.
+        self.unbounded = False
+
+    def error(self, where: str, reason: str) -> SchemaError:
+        """``invalid schema at <where>: <reason>``, with ``.path`` and ``.reason`` set."""
+        return schema_error(where, reason, self.registry.resources)
 
     def root(self, loc: Loc) -> Node:
         return self.node(loc, DynScope({}), "#")
@@ -228,8 +235,10 @@ class Compiler:
         key = (id(loc.schema), loc.base, loc.draft, dyn.key)
         node = self._cache.get(key)
         if node is not None:
-            if not node.done and in_place:
-                self._check_cycle(node, where)
+            if not node.done:
+                self.unbounded = True
+                if in_place:
+                    self._check_cycle(node, where)
             return node
         node = self._cache[key] = Node(self, loc, dyn, where)
         self._stack.append((node, in_place))
@@ -245,10 +254,8 @@ class Compiler:
         for frame, edge_in_place in reversed(self._stack):
             if frame is target:
                 here = self._stack[-1][0].where if self._stack else where
-                raise SchemaError(
-                    f"invalid schema at {here}: it leads back to {target.where} without "
-                    "descending into the instance, so validation would never end"
-                )
+                raise self.error(here, f"it leads back to {target.where} without descending "
+                                 "into the instance, so validation would never end")
             if not edge_in_place:
                 return
 
@@ -262,9 +269,8 @@ class Compiler:
             node.ok = build_ok(checks)
             node.errs = build_errs(checks)
         else:
-            raise SchemaError(
-                f"invalid schema at {where}: a schema must be an object or a boolean, "
-                f"got {short_json(schema)}"
+            raise self.error(
+                where, f"a schema must be an object or a boolean, got {short_json(schema)}"
             )
         node.done = True
 

@@ -8,12 +8,13 @@ wrong in plain words, quoting the offending value.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
-from typing import Union
+from collections.abc import Mapping, Sequence
+from typing import Any, Union
 
-from ..errors import LatticeError
+from ..errors import LatticeError, SchemaError
+from ._uri import pointer_segments
 
-__all__ = ["ErrorDetail", "ValidationError", "format_path"]
+__all__ = ["ErrorDetail", "ValidationError", "format_path", "relocate", "schema_error"]
 
 PathItem = Union[str, int]
 _IDENTIFIER = re.compile(r"^[A-Za-z_$][A-Za-z0-9_$]*$")
@@ -74,3 +75,29 @@ class ValidationError(LatticeError, ValueError):
     def message(self) -> str:
         """All problems, one ``path: message`` per line (same as ``str()``)."""
         return str(self)
+
+
+def schema_error(where: str, reason: str, documents: Mapping[str, Any]) -> SchemaError:
+    """``invalid schema at <where>: <reason>``; ``.path`` is the JSON pointer in ``where``,
+    with indices as ints where ``documents[<where's URI>]`` has an array."""
+    uri, _, fragment = where.partition("#")  # built by the compiler, not percent-encoded
+    node = documents.get(uri)
+    path: list[PathItem] = []
+    for segment in pointer_segments(fragment) if fragment.startswith("/") else ():
+        if isinstance(node, list) and segment.isdigit():
+            path.append(int(segment))
+            node = node[int(segment)] if int(segment) < len(node) else None
+        else:
+            path.append(segment)
+            node = node.get(segment) if isinstance(node, dict) else None
+    return SchemaError(f"invalid schema at {where}: {reason}", path=path, reason=reason)
+
+
+def relocate(error: SchemaError, prefix: Sequence[PathItem], name: str = "schema") -> SchemaError:
+    """``error`` as seen from the subschema at ``prefix`` (e.g. a wrapper's path taken off):
+    ``invalid <name> at #/rest: <reason>``. An error outside ``prefix`` keeps its path."""
+    inside = list(error.path[: len(prefix)]) == list(prefix)
+    path = error.path[len(prefix):] if inside else error.path
+    pointer = "".join(f"/{str(p).replace('~', '~0').replace('/', '~1')}" for p in path)
+    return SchemaError(f"invalid {name} at #{pointer}: {error.reason}", path=path,
+                       reason=error.reason)

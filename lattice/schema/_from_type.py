@@ -20,6 +20,7 @@ from typing import Any, Callable, Optional, Union
 
 from ..errors import SchemaError
 from ._docstrings import parse_docstring
+from ._hints import class_hints, function_namespace
 
 __all__ = ["schema_from_type", "schema_from_function"]
 
@@ -169,7 +170,9 @@ class _Builder:
                     raise SchemaError(f"{where}: enum value {value!r} is not JSON")
             return _with_doc(_enum_schema(values), tp)
         try:
-            hints = typing.get_type_hints(tp, include_extras=True)
+            hints = class_hints(tp)
+        except RecursionError:
+            raise
         except Exception as exc:  # NameError for unresolvable forward references, mostly
             message = f"{where}: cannot resolve the type hints of {tp.__name__}: {exc}"
             raise SchemaError(message) from None
@@ -239,7 +242,19 @@ def _literal(args: tuple[Any, ...], where: str) -> dict[str, Any]:
     return _enum_schema(values)
 
 
+def _too_deep(what: str) -> SchemaError:
+    return SchemaError(f"{what}: the type is nested too deeply to turn into a schema "
+                       "(Python's recursion limit was reached)")
+
+
 def schema_from_type(tp: Any) -> dict[str, Any]:
+    try:
+        return _type_schema(tp)
+    except RecursionError:
+        raise _too_deep("type") from None
+
+
+def _type_schema(tp: Any) -> dict[str, Any]:
     builder = _Builder()
     schema = builder.build(tp, "type")
     ref = schema.get("$ref", "")
@@ -273,9 +288,11 @@ def _parameter_hints(fn: Callable[..., Any]) -> dict[str, Any]:
     """Resolved annotations; unresolvable ones stay strings (``skip`` may still match them)."""
     try:
         return typing.get_type_hints(fn, include_extras=True)
+    except RecursionError:
+        raise
     except Exception:  # a NameError from one annotation: resolve them one by one
         hints: dict[str, Any] = {}
-        namespace = getattr(inspect.unwrap(fn), "__globals__", {})
+        namespace = function_namespace(inspect.unwrap(fn))
         for name, ann in getattr(fn, "__annotations__", {}).items():
             try:
                 # The same evaluation get_type_hints does, one annotation at a time.
@@ -288,7 +305,13 @@ def _parameter_hints(fn: Callable[..., Any]) -> dict[str, Any]:
 def schema_from_function(
     fn: Callable[..., Any], *, skip: Optional[Callable[[Any], bool]] = None
 ) -> dict[str, Any]:
-    skip = skip or _is_tool_context
+    try:
+        return _function_schema(fn, skip or _is_tool_context)
+    except RecursionError:
+        raise _too_deep(f"function {getattr(fn, '__qualname__', fn)!r}") from None
+
+
+def _function_schema(fn: Callable[..., Any], skip: Callable[[Any], bool]) -> dict[str, Any]:
     hints = _parameter_hints(fn)
     _, docs = parse_docstring(inspect.getdoc(fn))
     builder = _Builder()

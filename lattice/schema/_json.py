@@ -24,7 +24,13 @@ __all__ = [
     "freeze",
     "describe",
     "short_json",
+    "MAX_DEPTH",
+    "nesting_depth",
+    "too_deep",
 ]
+
+# How deep a depth report looks (``nesting_depth``); see ``too_deep``.
+MAX_DEPTH = 500
 
 # Instance kinds a keyword can apply to; ``None`` means "any instance".
 OBJECT = "object"
@@ -123,7 +129,9 @@ def short_json(value: Any, limit: int = 60) -> str:
     try:
         text = json.dumps(value, ensure_ascii=False, separators=(", ", ": "), default=repr)
     except (TypeError, ValueError):
-        text = repr(value)
+        text = _repr(value)
+    except RecursionError:
+        text = f"{'[' if isinstance(value, list) else '{'}... (nested too deeply to show)"
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
@@ -135,3 +143,35 @@ def describe(value: Any) -> str:
     if name == "null":
         return "null"
     return f"{name} {short_json(value, 40)}"
+
+
+def _repr(value: Any) -> str:
+    try:
+        return repr(value)
+    except RecursionError:
+        return f"<{type(value).__name__} nested too deeply to show>"
+
+
+def nesting_depth(value: Any, limit: int = MAX_DEPTH) -> int:
+    """How many arrays/objects deep ``value`` goes (a scalar is 0), counting no further than
+    ``limit + 1``; iterative, so any depth is safe to measure."""
+    deepest = 0
+    stack = [(value, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, (dict, list, tuple)):
+            depth += 1
+            if depth > limit:
+                return depth
+            deepest = max(deepest, depth)
+            children = node.values() if isinstance(node, dict) else node
+            stack.extend((child, depth) for child in children)
+    return deepest
+
+
+def too_deep(value: Any, what: str = "validate") -> str:
+    """The message for a value nested deeper than the stack lets us follow."""
+    depth = nesting_depth(value)
+    levels = f"more than {MAX_DEPTH}" if depth > MAX_DEPTH else str(depth)
+    return (f"is nested too deeply to {what} ({levels} levels of arrays and objects; "
+            "Python's recursion limit was reached)")

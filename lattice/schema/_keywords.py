@@ -268,6 +268,7 @@ def kw_unique_items(env: Env, value: Any) -> Optional[Check]:
         raise env.error(f"expected true or false, got {short_json(value)}", "uniqueItems")
     if not value:
         return None
+    env.compiler.unbounded = True  # items are compared whole, however deep they go
 
     def message(x: Any) -> str:
         for i, a in enumerate(x):

@@ -268,7 +268,7 @@ class Pattern:
     refused: reported as not matching, and ``refuses(text)`` is true.
     """
 
-    __slots__ = ("source", "limit", "search", "exact")
+    __slots__ = ("source", "limit", "search", "raw", "exact")
 
     def __init__(self, source: str, compiled: re.Pattern[str]) -> None:
         from ._regex_guard import Unsupported, build_dfa, length_limit, parse
@@ -282,6 +282,7 @@ class Pattern:
             dfa = None
         self.exact = dfa is not None  # every string gets a true answer
         self.search: Callable[[str], bool] = _bounded(compiled.search, self.limit, dfa)
+        self.raw = compiled.search  # only for strings of at most ``limit`` characters
 
     def refuses(self, text: str) -> bool:
         """Whether ``text`` is too long to be checked against this pattern at all."""

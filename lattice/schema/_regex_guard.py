@@ -27,7 +27,8 @@ __all__ = ["BUDGET", "length_limit", "build_dfa", "Unsupported"]
 BUDGET = 2_000_000  # backtracking paths allowed to ``re`` (a few tens of ms at worst)
 _NO_LIMIT = sys.maxsize
 _MAX_STATES = 20_000  # NFA size bound (large counted repeats unroll)
-_MAX_CACHE = 50_000  # cached DFA transitions before the cache starts over
+_MAX_CACHE = 20_000  # cached DFA transitions before the cache starts over
+_MAX_CACHED_NFA_STATES = 500_000  # NFA states in cached DFA states, likewise
 _WORD = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 _CATEGORIES: dict[str, Callable[[str], bool]] = {
     "CATEGORY_DIGIT": lambda c: "0" <= c <= "9",
@@ -224,6 +225,8 @@ class _DFA:
         self.start = start
         self.begin: Key = (frozenset((start,)), True, False)
         self.cache: dict[tuple[Key, str], Optional[Key]] = {}
+        self.keys: dict[Key, Key] = {}
+        self.size = 0  # NFA states held by the cached DFA states
 
     def _closure(self, key: Key, nxt: Optional[str]) -> Optional[list[int]]:
         """The consuming states reachable without input, or ``None`` when MATCH is."""
@@ -255,9 +258,14 @@ class _DFA:
             test, outs = self.nfa.test, self.nfa.outs
             succ = {outs[s][0] for s in chars if test[s](ch)}
             succ.add(self.start)  # search: a match may start at every position
-            target = (frozenset(succ), False, ch in _WORD)
-        if len(self.cache) >= _MAX_CACHE:
-            self.cache.clear()
+            fresh = (frozenset(succ), False, ch in _WORD)
+            target = self.keys.setdefault(fresh, fresh)  # equal states share one object
+            if target is fresh:
+                self.size += len(succ)
+        if len(self.cache) >= _MAX_CACHE or self.size > _MAX_CACHED_NFA_STATES:
+            self.cache.clear()  # memory stays bounded; time stays linear without the cache
+            self.keys.clear()
+            self.size = 0
         self.cache[(key, ch)] = target
         return target
 
