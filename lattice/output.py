@@ -41,7 +41,13 @@ class OutputSchema:
         self.json_schema = ({"type": "object", "properties": {_WRAP_KEY: json_schema},
                              "required": [_WRAP_KEY], "additionalProperties": False}
                             if self.wrapped else json_schema)
-        self.validator = schema.compile(self.json_schema)  # SchemaError for a broken schema
+        try:
+            self.validator = schema.compile(self.json_schema)
+        except schema.SchemaError as exc:  # name the user's schema, not our wrapper
+            from .schema._errors import relocate
+
+            prefix = ["properties", _WRAP_KEY] if self.wrapped else []
+            raise relocate(exc, prefix, "output_schema") from None
         self.parse = parse
         self.description = description
 

@@ -171,3 +171,15 @@ def test_output_schema_object_passthrough():
     _, client, result = run(schema, [reply(submit({"b": 1, "a": 2}))])
     assert result.structured_result == ["a", "b"]
     assert client.requests[0].tools[0]["description"] == "Custom."
+
+
+def test_an_invalid_output_schema_names_its_own_path_not_the_wrapper():
+    import pytest
+
+    from lattice import Agent, SchemaError
+    from lattice.testing import ScriptedModelClient
+
+    with pytest.raises(SchemaError, match=r"invalid output_schema at #/items/type") as info:
+        Agent(model="m", model_client=ScriptedModelClient([]),
+              output_schema={"type": "array", "items": {"type": "nope"}})
+    assert "value" not in str(info.value)
