@@ -38,9 +38,7 @@ class OutputSchema:
         if not isinstance(json_schema, dict):
             raise ValueError(f"output_schema must give a JSON Schema dict, got {json_schema!r}")
         self.wrapped = json_schema.get("type") != "object"
-        self.json_schema = ({"type": "object", "properties": {_WRAP_KEY: json_schema},
-                             "required": [_WRAP_KEY], "additionalProperties": False}
-                            if self.wrapped else json_schema)
+        self.json_schema = _wrap(json_schema) if self.wrapped else json_schema
         try:
             self.validator = schema.compile(self.json_schema)
         except schema.SchemaError as exc:  # name the user's schema, not our wrapper
@@ -87,6 +85,18 @@ class OutputSchema:
         except Exception as exc:
             return False, (f"Invalid output, fix this and submit again:\n"
                            f"{type(exc).__name__}: {exc}")
+
+
+def _wrap(json_schema: Dict[str, Any]) -> Dict[str, Any]:
+    """A tool's input must be an object: ``{"value": schema}``. Keywords that belong at the
+    root (``$schema``, ``$defs``, ``definitions``) stay there, so ``#/$defs/...`` still
+    resolves."""
+    root_keys = ("$schema", "$defs", "definitions")
+    inner = {k: v for k, v in json_schema.items() if k not in root_keys}
+    wrapper: Dict[str, Any] = {k: json_schema[k] for k in root_keys if k in json_schema}
+    wrapper.update({"type": "object", "properties": {_WRAP_KEY: inner},
+                    "required": [_WRAP_KEY], "additionalProperties": False})
+    return wrapper
 
 
 def _is_typeddict(tp: Any) -> bool:

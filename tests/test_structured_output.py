@@ -183,3 +183,19 @@ def test_an_invalid_output_schema_names_its_own_path_not_the_wrapper():
         Agent(model="m", model_client=ScriptedModelClient([]),
               output_schema={"type": "array", "items": {"type": "nope"}})
     assert "value" not in str(info.value)
+
+
+def test_a_wrapped_schema_keeps_its_defs_at_the_root():
+    from conftest import reply, tool_use
+
+    from lattice import Agent
+    from lattice.testing import ScriptedModelClient
+
+    schema = {"$defs": {"item": {"type": "integer"}}, "type": "array",
+              "items": {"$ref": "#/$defs/item"}}
+    agent = Agent(model="m", model_client=ScriptedModelClient(
+        [reply(tool_use("submit_output", {"value": ["x"]}, id="1")),
+         reply(tool_use("submit_output", {"value": [1, 2]}, id="2"))]), output_schema=schema)
+    result = agent.prompt("go")
+    assert result.structured_result == [1, 2]
+    assert "Invalid output" in agent.get_history()[2]["content"][0]["content"]

@@ -8,11 +8,12 @@ what comes back. JSON shapes live in ``wire.py``, SSE in ``sse.py``, error bodie
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from .._version import __version__
 from ..errors import APIStatusError, AuthenticationError
 from .base import ModelRequest, ReplyDict
+from .client import HTTPModelClient
 from .http import EventCallback, Transport
 from .options import (
     check_client_options,
@@ -63,7 +64,7 @@ class MessagesCodec:
         return error
 
 
-class AnthropicClient:
+class AnthropicClient(HTTPModelClient):
     """Calls ``POST {base_url}/v1/messages``; a ``ModelClient`` for ``lattice.Agent``.
 
     One client (and its pooled ``requests.Session``) may be shared by any number of
@@ -113,43 +114,8 @@ class AnthropicClient:
             retry_policy=retry_policy or RetryPolicy(max_retries=max_retries),
             timeout_ms=timeout_ms)
 
-    @property
-    def retry_policy(self) -> RetryPolicy:
-        return self._transport.retry_policy
-
-    @property
-    def timeout_ms(self) -> Optional[float]:
-        return self._transport.timeout_ms
-
-    @property
-    def _session(self) -> Optional[requests.Session]:
-        return self._transport.session
-
-    def _get_session(self) -> requests.Session:
-        return self._transport.get_session()
-
-    def __repr__(self) -> str:
-        return (
-            f"AnthropicClient(base_url={self.base_url!r}, stream={self.stream}, "
-            f"max_retries={self.retry_policy.max_retries}, timeout_ms={self.timeout_ms!r})"
-        )
-
-    def close(self) -> None:
-        """Close the client's own session (a session given by the user is left open)."""
-        self._transport.close()
-
-    def __enter__(self) -> AnthropicClient:
-        return self
-
-    def __exit__(self, *exc_info: Any) -> None:
-        self.close()
-
-    def create(self, request: ModelRequest) -> ReplyDict:
-        """Send one Messages API request; return the assistant dict (nothing partial)."""
-        request.signal.throw_if_aborted()
-        headers, secrets = self._headers()
-        body, streaming = request_body(request, stream=self.stream)
-        return self._transport.send(request, body, headers, secrets, streaming)
+    def _body(self, request: ModelRequest) -> Tuple[bytes, bool]:
+        return request_body(request, stream=self.stream)
 
     def _headers(self) -> Tuple[Dict[str, str], List[str]]:
         key, token = self._api_key, self._auth_token

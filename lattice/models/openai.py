@@ -16,6 +16,7 @@ from ..errors import APIConnectionError, APIStatusError
 from .base import ModelRequest, ReplyDict
 from .chat_stream import parse_chat_stream
 from .chat_wire import chat_body, reply_from_completion
+from .client import HTTPModelClient
 from .http import EventCallback, Transport
 from .options import (
     check_client_options,
@@ -71,7 +72,7 @@ class ChatCodec:
         return error
 
 
-class OpenAIChatClient:
+class OpenAIChatClient(HTTPModelClient):
     """Calls ``POST {base_url}/chat/completions``; a ``ModelClient`` for ``lattice.Agent``.
 
     One client (and its pooled ``requests.Session``) may be shared by any number of
@@ -130,40 +131,9 @@ class OpenAIChatClient:
             session=session, retry_policy=retry_policy or RetryPolicy(max_retries=max_retries),
             timeout_ms=timeout_ms)
 
-    @property
-    def retry_policy(self) -> RetryPolicy:
-        return self._transport.retry_policy
-
-    @property
-    def timeout_ms(self) -> Optional[float]:
-        return self._transport.timeout_ms
-
-    def _get_session(self) -> requests.Session:
-        return self._transport.get_session()
-
-    def __repr__(self) -> str:
-        return (
-            f"OpenAIChatClient(base_url={self.base_url!r}, stream={self.stream}, "
-            f"max_retries={self.retry_policy.max_retries}, timeout_ms={self.timeout_ms!r})"
-        )
-
-    def close(self) -> None:
-        """Close the client's own session (a session given by the user is left open)."""
-        self._transport.close()
-
-    def __enter__(self) -> OpenAIChatClient:
-        return self
-
-    def __exit__(self, *exc_info: Any) -> None:
-        self.close()
-
-    def create(self, request: ModelRequest) -> ReplyDict:
-        """Send one Chat Completions request; return the assistant dict (nothing partial)."""
-        request.signal.throw_if_aborted()
-        headers, secrets = self._headers()
-        body, streaming = chat_body(request, stream=self.stream,
-                                    max_tokens_field=self.max_tokens_field)
-        return self._transport.send(request, body, headers, secrets, streaming)
+    def _body(self, request: ModelRequest) -> Tuple[bytes, bool]:
+        return chat_body(request, stream=self.stream,
+                         max_tokens_field=self.max_tokens_field)
 
     def _headers(self) -> Tuple[Dict[str, str], List[str]]:
         key = self._api_key or secret_from_env("OPENAI_API_KEY")
