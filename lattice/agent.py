@@ -30,6 +30,7 @@ from .settings import (
     positive_int,
 )
 from .tools import flatten_tools
+from .usage import Usage
 
 __all__ = ["Agent", "create_agent"]
 
@@ -182,7 +183,7 @@ class Agent:
             with self._load_lock:
                 self._loaded = True
             self._history.replace(copy.deepcopy(messages))
-            self._history.last_prompt_tokens = 0
+            self._history.last_usage = Usage()
         finally:
             self._guard.release()
 

@@ -35,6 +35,8 @@ __all__ = [
     "rebuild",
 ]
 
+from .usage import USAGE_FIELDS, Usage
+
 Message = Dict[str, Any]
 
 DEFAULT_COMPACTION_PROMPT = """\
@@ -142,24 +144,15 @@ def resolve_auto_compact(value: object) -> Optional[AutoCompact]:
 
 # --- the trigger --------------------------------------------------------------------
 
-_PROMPT_FIELDS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
-
-
 def prompt_size(usage: object) -> int:
     """Tokens the model read for one response: fresh input plus both cache fields.
 
     ``usage`` is a usage dict or any object with those attributes (e.g. ``Usage``);
     missing or None fields count as 0, and so does ``usage=None``.
     """
-    total = 0
-    for name in _PROMPT_FIELDS:
-        if isinstance(usage, Mapping):
-            count = usage.get(name)
-        else:
-            count = getattr(usage, name, None)
-        if isinstance(count, int) and not isinstance(count, bool):
-            total += count
-    return total
+    if not isinstance(usage, Mapping):
+        usage = {name: getattr(usage, name, None) for name in USAGE_FIELDS}
+    return Usage.from_dict(usage).prompt_tokens
 
 
 def should_compact(settings: Optional[AutoCompact], usage: object) -> bool:

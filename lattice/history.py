@@ -11,7 +11,7 @@ Memory is the truth; the store follows it. Rules (SPEC 10a), the same for every 
   finishes after its query ended leaves the store one step ahead of memory; the history
   is then ``diverged`` and the next store operation rewrites the store from memory.
 
-``wire`` holds one ``{"role", "content"}`` dict per entry, made once when the entry is
+``sendable`` holds one ``{"role", "content"}`` dict per entry, made once when the entry is
 written, so building a request copies a list of references.
 """
 
@@ -23,7 +23,8 @@ import threading
 from typing import Any, Dict, List, Optional
 
 from .errors import HistoryStoreError
-from .messages import wire
+from .messages import sendable
+from .usage import Usage
 
 __all__ = ["History"]
 
@@ -36,21 +37,21 @@ class History:
 
     def __init__(self, store: Any = None) -> None:
         self.messages: List[Message] = []
-        self.wire: List[Message] = []
+        self.sendable: List[Message] = []
         self.store = store
         self.io = threading.Lock()
         self.diverged = False
-        self.last_prompt_tokens = 0  # of the last reply: what compaction looks at
+        self.last_usage = Usage()  # of the last reply: what compaction looks at
         self.version: Any = None  # the store's version after this Agent's last read/write
 
     # -- memory (callers that race hold the query's lock) --------------------------------
     def keep(self, message: Message) -> None:
         self.messages.append(message)
-        self.wire.append(wire(message))
+        self.sendable.append(sendable(message))
 
     def keep_all(self, messages: List[Message]) -> None:
         self.messages = list(messages)
-        self.wire = [wire(m) for m in self.messages]
+        self.sendable = [sendable(m) for m in self.messages]
 
     def snapshot(self) -> List[Message]:
         return copy.deepcopy(self.messages)

@@ -150,7 +150,7 @@ class Loop:
             emit = self.run.emit
             on_event = lambda event: emit(StreamEvent(event))  # noqa: E731
         request = ModelRequest(
-            model=s.model, messages=list(self.history.wire) if messages is None else messages,
+            model=s.model, messages=list(self.history.sendable) if messages is None else messages,
             system=None if summary else s.system,
             tools=[] if summary else list(s.tool_definitions), max_tokens=s.max_tokens,
             timeout_ms=s.request_timeout_ms, on_event=on_event, extra=dict(s.extra))
@@ -210,7 +210,7 @@ class Loop:
         self.last_reply = reply
         usage = Usage.from_dict(reply.get("usage"))
         self.usage += usage
-        self.history.last_prompt_tokens = usage.prompt_tokens
+        self.history.last_usage = usage
         return reply
 
     # -- endings -----------------------------------------------------------------------------
@@ -335,8 +335,7 @@ class Loop:
     # -- compaction --------------------------------------------------------------------------
     def maybe_compact(self) -> bool:
         policy = self.settings.auto_compact
-        if not compaction.should_compact(policy, {"input_tokens":
-                                                  self.history.last_prompt_tokens}):
+        if not compaction.should_compact(policy, self.history.last_usage):
             return False
         assert policy is not None
         try:
@@ -345,7 +344,7 @@ class Loop:
             raise  # fail_on_error: the history stays uncompacted and the error propagates
         except Exception:
             log.warning("compaction failed; continuing without it", exc_info=True)
-            self.history.last_prompt_tokens = 0  # try again after the next reply
+            self.history.last_usage = Usage()  # try again after the next reply
             return False
 
     def compact(self, policy: compaction.AutoCompact) -> bool:
@@ -364,7 +363,7 @@ class Loop:
 
         def keep() -> None:
             self.history.keep_all(rebuilt)
-            self.history.last_prompt_tokens = 0
+            self.history.last_usage = Usage()
 
         self.run.commit(partial(self.history.save, "replace", rebuilt), keep,
                         SystemMessage("compaction", cut, usage) if self.run.lockstep else None)

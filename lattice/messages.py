@@ -2,7 +2,7 @@
 
 History entries are plain JSON-ready dicts (``{"role", "content", ...}``); the classes here
 wrap them for the caller with shortcuts. Assistant entries may carry SDK keys (``model``,
-``provider_response_id``, ``stop_reason``, ``usage``) that ``wire()`` strips before a request.
+``provider_response_id``, ``stop_reason``, ``usage``) that ``sendable()`` strips before a request.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ __all__ = [
     "SDKMessage",
     "text_of",
     "tool_uses_of",
-    "wire",
+    "sendable",
     "normalize_reply",
     "too_deep",
     "copy_json",
@@ -51,7 +51,7 @@ def tool_uses_of(content: Any) -> List[Dict[str, Any]]:
     return [b for b in content if isinstance(b, dict) and b.get("type") == "tool_use"]
 
 
-def wire(message: Message) -> Message:
+def sendable(message: Message) -> Message:
     """The provider-ready form of a history entry: only ``role`` and ``content``."""
     return {"role": message["role"], "content": message["content"]}
 

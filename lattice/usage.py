@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Dict, Mapping, Optional
 
-__all__ = ["Usage"]
+__all__ = ["Usage", "USAGE_FIELDS"]
 
-_FIELDS = ("input_tokens", "output_tokens", "cache_creation_input_tokens",
-           "cache_read_input_tokens")
+USAGE_FIELDS = ("input_tokens", "output_tokens", "cache_creation_input_tokens",
+                "cache_read_input_tokens")
 
 
 def _count(value: Any) -> int:
@@ -49,4 +49,4 @@ class Usage:
                      self.cache_read_input_tokens + other.cache_read_input_tokens)
 
     def to_dict(self) -> Dict[str, int]:
-        return {name: getattr(self, name) for name in _FIELDS}
+        return {name: getattr(self, name) for name in USAGE_FIELDS}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from lattice import AnthropicClient, Agent, OpenAIChatClient
+from lattice import Agent, AnthropicClient, OpenAIChatClient
 from lattice.testing import MockMessagesServer
 
 SCHEMA = {"type": "object", "properties": {"city": {"type": "string"},

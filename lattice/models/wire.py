@@ -14,6 +14,7 @@ import json
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from ..errors import APIConnectionError, APIStatusError, error_class_for_type
+from ..usage import USAGE_FIELDS
 from .base import ModelRequest
 from .status import error_from_response, load_json, redact
 
@@ -28,12 +29,6 @@ __all__ = [
     "message_events",
 ]
 
-USAGE_FIELDS = (
-    "input_tokens",
-    "output_tokens",
-    "cache_creation_input_tokens",
-    "cache_read_input_tokens",
-)
 
 def request_body(request: ModelRequest, *, stream: bool) -> Tuple[bytes, bool]:
     """The JSON body for ``request`` and whether it asks for a stream.
