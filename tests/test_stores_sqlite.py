@@ -8,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 
 import pytest
 
@@ -269,4 +270,25 @@ def test_replace_racing_an_appender(tmp_path):
     assert loaded[0] == {"role": "user", "content": "summary", "summary": 19}
     tail = [m["i"] for m in loaded[1:]]
     assert tail and tail == list(range(tail[0], appended[-1] + 1))
+    store.close()
+
+
+def test_a_lease_held_past_its_ttl_is_renewed_and_a_dead_one_expires(tmp_path, monkeypatch):
+    import lattice.stores.sqlite_lease as lease
+
+    monkeypatch.setattr(lease, "TTL_S", 1.0)
+    monkeypatch.setattr(lease, "RENEW_S", 0.1)
+    store = SqliteHistoryStore(tmp_path / "h.db", "s")
+    with store.lock():
+        time.sleep(2.5)  # well past the TTL: only the renewals keep it
+        with pytest.raises(lattice.ConcurrentQueryError):
+            with SqliteHistoryStore(tmp_path / "h.db", "s").lock():
+                pass
+    # A holder that stops renewing (as a killed process does) loses the lease after the TTL.
+    holder = store.lock()
+    holder.__enter__()
+    lease._renewer.discard(holder)
+    started = time.monotonic()
+    with SqliteHistoryStore(tmp_path / "h.db", "s").lock(wait_s=30):
+        assert 0.5 < time.monotonic() - started < 25
     store.close()

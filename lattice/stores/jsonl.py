@@ -17,6 +17,10 @@ hold an ``flock`` on. Why each piece is the way it is:
 * ``replace`` writes a temp file in the same folder, fsyncs it, renames it over the file
   and fsyncs the folder: readers see the old history or the new one, never a mix.
 
+* ``lock()`` (one query's hold on the conversation) is a byte-range lock on byte 1 of the
+  same ``<path>.lock`` (see ``locks.py``): on Linux ``flock`` and byte-range locks never
+  conflict, so holding the session never delays an append or a load.
+
 Without ``fcntl`` (Windows) there is no lock and no cached descriptor (an open descriptor
 would make another process's rename fail there); the rename is still atomic.
 Deleting ``<path>.lock`` while processes use the store defeats the lock: leave it be.

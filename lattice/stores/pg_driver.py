@@ -31,19 +31,26 @@ _GONE_STATES = ("57P01", "57P02", "57P03")
 class Connection:
     """A DB-API connection and what the store needs to know about it."""
 
-    __slots__ = ("raw", "autocommit", "fd")
+    __slots__ = ("raw", "autocommit", "fd", "_cursor")
 
     def __init__(self, raw: Any) -> None:
         self.raw = raw
         self.autocommit = _set_autocommit(raw)
         self.fd = _socket_fd(raw)
+        self._cursor: Any = None
+
+    def cursor(self) -> Any:
+        """A cursor kept with the connection: making one per append is a measurable part of
+        an append's cost. (``load`` uses one of its own, so a big result is not kept.)"""
+        if self._cursor is None:
+            self._cursor = self.raw.cursor()
+        return self._cursor
 
     def looks_alive(self) -> bool:
         """False if the server has closed (or is closing) this idle connection."""
-        if getattr(self.raw, "closed", False) or getattr(self.raw, "broken", False):
-            return False
-        if self.fd is None:
-            return True  # cannot tell without a round trip: the first statement will
+        if self.fd is None:  # cannot look at the socket: ask the driver, else the first
+            # statement will tell
+            return not (getattr(self.raw, "closed", False) or getattr(self.raw, "broken", False))
         try:
             readable, _, _ = select.select([self.fd], [], [], 0)
         except (OSError, ValueError):
@@ -153,6 +160,18 @@ def _import_driver(driver: Optional[str]) -> Tuple[str, Any]:
     )
 
 
+# Bumped in a forked child (cheaper than comparing os.getpid(), a system call, per use).
+_forks = [0]
+
+
+def _after_fork() -> None:
+    _forks[0] += 1
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)
+
+
 class Pool:
     """Idle connections opened by one ``connect`` function."""
 
@@ -160,7 +179,7 @@ class Pool:
         self._connect = connect
         self._lock = threading.Lock()
         self._idle: List[Connection] = []
-        self._pid = os.getpid()
+        self._forks = _forks[0]
         # Connections inherited through fork share their socket with the parent: closing
         # one here would end the parent's session, so they are kept, never touched.
         self._inherited: List[Connection] = []
@@ -171,11 +190,11 @@ class Pool:
         """A connection that looks alive, and whether it was reused (idle) or is new."""
         while True:
             with self._lock:
-                if self._pid != os.getpid():
+                if self._forks != _forks[0]:  # we are a child of the process that made us
                     self._inherited.extend(self._idle)
                     self._idle.clear()
                     self.ready_tables.clear()
-                    self._pid = os.getpid()
+                    self._forks = _forks[0]
                 conn = self._idle.pop() if self._idle else None
             if conn is None:
                 return Connection(self._connect()), False
@@ -185,7 +204,7 @@ class Pool:
 
     def give_back(self, conn: Connection) -> None:
         with self._lock:
-            if self._pid == os.getpid() and len(self._idle) < _MAX_IDLE:
+            if self._forks == _forks[0] and len(self._idle) < _MAX_IDLE:
                 self._idle.append(conn)
                 return
         conn.close()

@@ -124,13 +124,8 @@ class PostgresHistoryStore:
         messages, are skipped and counted in a warning)."""
         rows = self._run(lambda cur: _fetch(cur, f"SELECT message FROM {self.table} "
                                                  "WHERE session_id = %s ORDER BY id",
-                                            (self.session_id,)), retry=True)
-        values: List[Any] = []
-        for (text,) in rows:
-            try:
-                values.append(json.loads(text))
-            except (TypeError, ValueError):
-                pass
+                                            (self.session_id,)), retry=True, own_cursor=True)
+        values = _parse_rows(rows)
         return keep_messages(values, self._where(), unit="row",
                              unreadable=len(rows) - len(values))
 
@@ -202,7 +197,8 @@ class PostgresHistoryStore:
     def _where(self) -> str:
         return f"session {self.session_id!r} of table {self.table} ({self._shown})"
 
-    def _run(self, op: Callable[[Any], T], *, retry: bool, transaction: bool = False) -> T:
+    def _run(self, op: Callable[[Any], T], *, retry: bool, transaction: bool = False,
+             own_cursor: bool = False) -> T:
         """``op(cursor)`` on a pooled connection, the table created first if needed.
 
         A connection error on a reused connection is retried once on a new one when
@@ -217,7 +213,10 @@ class PostgresHistoryStore:
             conn, reused = self._pool.borrow()
             try:
                 self._ensure_table(conn)
-                result = _in_transaction(conn, op) if transaction else _single(conn, op)
+                if transaction:
+                    result = _in_transaction(conn, op)
+                else:
+                    result = _single(conn, op, own_cursor=own_cursor)
             except Exception as exc:
                 conn.close()
                 if attempts > 0 and sqlstate(exc) == _UNDEFINED_TABLE:
@@ -270,17 +269,35 @@ def _lock_key(table: str, session_id: str) -> int:
 _DDL_KEY = _key("lattice ddl")
 
 
+def _parse_rows(rows: List[Any]) -> List[Any]:
+    """The JSON values of ``(text,)`` rows, leaving out what does not parse."""
+    loads = json.loads
+    try:
+        return [loads(text) for (text,) in rows]  # the usual case, at full speed
+    except (TypeError, ValueError):
+        pass
+    values: List[Any] = []
+    for (text,) in rows:
+        try:
+            values.append(loads(text))
+        except (TypeError, ValueError):
+            pass
+    return values
+
+
 def _fetch(cur: Any, sql: str, params: Any) -> List[Any]:
     cur.execute(sql, params)
     return list(cur.fetchall())
 
 
-def _single(conn: Connection, op: Callable[[Any], T]) -> T:
-    cur = conn.raw.cursor()
+def _single(conn: Connection, op: Callable[[Any], T], *, own_cursor: bool = False) -> T:
+    """``op(cursor)`` as one statement (committed, if the driver has no autocommit)."""
+    cur = conn.raw.cursor() if own_cursor else conn.cursor()
     try:
         result = op(cur)
     finally:
-        cur.close()
+        if own_cursor:
+            cur.close()
     if not conn.autocommit:
         conn.raw.commit()
     return result
@@ -289,17 +306,14 @@ def _single(conn: Connection, op: Callable[[Any], T]) -> T:
 def _in_transaction(conn: Connection, op: Callable[[Any], T]) -> T:
     """``op`` in one transaction. On error the caller closes the connection, which rolls
     the transaction back on the server."""
-    cur = conn.raw.cursor()
-    try:
-        if conn.autocommit:
-            cur.execute("BEGIN")
-        result = op(cur)
-        if conn.autocommit:
-            cur.execute("COMMIT")
-        else:
-            conn.raw.commit()
-    finally:
-        cur.close()
+    cur = conn.cursor()
+    if conn.autocommit:
+        cur.execute("BEGIN")
+    result = op(cur)
+    if conn.autocommit:
+        cur.execute("COMMIT")
+    else:
+        conn.raw.commit()
     return result
 
 

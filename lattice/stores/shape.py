@@ -17,17 +17,6 @@ __all__ = ["is_message", "keep_messages"]
 logger = logging.getLogger("lattice")
 
 _ROLES = ("user", "assistant")
-# Block types whose reference fields the Agent and the provider rely on.
-_REQUIRED_STR = {"tool_use": ("id", "name"), "tool_result": ("tool_use_id",)}
-
-
-def _is_block(block: Any) -> bool:
-    if not isinstance(block, dict):
-        return False
-    kind = block.get("type")
-    if not isinstance(kind, str):
-        return False
-    return all(isinstance(block.get(key), str) for key in _REQUIRED_STR.get(kind, ()))
 
 
 def is_message(value: Any) -> bool:
@@ -37,12 +26,26 @@ def is_message(value: Any) -> bool:
     str or a list of blocks: dicts with a str ``type``, a ``tool_use`` also with a str ``id``
     and ``name``, a ``tool_result`` also with a str ``tool_use_id``. Other keys are allowed.
     """
+    # Written out flat: load runs it on every stored message.
     if not isinstance(value, dict) or value.get("role") not in _ROLES:
         return False
     content = value.get("content")
     if isinstance(content, str):
         return True
-    return isinstance(content, list) and all(_is_block(block) for block in content)
+    if not isinstance(content, list):
+        return False
+    for block in content:
+        if not isinstance(block, dict):
+            return False
+        kind = block.get("type")
+        if not isinstance(kind, str):
+            return False
+        if kind == "tool_use":
+            if not (isinstance(block.get("id"), str) and isinstance(block.get("name"), str)):
+                return False
+        elif kind == "tool_result" and not isinstance(block.get("tool_use_id"), str):
+            return False
+    return True
 
 
 def keep_messages(

@@ -1,7 +1,9 @@
 """SQLite history store: many sessions in one file, used from many threads and processes.
 
 One table, ``lattice_history(session_id, seq, message)`` keyed by ``(session_id, seq)``,
-``message`` holding the JSON text. The database runs in WAL mode, so readers never wait
+``message`` holding the JSON text; beside it ``lattice_history_versions`` counts each
+session's rewrites (for ``version()``) and ``lattice_history_leases`` holds session locks
+(``sqlite_lease.py``). The database runs in WAL mode, so readers never wait
 for the writer, and every connection waits up to 30 s for a lock instead of failing.
 
 Connections are borrowed from a small pool for one operation and given back. A

@@ -1,8 +1,9 @@
 """The SQLite store's session lock: a lease row that expires unless its holder renews it.
 
 SQLite has no lock that outlives one transaction and dies with its process, so the holder
-writes ``(session_id, owner, expires_at)`` into ``lattice_history_leases`` and a daemon
-thread pushes ``expires_at`` forward every ``RENEW_S``. A holder killed with ``kill -9``
+writes ``(session_id, owner, expires_at)`` into ``lattice_history_leases`` and one daemon
+thread per process pushes the ``expires_at`` of every lease it holds forward every
+``RENEW_S``. A holder killed with ``kill -9``
 stops renewing, and its lease is free ``TTL_S`` seconds later at most. Times are wall-clock
 seconds (``time.time()``), comparable between the processes of one host.
 """
@@ -12,7 +13,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Dict, Optional
 
 from .base import logger
 from .locks import poll
@@ -71,20 +72,20 @@ class SqliteLease:
         self.wait_s = wait_s
         self.what = what
         self.owner = f"{os.getpid()}-{os.urandom(8).hex()}"
-        self._stop = threading.Event()
-        self._renewer: Optional[threading.Thread] = None
+        self.held = False
+        self._failures = 0
 
     def __enter__(self) -> SqliteLease:
         poll(self._try_take, self.wait_s, self.what)
-        self._renewer = threading.Thread(target=self._renew, name="lattice-lease", daemon=True)
-        self._renewer.start()
+        self.held = True
+        _renewer.add(self)
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        self._stop.set()
-        if self._renewer is not None and self._renewer is not threading.current_thread():
-            self._renewer.join()
-        self._renewer = None
+        if not self.held:
+            return
+        self.held = False
+        _renewer.discard(self)
         with self.pool.borrow() as conn:
             conn.execute(
                 "DELETE FROM lattice_history_leases WHERE session_id = ? AND owner = ?",
@@ -104,25 +105,71 @@ class SqliteLease:
             )
             return bool(cursor.rowcount == 1)
 
-    def _renew(self) -> None:
-        failures = 0
-        while not self._stop.wait(RENEW_S):
-            try:
-                with self.pool.borrow() as conn:
-                    cursor = conn.execute(
-                        "UPDATE lattice_history_leases SET expires_at = ? "
-                        "WHERE session_id = ? AND owner = ?",
-                        (time.time() + TTL_S, self.session_id, self.owner),
-                    )
-                kept = cursor.rowcount == 1
-            except Exception:
-                failures += 1
-                if failures == 1:
-                    logger.warning("%s: renewing the session lease failed; retrying",
-                                   self.what, exc_info=True)
-                continue
-            if not kept:  # expired and taken (this process stalled longer than TTL_S)
-                logger.warning("%s: the session lease expired while held (the process was "
-                               "stalled for over %g s); another query may run", self.what,
-                               TTL_S)
-                return
+    def renew(self) -> bool:
+        """Push the expiry forward; False once the lease is no longer ours."""
+        try:
+            with self.pool.borrow() as conn:
+                cursor = conn.execute(
+                    "UPDATE lattice_history_leases SET expires_at = ? "
+                    "WHERE session_id = ? AND owner = ?",
+                    (time.time() + TTL_S, self.session_id, self.owner),
+                )
+            kept = bool(cursor.rowcount == 1)
+        except Exception:
+            self._failures += 1
+            if self._failures == 1:
+                logger.warning("%s: renewing the session lease failed; retrying", self.what,
+                               exc_info=True)
+            return True
+        if not kept and self.held:  # expired and taken: this process stalled past TTL_S
+            logger.warning("%s: the session lease expired while held (the process was "
+                           "stalled for over %g s); another query may run", self.what, TTL_S)
+        return kept
+
+
+class _Renewer:
+    """One daemon thread renewing every lease this process holds, every ``RENEW_S``.
+
+    Shared rather than a thread per lease: starting a thread costs more than the lease's
+    SQL. The thread ends when nothing is held and starts again with the next lease.
+    """
+
+    def __init__(self) -> None:
+        self._mutex = threading.Lock()
+        self._held: Dict[int, SqliteLease] = {}
+        self._thread: Optional[threading.Thread] = None
+
+    def add(self, lease: SqliteLease) -> None:
+        with self._mutex:
+            self._held[id(lease)] = lease
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="lattice-lease",
+                                                daemon=True)
+                self._thread.start()
+
+    def discard(self, lease: SqliteLease) -> None:
+        with self._mutex:
+            self._held.pop(id(lease), None)
+
+    def _run(self) -> None:
+        while True:
+            time.sleep(RENEW_S)
+            with self._mutex:
+                leases = list(self._held.values())
+                if not leases:
+                    self._thread = None
+                    return
+            for lease in leases:
+                if not lease.renew():
+                    self.discard(lease)
+
+    def after_fork(self) -> None:
+        """In a forked child: the parent's thread and leases are not ours."""
+        self._mutex = threading.Lock()
+        self._held = {}
+        self._thread = None
+
+
+_renewer = _Renewer()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_renewer.after_fork)
