@@ -11,6 +11,7 @@
     ├── AbortError                    the query's signal fired
     ├── HistoryStoreError             a store failed and fail_on_error=True
     ├── SchemaError                   a schema that is itself invalid (also ValueError)
+    ├── MCPError                      an MCP server failed (lattice.mcp; .server, .kind)
     └── APIError                      anything from the provider or the way to it
         ├── APIConnectionError        no usable response: connection failed, stream cut or malformed
         └── APIStatusError            an HTTP error status (.status_code, .request_id, .body)
