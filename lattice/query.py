@@ -9,7 +9,6 @@ it got; one never advanced leaves the history as it was.
 
 from __future__ import annotations
 
-import copy
 import logging
 import threading
 import time
@@ -117,7 +116,7 @@ class Query(Iterator[SDKMessage]):
             assert ending is not None
             repair = self._repair_tail(ending)
             if repair is not None and run.lockstep:
-                yield UserMessage(copy.deepcopy(repair))
+                yield UserMessage(repair)  # copies when read
             last = loop.last_reply
             result = ending.to_result(
                 last_text=loop.last_text(), usage=loop.usage,
