@@ -87,8 +87,10 @@ def server_process(deltas: int, chunk_size: Optional[int]) -> Iterator[str]:
 
 
 def post(url: str) -> requests.Response:
-    return SESSION.post(url + "/v1/messages", json={"model": "m", "stream": True},
-                        headers={"x-api-key": KEY}, stream=True)
+    body = {"model": "m", "max_tokens": 1024, "stream": True,
+            "messages": [{"role": "user", "content": "go"}]}
+    return SESSION.post(url + "/v1/messages", json=body, stream=True,
+                        headers={"x-api-key": KEY, "anthropic-version": "2023-06-01"})
 
 
 def floor_split(url: str) -> int:
