@@ -10,14 +10,15 @@ is the inverse of SSE parsing (the events the API would stream for a message), u
 from __future__ import annotations
 
 import json
-import re
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..errors import (
     APIConnectionError,
     APIStatusError,
+    BadRequestError,
     PromptTooLongError,
     error_class_for_type,
+    is_prompt_too_long,
     status_error_class,
 )
 from .base import ModelRequest
@@ -39,15 +40,6 @@ USAGE_FIELDS = (
     "cache_creation_input_tokens",
     "cache_read_input_tokens",
 )
-
-# How providers word "your input does not fit" (Anthropic: "prompt is too long: N tokens >
-# M maximum", "input length and `max_tokens` exceed context limit"; proxies vary).
-_TOO_LONG = re.compile(
-    r"prompt is too long|input is too long|too many (input )?tokens|"
-    r"exceeds? (the )?(model's )?(maximum )?context (window|length|limit)",
-    re.IGNORECASE,
-)
-
 
 def request_body(request: ModelRequest, *, stream: bool) -> Tuple[bytes, bool]:
     """The JSON body for ``request`` and whether it asks for a stream.
@@ -109,8 +101,16 @@ def error_from_body(
     error = body.get("error")
     error = error if isinstance(error, dict) else {}
     kind = error.get("type")
-    message = error.get("message") or fallback.format(type=kind or "unknown")
-    return error_class_for_type(kind)(str(message), request_id=request_id, body=body)
+    message = str(error.get("message") or fallback.format(type=kind or "unknown"))
+    cls = error_class_for_type(kind)
+    if cls is BadRequestError and is_prompt_too_long(message, _code(error)):
+        cls = PromptTooLongError
+    return cls(message, request_id=request_id, body=body)
+
+
+def _code(error: Any) -> Optional[str]:
+    code = error.get("code") if isinstance(error, dict) else None
+    return code if isinstance(code, str) else None
 
 
 def error_from_response(
@@ -124,16 +124,15 @@ def error_from_response(
     except ValueError:
         body = text
     message = ""
-    if isinstance(body, dict):
-        error = body.get("error")
-        if isinstance(error, dict) and error.get("message"):
-            message = str(error["message"])
+    error = body.get("error") if isinstance(body, dict) else None
+    if isinstance(error, dict) and error.get("message"):
+        message = str(error["message"])
     message = message or text.strip()[:1000] or f"HTTP {status}"
     request_id = headers.get("request-id") or (
         body.get("request_id") if isinstance(body, dict) else None
     )
     cls = status_error_class(status)
-    if status in (400, 413) and _TOO_LONG.search(message):
+    if status in (400, 413) and is_prompt_too_long(message, _code(error)):
         cls = PromptTooLongError
     return cls(message, status_code=status, request_id=request_id, body=body)
 
