@@ -37,7 +37,7 @@ def make_agent(turns: int) -> Agent:
                              "input": {"n": n}}], "stop_reason": "tool_use",
                 "usage": {"input_tokens": 10, "output_tokens": 2}}
 
-    return Agent(model="bench", model_client=FunctionModelClient(fn), tools=[step],
+    return Agent(model="bench", model_client=FunctionModelClient(fn, record=False), tools=[step],
                  max_turns=turns + 1)
 
 
