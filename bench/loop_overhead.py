@@ -39,8 +39,8 @@ def make_agent(turns: int, **options) -> Agent:
                              "input": {"n": n}}], "stop_reason": "tool_use",
                 "usage": {"input_tokens": 10, "output_tokens": 2}}
 
-    return Agent(model="bench", model_client=FunctionModelClient(fn), tools=[step],
-                 max_turns=turns + 1, **options)
+    return Agent(model="bench", model_client=FunctionModelClient(fn, record=False),
+                 tools=[step], max_turns=turns + 1, **options)
 
 
 def per_turn_us(turns: int, mode: str, **options) -> float:

@@ -105,9 +105,11 @@ def server_process(deltas: int, chunk_size: Optional[int], chat: bool = False
 
 
 def post(url: str) -> requests.Response:
+    body = {"model": "m", "max_tokens": 1024, "stream": True,
+            "messages": [{"role": "user", "content": "go"}]}
     path = "/v1/chat/completions" if CHAT["on"] else "/v1/messages"
-    return SESSION.post(url + path, json={"model": "m", "stream": True},
-                        headers={"x-api-key": KEY}, stream=True)
+    return SESSION.post(url + path, json=body, stream=True,
+                        headers={"x-api-key": KEY, "anthropic-version": "2023-06-01"})
 
 
 CHAT = {"on": False}

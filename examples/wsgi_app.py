@@ -9,6 +9,15 @@ Every request builds its own Agent: an Agent is one conversation, not a shared c
 The conversation itself lives in the store under the user's id, so each request continues
 it, after a restart too, and from any worker process sharing the file.
 
+Two requests for the same conversation must never run at the same time in different
+processes (gunicorn workers, say): each would add its turn on top of the same stored
+history, and the history ends up one the API rejects. Within one process the per-user
+lock below keeps a user's requests in order. From lattice 0.2 the store locks the session
+across processes for the length of a query: a second request for the same user waits up
+to the Agent's ``session_lock_wait_s`` seconds (default 0: no wait), then fails with
+``ConcurrentQueryError`` (answer 409, "busy, try again"). Without that lock, send each
+user to one worker (sticky routing) or run a single worker process.
+
 Offline by default (a model that echoes, so it runs anywhere); with ANTHROPIC_API_KEY set
 it talks to the real API (model from LATTICE_MODEL, default claude-sonnet-4-5).
 """
@@ -61,8 +70,8 @@ class ChatApp:
         self._model = model
         self._client = model_client if model_client is not None else default_model_client()
         # Two requests of one user at once would interleave their turns in one history;
-        # this lock keeps them in order within the process. (Across worker processes, route
-        # a user to one worker, or accept the interleaving.)
+        # this lock keeps them in order within the process (across processes: see the
+        # module docstring).
         self._guard = threading.Lock()
         self._user_locks: Dict[str, threading.Lock] = {}
 

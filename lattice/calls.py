@@ -139,7 +139,7 @@ def run_call(call: ToolCall, hooks: Hooks,
         result = value if isinstance(value, ToolResult) else ToolResult(value)
     except Exception as exc:
         log.warning("tool %r raised %s: %s", call.name, type(exc).__name__, exc,
-                    exc_info=log.isEnabledFor(logging.DEBUG))
+                    exc_info=True)
         return tool_result(call.id, error_text(call.name, exc), True), False
     return _after(call, hooks, result)
 

@@ -8,7 +8,12 @@
 
 Ctrl-C during a reply interrupts it (``Agent.interrupt()``) and returns to the prompt; the
 conversation keeps every completed turn. Ctrl-C while waiting for input, a second Ctrl-C
-during the same reply, ``/exit`` or end of input quit.
+during the same reply, ``/exit`` or end of input quit. In a chat, lines that start with
+``/`` are commands (``/help`` lists them), never sent to the model.
+
+``--session`` is checked before anything is sent: a path that cannot be written is a usage
+error naming it. If the file fails later, the error is reported and lattice exits 1 (the
+conversation is never silently kept in memory only).
 
 Exit status: 0 done, 1 the query failed (an API error or an error result), 2 a usage
 problem (bad option, no API key), 130 quit by Ctrl-C (or a one-shot prompt interrupted).
@@ -22,13 +27,14 @@ import json
 import os
 import signal
 import sys
+import tempfile
 import threading
 from types import FrameType
 from typing import Any, Callable, Dict, List, Optional, TextIO
 
 from ._version import __version__
 from .agent import Agent
-from .errors import LatticeError
+from .errors import HistoryStoreError, LatticeError
 from .messages import AssistantMessage, ResultMessage, StreamEvent
 from .stores import create_jsonl_history_store
 
@@ -45,6 +51,14 @@ lattice: no API key. Set ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN for a bearer
 
 A provider behind --base-url that needs no key still wants a placeholder value there.
 To try lattice offline, add --mock.
+"""
+
+CHAT_HELP = """\
+commands:
+  /help          this list
+  /exit, /quit   leave (end of input and Ctrl-C while waiting for input do too)
+  //text         send "/text" as a prompt
+Ctrl-C during a reply interrupts it; the conversation keeps every completed turn.
 """
 
 
@@ -172,6 +186,7 @@ class _Session:
         self.err = err
         self.busy = False
         self.interrupting = False
+        self.store_failed = False  # the --session file failed: the chat must stop
 
     def on_sigint(self, signum: int, frame: Optional[FrameType]) -> None:
         if not self.busy or self.interrupting:
@@ -190,6 +205,10 @@ class _Session:
         self.busy, self.interrupting = True, False
         try:
             return self._report(self._run(prompt))
+        except HistoryStoreError as exc:
+            self.store_failed = True
+            self.err.write(f"error: {_store_failure(exc)}\n")
+            return EXIT_FAILED
         except LatticeError as exc:
             self.err.write(f"error: {type(exc).__name__}: {exc}\n")
             return EXIT_FAILED
@@ -275,12 +294,21 @@ def _chat(session: _Session, *, banner: str) -> int:
         if line is None:
             break
         prompt = line.strip()
-        if prompt in ("/exit", "/quit"):
-            break
+        if prompt.startswith("/") and not prompt.startswith("//"):
+            command = prompt.split()[0]
+            if command in ("/exit", "/quit"):
+                break
+            session.err.write(CHAT_HELP if command == "/help" else
+                              f"unknown command {command}: /help lists the commands "
+                              f"(start the line with // to send it as a prompt)\n")
+            session.err.flush()
+            continue
         if prompt:
-            outcome = session.turn(prompt)
+            outcome = session.turn(prompt[1:] if prompt.startswith("//") else prompt)
             if outcome == EXIT_FAILED:
                 status = EXIT_FAILED  # keep chatting; report it at the end
+            if session.store_failed:
+                break  # without its file the conversation would be lost on exit
     if interactive:
         session.err.write("\n")
     return status
@@ -304,8 +332,9 @@ def _build_agent(parser: argparse.ArgumentParser, args: argparse.Namespace, *,
                                                        options.pop("base_url"))
         except ValueError as exc:
             parser.error(str(exc))
-    if args.session:
-        options["history_store"] = create_jsonl_history_store(args.session)
+    if args.session:  # fail_on_error: a failing file is reported, not silently dropped
+        options["history_store"] = create_jsonl_history_store(args.session,
+                                                              fail_on_error=True)
     try:
         return Agent(**options)
     except ValueError as exc:  # e.g. a base URL that is not http(s)
@@ -348,6 +377,10 @@ def _main(parser: argparse.ArgumentParser, argv: Optional[List[str]]) -> int:
         parser.error("--mock runs its own server: leave out --base-url")
     max_turns = _positive_int(parser, "--max-turns", args.max_turns)
     timeout_ms = _positive_int(parser, "--timeout-ms", args.timeout_ms)
+    problem = _session_problem(args.session) if args.session else None
+    if problem is not None:
+        sys.stderr.write(f"lattice: --session {args.session}: {problem}\n")
+        return EXIT_USAGE
     if args.provider == "openai":
         # A local server (--base-url, $OPENAI_BASE_URL) needs no key; api.openai.com does.
         keyless = args.base_url or os.environ.get("OPENAI_BASE_URL")
@@ -378,12 +411,48 @@ def _main(parser: argparse.ArgumentParser, argv: Optional[List[str]]) -> int:
         _install_sigint(stack, session)
         if not chat:
             return session.turn(prompt)
-        resumed = len(agent.get_history()) if args.session else 0
+        try:
+            resumed = len(agent.get_history()) if args.session else 0
+        except HistoryStoreError as exc:
+            sys.stderr.write(f"error: {_store_failure(exc)}\n")
+            return EXIT_FAILED
         banner = (f"lattice chat · {args.model}{' (offline mock)' if args.mock else ''} · "
-                  "/exit or Ctrl-D quits · Ctrl-C interrupts a reply\n")
+                  "/help · /exit or Ctrl-D quits · Ctrl-C interrupts a reply\n")
         if resumed:
             banner += f"(resumed {resumed} messages from {args.session})\n"
         return _chat(session, banner=banner)
+
+
+def _session_problem(path: str) -> Optional[str]:
+    """Why ``--session path`` cannot hold the conversation (None if it can). Probes by
+    opening the file for reading and appending, and a scratch file beside it (the store
+    keeps a lock file there); leaves no new file behind."""
+    target = os.path.abspath(path)
+    if os.path.isdir(target):
+        return "is a directory, not a file"
+    directory = ancestor = os.path.dirname(target)
+    while not os.path.exists(ancestor):
+        ancestor = os.path.dirname(ancestor)
+    if not os.path.isdir(ancestor):
+        return f"cannot be created: {ancestor} is not a directory"
+    try:
+        os.makedirs(directory, exist_ok=True)
+        existed = os.path.exists(target)
+        with open(target, "a+b"):
+            pass
+        if not existed and os.path.getsize(target) == 0:
+            os.remove(target)
+        with tempfile.TemporaryFile(dir=directory):
+            pass
+    except OSError as exc:
+        return f"cannot be written: {exc.strerror or exc}"
+    return None
+
+
+def _store_failure(exc: HistoryStoreError) -> str:
+    cause = exc.__cause__
+    why = f"{type(cause).__name__}: {cause}" if cause is not None else str(exc)
+    return f"the session file failed, so lattice stops here: {why}"
 
 
 def _install_sigint(stack: contextlib.ExitStack, session: _Session) -> None:

@@ -29,6 +29,7 @@ Programmer mistakes (bad options) are plain ``ValueError``/``TypeError``, outsid
 
 from __future__ import annotations
 
+import re
 from typing import Any, List, Optional, Union
 
 __all__ = [
@@ -54,6 +55,7 @@ __all__ = [
     "OverloadedError",
     "status_error_class",
     "error_class_for_type",
+    "is_prompt_too_long",
 ]
 
 
@@ -203,3 +205,26 @@ def status_error_class(status_code: int) -> type[APIStatusError]:
 def error_class_for_type(error_type: Optional[str]) -> type[APIStatusError]:
     """The error class an Anthropic ``error.type`` names (mid-stream ``error`` events)."""
     return _BY_TYPE.get(error_type or "", APIStatusError)
+
+
+# How providers and proxies word "your input does not fit the context window": Anthropic
+# ("prompt is too long: N tokens > M maximum", "input length and `max_tokens` exceed
+# context limit"), OpenAI ("maximum context length", code "context_length_exceeded"),
+# LiteLLM ("ContextWindowExceededError"), and the usual variants of each.
+_TOO_LONG = re.compile(
+    r"prompt is too long|input is too long|too many (input )?tokens|"
+    r"context[ _-]length[ _-]exceeded|maximum context length|"
+    r"context[ _-]?window[ _-]?exceeded|"
+    r"exceeds? (the )?(model'?s? )?(maximum )?context (window|length|limit)",
+    re.IGNORECASE,
+)
+_TOO_LONG_CODES = frozenset(["context_length_exceeded", "string_above_max_length"])
+
+
+def is_prompt_too_long(message: Any, code: Any = None) -> bool:
+    """Whether an error's ``message`` (or its machine-readable ``code``) says the input is
+    longer than the context window: such a 400/413 is a ``PromptTooLongError``. The one
+    recogniser, for every provider and wire format."""
+    if isinstance(code, str) and code in _TOO_LONG_CODES:
+        return True
+    return any(isinstance(text, str) and _TOO_LONG.search(text) for text in (message, code))

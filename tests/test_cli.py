@@ -175,6 +175,69 @@ def test_version_and_help(capsys: pytest.CaptureFixture[str]) -> None:
     assert "--session FILE.jsonl" in out and "--mock-delay" not in out  # hidden: for tests
 
 
+def _limited_file_size(size: int):  # type: ignore[no-untyped-def]
+    def limit() -> None:  # in the child: writes beyond ``size`` bytes fail with EFBIG
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
+
+    return limit
+
+
+@pytest.mark.parametrize("where", ["a-file/talk.jsonl", "a-file/deeper/talk.jsonl", "a-dir"])
+def test_an_unusable_session_path_is_refused_before_anything_is_sent(
+        where: str, tmp_path: Path, no_key: None, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "a-file").write_text("not a directory")
+    (tmp_path / "a-dir").mkdir()
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-key-123")
+    path = str(tmp_path / where)
+    with MockMessagesServer() as server:
+        assert main(["--base-url", server.base_url, "--session", path, "hi"]) == 2
+        assert main(["chat", "--base-url", server.base_url, "--session", path]) == 2
+        assert server.requests == []
+    out, err = capsys.readouterr()
+    assert out == "" and "Traceback" not in err
+    lines = err.splitlines()
+    assert len(lines) == 2 and lines[0] == lines[1]
+    assert lines[0].startswith(f"lattice: --session {path}: ")
+    assert "directory" in lines[0]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-dir", "a-file"]  # no debris
+
+
+def test_a_usable_session_path_is_probed_without_leaving_a_file(tmp_path: Path,
+                                                                no_key: None) -> None:
+    done = lattice("chat", "--mock", "--session", "new/dir/s.jsonl", input="", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert list((tmp_path / "new" / "dir").iterdir()) == []
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="RLIMIT_FSIZE needs POSIX")
+def test_a_session_file_failing_later_is_one_line_and_exit_1(tmp_path: Path) -> None:
+    # 300 bytes take the prompt; the reply does not fit (a full disk, as the store sees it).
+    done = subprocess.run(
+        [sys.executable, "-m", "lattice", "chat", "--mock", "--session", "s.jsonl"],
+        input="short\nsecond prompt\n", cwd=tmp_path, env=offline_env(), text=True,
+        capture_output=True, timeout=30, preexec_fn=_limited_file_size(300))
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert errors == [line for line in errors if "the session file failed" in line]
+    assert len(errors) == 1 and "s.jsonl" in errors[0]
+    assert "second prompt" not in done.stdout  # the chat stopped: nothing more was lost
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="RLIMIT_FSIZE needs POSIX")
+def test_a_prompt_that_cannot_be_saved_is_not_sent(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "lattice", "--mock", "--session", "s.jsonl", "x" * 400],
+        cwd=tmp_path, env=offline_env(), text=True, capture_output=True, timeout=30,
+        preexec_fn=_limited_file_size(300))
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr.startswith("error: the session file failed") and "Traceback" not in (
+        done.stderr)
+
+
 # -- chat --------------------------------------------------------------------------------
 
 
@@ -196,6 +259,18 @@ def test_chat_exit_command_and_json_lines(tmp_path: Path) -> None:
     assert [r["subtype"] for r in results] == ["success"]
     resumed = lattice("chat", "--mock", "--session", "s.jsonl", input="", cwd=tmp_path)
     assert "(resumed 2 messages from s.jsonl)" in resumed.stderr
+
+
+def test_chat_commands_are_not_sent_to_the_model() -> None:
+    done = lattice("chat", "--mock", input="/help\n/xyz now\n//etc/hosts\nhello\n/HELP\n")
+    assert done.returncode == 0, done.stderr
+    replies = done.stdout.splitlines()
+    assert len(replies) == 2  # only the two prompts reached the model
+    assert "You said: '/etc/hosts'. That is prompt 1" in replies[0]
+    assert "You said: 'hello'. That is prompt 2" in replies[1]
+    assert "/exit, /quit" in done.stderr and "//text" in done.stderr  # /help's list
+    assert "unknown command /xyz: /help lists the commands" in done.stderr
+    assert "unknown command /HELP" in done.stderr
 
 
 def _start_chat(*args: str) -> subprocess.Popen[str]:

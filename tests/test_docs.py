@@ -7,15 +7,18 @@ snippet that tried to reach the real API would fail instead of spending money.
 
 from __future__ import annotations
 
+import ast
+import builtins
 import re
 import sys
 import types
 from pathlib import Path
-from typing import Iterator, List, Tuple
+from typing import Iterator, List, Set, Tuple
 
 import pytest
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
+BUILDS_ON = "The code blocks on this page build on each other"
 FENCE = re.compile(r"^```python[ \t]*\n(.*?)^```[ \t]*$", re.MULTILINE | re.DOTALL)
 
 
@@ -73,3 +76,37 @@ def test_page_links_resolve(page: Path) -> None:
     text = page.read_text(encoding="utf-8")
     for target in re.findall(r"\]\(([^)#\s]+\.md)(?:#[^)]*)?\)", text):
         assert (DOCS / target).exists(), f"{page.name} links to missing {target}"
+
+
+def free_names(source: str) -> Set[str]:
+    """Names ``source`` reads but never binds itself (nor are builtins): what it needs
+    from earlier blocks. Any binding anywhere in the block counts, which is generous."""
+    bound, used = set(dir(builtins)), set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Name):
+            (used if isinstance(node.ctx, ast.Load) else bound).add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, ast.alias):
+            bound.add((node.asname or node.name).split(".")[0])
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            bound.add(node.name)
+    return used - bound
+
+
+def test_free_names() -> None:
+    assert free_names("import os\nx = os.sep + y\nprint(x)") == {"y"}
+    assert free_names("def f(a):\n    return a + b\n[c for c in f(1)]") == {"b"}
+
+
+@pytest.mark.parametrize("page", pages(), ids=lambda p: p.stem)
+def test_a_page_whose_blocks_build_on_each_other_says_so(page: Path) -> None:
+    text = page.read_text(encoding="utf-8")
+    needs = {line: sorted(free_names(source)) for line, source in python_blocks(text)}
+    needs = {line: names for line, names in needs.items() if names}
+    if needs:
+        assert BUILDS_ON in text.split("```", 1)[0], (
+            f"{page.name}: blocks use names from earlier blocks ({needs}); say so before "
+            f"the first block with {BUILDS_ON!r}")

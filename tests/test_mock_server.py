@@ -26,6 +26,7 @@ from lattice.models.wire import message_events
 from lattice.testing.mock_server import MockMessagesServer
 
 KEY = "sk-ant-mock-0123456789"
+VERSION = {"anthropic-version": "2023-06-01"}
 
 TOOL_REPLY = {"content": [
     {"type": "text", "text": "Let me look that up for you."},
@@ -244,11 +245,14 @@ def test_close_ends_hanging_replies_and_is_idempotent() -> None:
     srv = MockMessagesServer([MockMessagesServer.hang()]).start()
     url = srv.base_url
     result: List[Any] = []
-    thread = threading.Thread(target=lambda: result.append(
-        _swallow(lambda: requests.post(url + "/v1/messages", json={"model": "m"}, timeout=10))))
+    body = {"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]}
+    thread = threading.Thread(target=lambda: result.append(_swallow(lambda: requests.post(
+        url + "/v1/messages", json=body, headers=VERSION, timeout=10))))
     thread.start()
-    while not srv.requests:
+    deadline = time.monotonic() + 10
+    while not srv.requests and time.monotonic() < deadline:
         time.sleep(0.005)
+    assert srv.requests, result  # the request was taken (not refused)
     srv.close()
     thread.join(5)
     assert not thread.is_alive()

@@ -41,8 +41,9 @@ class StreamServer:
     * ``"pings-close-delimited"``: no chunked encoding, pings forever (HTTP/1.0 style).
     """
 
-    def __init__(self, after: str) -> None:
+    def __init__(self, after: str, stall_s: float = 0.0) -> None:
         self.after = after
+        self.stall_s = stall_s  # from the second request on, wait before reading a body
         self.connections = 0
         self.requests = 0
         self.stop = threading.Event()
@@ -71,6 +72,8 @@ class StreamServer:
                 return None
             buf += data
         head, rest = buf.split(b"\r\n\r\n", 1)
+        if self.requests and self.stall_s:
+            time.sleep(self.stall_s)  # a slow reader: the client's send must wait
         length = 0
         for line in head.split(b"\r\n")[1:]:
             name, _, value = line.partition(b":")
@@ -121,8 +124,8 @@ class StreamServer:
 def serve():
     servers: List[StreamServer] = []
 
-    def make(after: str) -> StreamServer:
-        servers.append(StreamServer(after))
+    def make(after: str, stall_s: float = 0.0) -> StreamServer:
+        servers.append(StreamServer(after, stall_s))
         return servers[-1]
 
     yield make
@@ -191,3 +194,15 @@ def test_a_properly_ended_stream_keeps_its_connection_pooled(serve) -> None:
             assert _create_in_thread(client, _request())["reply"]["stop_reason"] == "end_turn"
     assert server.requests == 5
     assert server.connections == 1  # one connection, reused: the end of the body was read
+
+
+def test_a_reused_connection_gets_its_normal_timeout_back(serve) -> None:
+    """The short wait for the end of the body must not stay on the pooled socket: the
+    next request's body (16 MB, more than the socket buffers) waits for a slow reader.
+    (urllib3 2 sets the timeout again before sending; older versions may not.)"""
+    server = serve("end", stall_s=0.5)
+    big = ModelRequest(model="m", messages=[{"role": "user", "content": "x" * (16 << 20)}])
+    with AnthropicClient(KEY, server.url, max_retries=0) as client:
+        assert _create_in_thread(client, _request())["reply"]["stop_reason"] == "end_turn"
+        assert _create_in_thread(client, big)["reply"]["stop_reason"] == "end_turn"
+    assert server.connections == 1 and server.requests == 2

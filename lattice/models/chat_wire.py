@@ -19,10 +19,11 @@ from ..errors import (
     APIStatusError,
     PromptTooLongError,
     error_class_for_type,
+    is_prompt_too_long,
     status_error_class,
 )
 from .base import ModelRequest
-from .status import error_message, is_too_long, load_json
+from .status import error_message, load_json
 
 __all__ = [
     "chat_body",
@@ -251,7 +252,7 @@ def error_from_chat(error: Any, request_id: Optional[str] = None) -> APIStatusEr
     if status is None and isinstance(detail.get("status"), int):
         status = detail["status"]
     cls = status_error_class(status) if status else error_class_for_type(detail.get("type"))
-    if status in (None, 400, 413) and is_too_long(message, detail.get("code")):
+    if status in (None, 400, 413) and is_prompt_too_long(message, detail.get("code")):
         cls = PromptTooLongError
     return cls(message, status_code=status, request_id=request_id, body={"error": error})
 

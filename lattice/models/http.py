@@ -15,6 +15,7 @@ as is; there a call can be cut only once the headers came.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
@@ -276,14 +277,17 @@ def _finish_stream(response: Any, chunks: Iterator[bytes],
     sock = getattr(getattr(response.raw, "_connection", None), "sock", None)
     if sock is None:
         return  # nothing to bound a read with: close rather than risk waiting
-    end = clock() + _END_GRACE
+    end, previous = clock() + _END_GRACE, sock.gettimeout()
     try:
-        sock.settimeout(_END_GRACE)  # urllib3 sets its own again on the next request
+        sock.settimeout(_END_GRACE)
         for _ in chunks:
             if clock() > end:
                 return
     except (RequestTimeoutError,) + errors:  # the reply is complete; the rest is noise
         pass
+    finally:  # a pooled connection may send its next request with it (older urllib3)
+        with contextlib.suppress(OSError):
+            sock.settimeout(previous)
 
 
 # -- translating foreign exceptions ---------------------------------------------------------

@@ -14,36 +14,17 @@ import json
 import re
 from typing import Any, Mapping, Optional, Sequence
 
-from ..errors import APIStatusError, PromptTooLongError, status_error_class
+from ..errors import APIStatusError, PromptTooLongError, is_prompt_too_long, status_error_class
 
 __all__ = [
     "error_from_response",
     "error_message",
-    "is_too_long",
     "redact",
     "clean_request_id",
     "load_json",
 ]
 
-# How providers and proxies word "your input does not fit" (Anthropic: "prompt is too long:
-# N tokens > M maximum", "input length and `max_tokens` exceed context limit"; OpenAI:
-# "This model's maximum context length is N tokens"; LiteLLM: ContextWindowExceededError).
-_TOO_LONG = re.compile(
-    r"prompt is too long|input is too long|too many (input )?tokens|"
-    r"context[_ ]length[_ ]exceeded|maximum context length|"
-    r"context[_ ]?window[_ ]?exceeded|"
-    r"exceeds? (the )?(model'?s? )?(maximum )?context (window|length|limit)",
-    re.IGNORECASE,
-)
-_TOO_LONG_CODES = frozenset(["context_length_exceeded", "string_above_max_length"])
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-
-
-def is_too_long(message: str, code: Any = None) -> bool:
-    """True if an error's message or code says the input exceeds the context window."""
-    if isinstance(code, str) and code in _TOO_LONG_CODES:
-        return True
-    return bool(_TOO_LONG.search(message))
 
 
 def redact(text: str, secrets: Sequence[str]) -> str:
@@ -118,7 +99,7 @@ def error_from_response(
         body.get("request_id") if isinstance(body, dict) else None
     )
     cls = status_error_class(status)
-    if status in (400, 413) and is_too_long(message, _error_code(body)):
+    if status in (400, 413) and is_prompt_too_long(message, _error_code(body)):
         cls = PromptTooLongError
     return cls(message, status_code=status, request_id=clean_request_id(request_id, secrets),
                body=body)

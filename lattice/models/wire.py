@@ -13,7 +13,14 @@ from __future__ import annotations
 import json
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from ..errors import APIConnectionError, APIStatusError, error_class_for_type
+from ..errors import (
+    APIConnectionError,
+    APIStatusError,
+    BadRequestError,
+    PromptTooLongError,
+    error_class_for_type,
+    is_prompt_too_long,
+)
 from ..usage import USAGE_FIELDS
 from .base import ModelRequest
 from .status import error_from_response, load_json, redact
@@ -94,8 +101,11 @@ def error_from_body(
     error = body.get("error")
     error = error if isinstance(error, dict) else {}
     kind = error.get("type")
-    message = error.get("message") or fallback.format(type=kind or "unknown")
-    return error_class_for_type(kind)(str(message), request_id=request_id, body=body)
+    message = str(error.get("message") or fallback.format(type=kind or "unknown"))
+    cls = error_class_for_type(kind)
+    if cls is BadRequestError and is_prompt_too_long(message, error.get("code")):
+        cls = PromptTooLongError
+    return cls(message, request_id=request_id, body=body)
 
 
 # -- the other direction: what the API streams for a message ------------------------------

@@ -30,25 +30,38 @@ def as_reply(reply: Reply) -> Dict[str, Any]:
     raise TypeError(f"a scripted reply must be a str or a dict, got {reply!r}")
 
 
+def _check_record(owner: str, record: Any) -> None:
+    if not isinstance(record, bool):
+        raise ValueError(f"{owner} record must be True or False, got {record!r}")
+
+
 class ScriptedModelClient:
     """Returns ``replies`` in order (dicts, or strings as text replies).
 
-    Every ``ModelRequest`` it receives is kept in ``.requests``. Running out of replies
-    raises ``AssertionError`` naming the request number: a test that asks more of the
-    model than it scripted is wrong, and saying so beats inventing an answer.
+    Every ``ModelRequest`` it receives is kept in ``.requests`` (the request itself, not a
+    copy: its ``messages`` list is made fresh for each call and the loop never edits the
+    dicts in it). ``record=False`` keeps none, for long loops where only the answers
+    matter; ``.calls`` counts the requests either way. Running out of replies raises
+    ``AssertionError`` naming the request number: a test that asks more of the model
+    than it scripted is wrong, and saying so beats inventing an answer.
     """
 
     __test__ = False  # not a pytest test class
 
-    def __init__(self, replies: Iterable[Reply]) -> None:
+    def __init__(self, replies: Iterable[Reply], *, record: bool = True) -> None:
+        _check_record("ScriptedModelClient", record)
         self.replies: List[Reply] = list(replies)
         self.requests: List[ModelRequest] = []
+        self.record = record
+        self.calls = 0
         self._lock = threading.Lock()
 
     def create(self, request: ModelRequest) -> Dict[str, Any]:
         with self._lock:
-            index = len(self.requests)
-            self.requests.append(request)
+            index = self.calls
+            self.calls += 1
+            if self.record:
+                self.requests.append(request)
             if index >= len(self.replies):
                 raise AssertionError(
                     f"ScriptedModelClient ran out of replies at request {index + 1} "
@@ -57,22 +70,34 @@ class ScriptedModelClient:
         return as_reply(copy.deepcopy(reply) if isinstance(reply, dict) else reply)
 
     def __repr__(self) -> str:
-        return f"<ScriptedModelClient {len(self.requests)}/{len(self.replies)} replies used>"
+        used = min(self.calls, len(self.replies))
+        return f"<ScriptedModelClient {used}/{len(self.replies)} replies used>"
 
 
 class FunctionModelClient:
-    """Calls ``fn(request)`` for every request; ``fn`` returns a dict or a string."""
+    """Calls ``fn(request)`` for every request; ``fn`` returns a dict or a string.
+
+    Requests are kept in ``.requests`` as ``ScriptedModelClient`` keeps them (references,
+    no copies); ``record=False`` keeps none. ``.calls`` counts them either way.
+    """
 
     __test__ = False
 
-    def __init__(self, fn: Callable[[ModelRequest], Reply]) -> None:
+    def __init__(self, fn: Callable[[ModelRequest], Reply], *, record: bool = True) -> None:
         if not callable(fn):
             raise ValueError(f"FunctionModelClient needs a callable, got {fn!r}")
+        _check_record("FunctionModelClient", record)
         self.fn = fn
         self.requests: List[ModelRequest] = []
+        self.record = record
+        self.calls = 0
+        self._lock = threading.Lock()
 
     def create(self, request: ModelRequest) -> Dict[str, Any]:
-        self.requests.append(request)
+        with self._lock:
+            self.calls += 1
+            if self.record:
+                self.requests.append(request)
         return as_reply(self.fn(request))
 
     def __repr__(self) -> str:

@@ -26,6 +26,10 @@ Streams emit what the real API does: ``message_start``, ``content_block_start``,
 ``input_json_delta`` chunks; thinking then its signature), ``content_block_stop``,
 ``message_delta`` and ``message_stop``. It keeps connections alive (HTTP/1.1), sends
 ``Content-Length`` for JSON and chunked SSE, and writes each response in one send.
+
+Like the real API it answers 400 ``invalid_request_error`` to a request the API refuses
+(``_mock_checks.request_problem``; not recorded, no scripted reply used up), unless made
+with ``strict=False``; and it serves ``POST /v1/messages/count_tokens``.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ from typing import Any, Dict, List, Mapping, Optional, Set, Union
 from ..models.wire import message_events
 from ._mock_cache import PromptCache, breakpoint_problem
 from ._mock_chat import CHAT_PATHS, answer_chat, messages_view
+from ._mock_checks import COUNT_TOKENS_PATH, count_tokens, request_problem
 
 __all__ = ["MockMessagesServer", "Fault", "message_events"]
 
@@ -155,8 +160,10 @@ class MockMessagesServer:
         stream: Optional[bool] = None,
         model: str = "claude-mock-1",
         record: bool = True,
+        strict: bool = True,
     ) -> None:
         self.stream = stream
+        self.strict = strict
         self.model = model
         self.record = record
         self.requests: List[Dict[str, Any]] = []
@@ -376,8 +383,9 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         mock = self.server.mock
         raw = self.rfile.read(int(self.headers.get("content-length") or 0))
-        chat = self.path.split("?")[0].rstrip("/") in CHAT_PATHS  # Chat Completions
-        if self.path.split("?")[0].rstrip("/") != "/v1/messages" and not chat:
+        path = self.path.split("?")[0].rstrip("/")
+        chat = path in CHAT_PATHS  # Chat Completions
+        if path not in ("/v1/messages", COUNT_TOKENS_PATH) and not chat:
             self._error(Fault("error", status=404, message=f"no route {self.path}"))
             return
         try:
@@ -386,6 +394,15 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(Fault("error", status=400, message="request body is not JSON"))
             return
         headers = {k.lower(): v for k, v in self.headers.items()}
+        counting = path == COUNT_TOKENS_PATH
+        problem = (request_problem(body, headers, count_tokens=counting)
+                   if mock.strict and not chat else None)
+        if problem is not None:  # refused as the real API would: not recorded, no reply used
+            self._error(Fault("error", status=400, message=problem))
+            return
+        if counting:
+            self._json(200, {"input_tokens": count_tokens(body)})
+            return
         reply = mock._take(body, headers, messages_view(body) if chat else None)
         stream = body.get("stream") is True if mock.stream is None else mock.stream
         if chat:
@@ -448,7 +465,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response_only(status)
         self.send_header("content-type", "application/json")
         self.send_header("content-length", str(len(data)))
-        self.send_header("request-id", f"req_mock_{next(self.server.mock._ids):06d}")
+        request_id = payload.get("request_id") if isinstance(payload, dict) else None
+        self.send_header("request-id", request_id or f"req_mock_{next(self.server.mock._ids):06d}")
         for name, value in headers.items():
             self.send_header(name, value)
         self.end_headers()
@@ -456,7 +474,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _error(self, fault: Fault) -> None:
         kind = fault.error_type or _ERROR_TYPES.get(fault.status, "api_error")
-        body = {"type": "error", "error": {"type": kind, "message": fault.message}}
+        body = {"type": "error", "error": {"type": kind, "message": fault.message},
+                "request_id": f"req_mock_{next(self.server.mock._ids):06d}"}
         self._json(fault.status, body, fault.headers)
 
     def _start_stream(self) -> None:
