@@ -450,3 +450,19 @@ def test_key_never_in_repr_errors_or_logs(caplog: pytest.LogCaptureFixture) -> N
             c.create(request())
     assert KEY not in str(info.value) and KEY not in json.dumps(info.value.body)
     assert "retry" in caplog.text and KEY not in caplog.text
+
+
+def test_translation_cache_reuses_unchanged_history_dicts_only() -> None:
+    from lattice.models.chat_wire import chat_messages
+
+    cache: Dict[int, Any] = {}
+    history = [{"role": "user", "content": "hi"},
+               {"role": "assistant", "content": [{"type": "tool_use", "id": "c", "name": "f",
+                                                  "input": {"a": 1}}]}]
+    first = chat_messages(None, history, cache)
+    again = chat_messages(None, history, cache)
+    assert again == first and again[1] is first[1]  # translated once
+    history[1] = {"role": "assistant", "content": "replaced by a hook"}
+    assert chat_messages(None, history, cache)[1] == {"role": "assistant",
+                                                      "content": "replaced by a hook"}
+    assert chat_messages(None, history) == chat_messages(None, history, cache)
