@@ -26,6 +26,7 @@ from .base import ModelRequest
 from .status import error_message, load_json
 
 __all__ = [
+    "Cache",
     "chat_body",
     "chat_messages",
     "chat_tools",
@@ -53,13 +54,17 @@ _FINISH = {
 # -- requests ------------------------------------------------------------------------------
 
 
-def chat_body(request: ModelRequest, *, stream: bool, max_tokens_field: str
-              ) -> Tuple[bytes, bool]:
+Cache = Dict[int, Tuple[Dict[str, Any], List[Dict[str, Any]]]]
+_CACHE_MAX = 8192
+
+
+def chat_body(request: ModelRequest, *, stream: bool, max_tokens_field: str,
+              cache: Optional[Cache] = None) -> Tuple[bytes, bool]:
     """The JSON body for ``request`` and whether it asks for a stream (``extra`` wins)."""
     if not request.model:
         raise ValueError("OpenAIChatClient needs ModelRequest.model (the model name)")
     body: Dict[str, Any] = {"model": request.model,
-                            "messages": chat_messages(request.system, request.messages),
+                            "messages": chat_messages(request.system, request.messages, cache),
                             max_tokens_field: request.max_tokens}
     if request.tools:
         body["tools"] = chat_tools(request.tools)
@@ -96,20 +101,39 @@ def _system_text(system: Any) -> str:
                        if isinstance(b, dict) and b.get("type") == "text")
 
 
-def chat_messages(system: Any, messages: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
-    """The history (Messages shape) as Chat Completions messages, ``system`` first."""
+def chat_messages(system: Any, messages: List[Dict[str, Any]], cache: Optional[Cache] = None
+                  ) -> List[Dict[str, Any]]:
+    """The history (Messages shape) as Chat Completions messages, ``system`` first.
+
+    ``cache`` (one per client) keeps each history dict's translation: the loop sends the
+    same dicts turn after turn and never edits them (SPEC 6), so a long conversation is
+    not translated again on every request. An entry holds its dict, so ids stay unique.
+    """
     out: List[Dict[str, Any]] = []
     if system:
         out.append({"role": "system", "content": _system_text(system)})
     for message in messages:
-        content = message.get("content")
-        if message.get("role") == "assistant":
-            out.append(_assistant(content))
-        elif isinstance(content, str):
-            out.append({"role": "user", "content": content})
-        else:
-            out.extend(_user(content or []))
+        if cache is not None:
+            hit = cache.get(id(message))
+            if hit is not None and hit[0] is message:
+                out.extend(hit[1])
+                continue
+        translated = _message(message)
+        if cache is not None:
+            if len(cache) >= _CACHE_MAX:
+                cache.clear()
+            cache[id(message)] = (message, translated)
+        out.extend(translated)
     return out
+
+
+def _message(message: Dict[str, Any]) -> List[Dict[str, Any]]:
+    content = message.get("content")
+    if message.get("role") == "assistant":
+        return [_assistant(content)]
+    if isinstance(content, str):
+        return [{"role": "user", "content": content}]
+    return _user(content or [])
 
 
 def _assistant(content: Any) -> Dict[str, Any]:

@@ -15,7 +15,7 @@ from .._version import __version__
 from ..errors import APIConnectionError, APIStatusError
 from .base import ModelRequest, ReplyDict
 from .chat_stream import parse_chat_stream
-from .chat_wire import chat_body, reply_from_completion
+from .chat_wire import Cache, chat_body, reply_from_completion
 from .client import HTTPModelClient
 from .http import EventCallback, Transport
 from .options import (
@@ -126,6 +126,7 @@ class OpenAIChatClient(HTTPModelClient):
         self.max_tokens_field = max_tokens_field
         url = self.base_url + "/chat/completions"
         self._query_secrets = secrets_of({k: v for k, v in query.items()})
+        self._cache: Cache = {}  # history dict id -> its translation (see chat_messages)
         self._transport = Transport(
             url + ("?" + urlencode(query) if query else ""), ChatCodec(self.base_url, url),
             session=session, retry_policy=retry_policy or RetryPolicy(max_retries=max_retries),
@@ -133,7 +134,7 @@ class OpenAIChatClient(HTTPModelClient):
 
     def _body(self, request: ModelRequest) -> Tuple[bytes, bool]:
         return chat_body(request, stream=self.stream,
-                         max_tokens_field=self.max_tokens_field)
+                         max_tokens_field=self.max_tokens_field, cache=self._cache)
 
     def _headers(self) -> Tuple[Dict[str, str], List[str]]:
         key = self._api_key or secret_from_env("OPENAI_API_KEY")
