@@ -206,8 +206,8 @@ class Query(Iterator[SDKMessage]):
         agent = self._agent
         try:
             self._run.release()
-            if lock is not None:
-                lock.release()
+            if lock is not None:  # after a store write still in flight (stores/session.py)
+                lock.release_after(agent._history.io)
         finally:  # even if a KeyboardInterrupt lands above
             self._done = True
             agent._run = None

@@ -44,6 +44,20 @@ def contents(messages):
             for m in messages]
 
 
+def echo_client():
+    return FunctionModelClient(lambda request: f"saw {contents(request.messages)}")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_an_agent_that_read_an_empty_session_reloads_once_another_wrote_it(tmp_path, kind):
+    a = Agent(model="m", model_client=echo_client(), history_store=make(kind, tmp_path))
+    assert a.get_history() == []  # the session is empty: its version is None
+    b = Agent(model="m", model_client=ScriptedModelClient(["B answered"]),
+              history_store=make(kind, tmp_path))
+    b.prompt("B asks")
+    assert a.prompt("A asks").result == "saw ['B asks', 'B answered', 'A asks']"
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_write_between_a_load_and_the_version_read_is_not_missed(tmp_path, kind):
     """``get_history()`` outside a query loads without the session lock: another process may
@@ -57,14 +71,15 @@ def test_a_write_between_a_load_and_the_version_read_is_not_missed(tmp_path, kin
                 make(kind, tmp_path).append(others.pop(0))
             return loaded
 
-    a = Agent(model="m", model_client=FunctionModelClient(
-        lambda request: f"saw {contents(request.messages)}"), history_store=make(
-        kind, tmp_path, Racy))
+    first = make(kind, tmp_path)
+    first.append(user("first"))  # a non-empty session: its version is not None
+    first.append(answer("first answer"))
+    a = Agent(model="m", model_client=echo_client(), history_store=make(kind, tmp_path, Racy))
     others[:] = [user("B asks"), answer("B answered")]
-    assert a.get_history() == []
+    assert contents(a.get_history()) == ["first", "first answer"]
     result = a.prompt("A asks")
-    assert result.result == "saw ['B asks', 'B answered', 'A asks']"
-    assert contents(make(kind, tmp_path).load()) == [
+    assert result.result == "saw ['first', 'first answer', 'B asks', 'B answered', 'A asks']"
+    assert contents(make(kind, tmp_path).load())[2:] == [
         "B asks", "B answered", "A asks", result.result]
 
 
