@@ -83,22 +83,51 @@ def test_a_write_between_a_load_and_the_version_read_is_not_missed(tmp_path, kin
         "B asks", "B answered", "A asks", result.result]
 
 
+class SlowIo:
+    """``History.io`` whose first acquisition by the query's worker thread waits for
+    ``go``: the worker has decided to write (the query was still running) but is not yet
+    in the store when the query ends, as if the OS paused it right there."""
+
+    def __init__(self, entered, go):
+        self.lock = threading.Lock()
+        self.entered, self.go = entered, go
+
+    def acquire(self, blocking=True, timeout=-1):
+        if threading.current_thread().name == "lattice-query" and not self.entered.is_set():
+            self.entered.set()
+            assert self.go.wait(20)
+        return self.lock.acquire(blocking, timeout)
+
+    def release(self):
+        self.lock.release()
+
+    def __enter__(self):
+        self.acquire()
+
+    def __exit__(self, *exc_info):
+        self.release()
+
+
 @pytest.mark.parametrize("kind", KINDS)
-def test_the_session_stays_held_until_a_write_in_flight_at_the_end_lands(tmp_path, kind):
-    """A query that ends (here: aborted) while its worker is still writing a reply to the
-    store: the write lands after the end. Until it has, the session is not free, or another
+@pytest.mark.parametrize("where", ["in the store", "on its way to the store"])
+def test_the_session_stays_held_until_a_write_in_flight_at_the_end_lands(tmp_path, kind,
+                                                                        where):
+    """A query that ends (here: aborted) while its worker is writing a reply to the store:
+    the write lands after the end. Until it has, the session is not free, or another
     process's query would get that reply in the middle of its own turn."""
     entered, go = threading.Event(), threading.Event()
 
     class SlowAppend(store_class(kind)):
         def append(self, message):
-            if message["role"] == "assistant":
+            if message["role"] == "assistant" and where == "in the store":
                 entered.set()
                 assert go.wait(20)
             super().append(message)
 
     a = Agent(model="m", model_client=ScriptedModelClient(["slow reply"]),
               history_store=make(kind, tmp_path, SlowAppend))
+    if where != "in the store":
+        a._history.io = SlowIo(entered, go)
     controller = AbortController()
     results = []
     worker = threading.Thread(target=lambda: results.append(
@@ -119,6 +148,64 @@ def test_the_session_stays_held_until_a_write_in_flight_at_the_end_lands(tmp_pat
     stored = make(kind, tmp_path).load()
     assert contents(stored) == ["one", "slow reply", "two", "two done"]
     assert_well_formed(stored)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_late_write_is_accounted_for_before_the_session_is_given_back(tmp_path, kind):
+    """The write in flight at the end lands, then the session is given back, and the same
+    Agent's next query takes it at once: that query must know the store holds a message
+    its memory does not (the history is diverged), before it writes anything."""
+    entered, go = threading.Event(), threading.Event()
+    waiting, next_started = threading.Event(), threading.Event()
+
+    class Store(store_class(kind)):
+        def append(self, message):
+            if contents([message]) == ["slow reply"]:
+                entered.set()
+                assert go.wait(20)
+            super().append(message)
+
+        def lock(self, *, wait_s=0.0):
+            inner = super().lock(wait_s=wait_s)
+            outer = self
+
+            class Held:
+                def __enter__(self):
+                    if outer.entered_once:  # the next query waits for the session
+                        waiting.set()
+                    outer.entered_once = True
+                    inner.__enter__()
+                    return self
+
+                def __exit__(self, *exc_info):
+                    inner.__exit__(*exc_info)
+                    if not outer.released_once:  # the first query's end: let the next run
+                        outer.released_once = True
+                        next_started.wait(2)
+
+            return Held()
+
+    store = make(kind, tmp_path, Store)
+    store.entered_once = store.released_once = False
+    seen = []
+
+    def model(request):
+        seen.append((contents(request.messages), contents(make(kind, tmp_path).load())))
+        if len(seen) == 1:
+            return "slow reply"
+        next_started.set()
+        return "next reply"
+
+    a = Agent(model="m", model_client=FunctionModelClient(model), history_store=store,
+              session_lock_wait_s=20)
+    controller = AbortController()
+    threading.Thread(target=lambda: entered.wait(20) and controller.abort()).start()
+    threading.Thread(target=lambda: waiting.wait(20) and go.set()).start()
+    assert a.prompt("one", signal=controller.signal).subtype == "error_abort"
+    assert a.prompt("next").result == "next reply"
+    sent, stored = seen[1]
+    assert sent == stored == ["one", "next"]  # the late "slow reply" was taken back out
+    assert contents(make(kind, tmp_path).load()) == ["one", "next", "next reply"]
 
 
 @pytest.mark.parametrize("kind", KINDS)

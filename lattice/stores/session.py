@@ -46,26 +46,6 @@ class SessionHold:
             logger.warning("history store %s: releasing the session lock failed",
                            describe_store(self._store), exc_info=True)
 
-    def release_after(self, busy: Any) -> None:
-        """Release once the lock ``busy`` (the history's store I/O lock) is free: now if it
-        is, else from a daemon thread that waits for it. A store write still in flight when
-        a query ends belongs to that query: the next holder must not start before it lands,
-        and the caller must not wait for a store that may hang (SPEC 10a)."""
-        if self._cm is None:
-            return
-        if busy.acquire(blocking=False):
-            try:
-                self.release()
-            finally:
-                busy.release()
-            return
-
-        def later() -> None:
-            with busy:
-                self.release()
-
-        threading.Thread(target=later, name="lattice-unlock", daemon=True).start()
-
     def __enter__(self) -> SessionHold:
         return self
 
