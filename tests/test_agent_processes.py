@@ -2,9 +2,10 @@
 
 Each worker process loops: pick a session at random, take that session's Agent (kept from an
 earlier query, or a new one) and run ``Agent.prompt`` with a deterministic model that calls a
-tool zero, one or two times before answering. Every prompt is unique (``P <tag>``) and the
-model's answer names it (``A:<tag>``), so a session's stored history can be cut into query
-blocks and each block checked against what its query would have written.
+tool zero, one or two times before answering; some queries are cut short by a deadline
+(``AbortSignal.timeout``). Every prompt is unique (``P <tag>``) and the model's answer names
+it (``A:<tag>``), so a session's stored history can be cut into query blocks and each block
+checked against what its query would have written.
 
 An observer logs, to the worker's own log file, when each query starts (its first model
 request, so after the session lock is taken) and ends (``query_end``, still under the lock).
@@ -15,8 +16,9 @@ long-lived Agent that failed to reload a history another process changed would d
 The parent kills workers with SIGKILL, preferably while they are in a query, and starts new
 ones. Afterwards: every history (loaded by a fresh Agent, which repairs a killed query's
 open turn) is well-formed; every completed query's prompt and answer are there, once, in one
-contiguous block; a block is never anything but a prefix of its query's messages; and no two
-queries of one session overlapped in time.
+contiguous block; a block is never anything but a prefix of its query's messages (a killed
+or cut query's last call answered as not run); and no two queries of one session
+overlapped in time.
 """
 
 import json
