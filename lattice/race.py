@@ -160,29 +160,30 @@ class QueryRun:
                 raise Stopped
             self.phase = IDLE
             self.writing = save is not None  # decided with the end check: see after_writes
-        try:
-            if save is not None:
+        if save is not None:
+            try:
                 save()
-            with self.cond:
-                if self.ended is not None:
-                    if save is not None and late is not None:
-                        late()
-                    raise Stopped
-                keep()
-                if item is None or not self.lockstep:
-                    return
-                self.queue.append(item)
-                self.emitted += 1
-                self.cond.notify_all()
-                mine = self.emitted
-        finally:
-            if save is not None:
+            except BaseException:
                 self._written()
+                raise
         with self.cond:
-            while self.requested <= mine and self.ended is None:
-                self.cond.wait()
-            if self.ended is not None:
-                raise Stopped
+            if self.ended is None:
+                self.writing = False  # nothing waits for it: after_writes comes after the end
+                keep()
+                if item is not None and self.lockstep:
+                    self.queue.append(item)
+                    self.emitted += 1
+                    self.cond.notify_all()
+                    mine = self.emitted
+                    while self.requested <= mine and self.ended is None:
+                        self.cond.wait()
+                    if self.ended is not None:
+                        raise Stopped
+                return
+            if save is not None and late is not None:
+                late()
+        self._written()
+        raise Stopped
 
     def _written(self) -> None:
         with self.cond:
