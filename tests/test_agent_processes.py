@@ -266,7 +266,7 @@ def run_workers(kind, where, tmp_path, rng):
         for me in first:
             go(me, until)
         for _ in range(KILLS):
-            time.sleep(rng.uniform(0.3, RUN_S / KILLS))  # a random moment to kill at
+            time.sleep(rng.uniform(0.2, RUN_S / (2 * KILLS)))  # a random moment to kill at
             alive = [me for me, p in procs.items() if p.poll() is None]
             if not alive or time.monotonic() > until - 0.5:
                 break
