@@ -1,22 +1,20 @@
-"""A WSGI chat app: one conversation per user, all of them in one SQLite file.
+"""A WSGI chat app: one conversation per user, all of them in one SQLite file, or in one
+PostgreSQL table when ``DATABASE_URL`` is set.
 
     python examples/wsgi_app.py --port 8000 --db .agent-sessions/chat.db
     curl -H 'X-User-Id: ada' --data 'My name is Ada.' http://127.0.0.1:8000/
     curl 'http://127.0.0.1:8000/?user=ada&q=What+is+my+name%3F'
     curl 'http://127.0.0.1:8000/history?user=ada'
 
+    # many worker processes (and hosts), one database server:
+    DATABASE_URL=postgresql://app@db.internal/chat \
+        gunicorn -w 4 --pythonpath examples 'wsgi_app:make_app()'
+
 Every request builds its own Agent: an Agent is one conversation, not a shared client.
 The conversation itself lives in the store under the user's id, so each request continues
-it, after a restart too, and from any worker process sharing the file.
-
-Two requests for the same conversation must never run at the same time in different
-processes (gunicorn workers, say): each would add its turn on top of the same stored
-history, and the history ends up one the API rejects. Within one process the per-user
-lock below keeps a user's requests in order. From lattice 0.2 the store locks the session
-across processes for the length of a query: a second request for the same user waits up
-to the Agent's ``session_lock_wait_s`` seconds (default 0: no wait), then fails with
-``ConcurrentQueryError`` (answer 409, "busy, try again"). Without that lock, send each
-user to one worker (sticky routing) or run a single worker process.
+it, after a restart too, and from any worker process sharing the store. Two requests of
+one user at once, in one process or in two, take turns: the store's session lock is held
+for each query, and the second waits for it (up to ``LOCK_WAIT_S``, then 409 Conflict).
 
 Offline by default (a model that echoes, so it runs anywhere); with ANTHROPIC_API_KEY set
 it talks to the real API (model from LATTICE_MODEL, default claude-sonnet-4-5).
@@ -37,12 +35,13 @@ from urllib.parse import parse_qs
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 import lattice
-from lattice.stores import SqliteHistoryStore
+from lattice.stores import PostgresHistoryStore, SqliteHistoryStore
 from lattice.testing import FunctionModelClient
 
 MODEL = os.environ.get("LATTICE_MODEL", "claude-sonnet-4-5")
 USER_ID = re.compile(r"[A-Za-z0-9_.@-]{1,64}\Z")
 MAX_BODY = 64 * 1024
+LOCK_WAIT_S = 30.0  # how long a request waits for the same user's request in flight
 
 Environ = Dict[str, Any]
 StartResponse = Callable[..., Any]
@@ -62,18 +61,25 @@ def default_model_client() -> Any:
 
 
 class ChatApp:
-    """The WSGI application: ``ChatApp(db_path)(environ, start_response)``."""
+    """The WSGI application: ``ChatApp(db_path)(environ, start_response)``.
 
-    def __init__(self, db_path: str, *, model: str = MODEL, model_client: Any = None) -> None:
+    With ``database_url`` (default: the ``DATABASE_URL`` environment variable) the
+    conversations are kept in PostgreSQL instead of the SQLite file ``db_path``.
+    """
+
+    def __init__(self, db_path: str = ".agent-sessions/chat.db", *, model: str = MODEL,
+                 model_client: Any = None, database_url: Optional[str] = None) -> None:
+        url = database_url if database_url is not None else os.environ.get("DATABASE_URL")
         # Stores made with with_session share this one's connections; "-" is never used.
-        self._sessions = SqliteHistoryStore(db_path, "-")
+        self._sessions: Any = (PostgresHistoryStore(url, "-") if url
+                               else SqliteHistoryStore(db_path, "-"))
         self._model = model
         self._client = model_client if model_client is not None else default_model_client()
-        # Two requests of one user at once would interleave their turns in one history;
-        # this lock keeps them in order within the process (across processes: see the
-        # module docstring).
-        self._guard = threading.Lock()
-        self._user_locks: Dict[str, threading.Lock] = {}
+
+    @property
+    def where(self) -> str:
+        """Where the conversations are kept (no password)."""
+        return repr(self._sessions)
 
     def __call__(self, environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
         try:
@@ -103,17 +109,14 @@ class ChatApp:
         if path != "/":
             return "404 Not Found", {"error": f"no route {path}"}
         prompt = _read_prompt(environ, query)
-        with self._lock_for(user):
-            agent = lattice.Agent(model=self._model, model_client=self._client,
-                                  history_store=store)
+        agent = lattice.Agent(model=self._model, model_client=self._client,
+                              history_store=store, session_lock_wait_s=LOCK_WAIT_S)
+        try:
             result = agent.prompt(prompt)
-            turns = len(agent.get_history())
+        except lattice.ConcurrentQueryError as exc:  # the user's previous request is slow
+            return "409 Conflict", {"error": str(exc)}
         return "200 OK", {"user": user, "reply": result.result, "subtype": result.subtype,
-                          "history_length": turns}
-
-    def _lock_for(self, user: str) -> threading.Lock:
-        with self._guard:
-            return self._user_locks.setdefault(user, threading.Lock())
+                          "history_length": len(agent.get_history())}
 
 
 def _read_prompt(environ: Environ, query: Dict[str, List[str]]) -> str:
@@ -136,6 +139,12 @@ class ThreadingWSGIServer(ThreadingMixIn, WSGIServer):
 class QuietHandler(WSGIRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         pass
+
+
+def make_app() -> ChatApp:
+    """For a WSGI server: ``gunicorn 'wsgi_app:make_app()'`` (``DATABASE_URL``, or the
+    SQLite file named by ``CHAT_DB``)."""
+    return ChatApp(os.environ.get("CHAT_DB", ".agent-sessions/chat.db"))
 
 
 def demo(db_path: str, model_client: Any = None) -> List[Dict[str, Any]]:
@@ -169,7 +178,8 @@ def main(argv: Optional[List[str]] = None) -> None:
     parser = argparse.ArgumentParser(description="Serve one agent conversation per user.")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)
-    parser.add_argument("--db", default=".agent-sessions/chat.db")
+    parser.add_argument("--db", default=".agent-sessions/chat.db",
+                        help="the SQLite file (unless DATABASE_URL is set)")
     parser.add_argument("--demo", action="store_true",
                         help="make two requests on an ephemeral port and exit")
     args = parser.parse_args(argv)
@@ -179,7 +189,7 @@ def main(argv: Optional[List[str]] = None) -> None:
         return
     app = ChatApp(args.db)
     with make_server(args.host, args.port, app, server_class=ThreadingWSGIServer) as server:
-        print(f"serving on http://{args.host}:{server.server_port} (history in {args.db})",
+        print(f"serving on http://{args.host}:{server.server_port} (history in {app.where})",
               file=sys.stderr)
         try:
             server.serve_forever()

@@ -30,6 +30,7 @@ __all__ = ["History"]
 
 log = logging.getLogger("lattice")
 Message = Dict[str, Any]
+_UNREAD: Any = object()  # History.version before the store was first read or written
 
 
 class History:
@@ -42,7 +43,8 @@ class History:
         self.io = threading.Lock()
         self.diverged = False
         self.last_usage = Usage()  # of the last reply: what compaction looks at
-        self.version: Any = None  # the store's version after this Agent's last read/write
+        # The store's version after this Agent's last read/write (None: the store was empty).
+        self.version: Any = _UNREAD
 
     # -- memory (callers that race hold the query's lock) --------------------------------
     def keep(self, message: Message) -> None:
@@ -73,11 +75,14 @@ class History:
             if self.diverged and method != "load":
                 store.replace(list(self.messages))
                 self.diverged = False
+            from .stores.session import read_version
+
+            # A load may run without the session lock (get_history between queries): read
+            # the version first, so a write landing between the two reads makes it stale.
+            before = read_version(store) if method == "load" and self.versioned else None
             out = getattr(store, method)(*args)
             if self.versioned:
-                from .stores.session import read_version
-
-                self.version = read_version(store)
+                self.version = before if method == "load" else read_version(store)
             return out
         except Exception as exc:
             if fail:
@@ -120,7 +125,7 @@ class History:
 
     def stale(self) -> bool:
         """Whether someone else wrote the store since this Agent last read or wrote it."""
-        if not self.versioned or self.version is None:
+        if not self.versioned or self.version is _UNREAD:
             return False
         from .stores.session import is_stale
 

@@ -123,21 +123,13 @@ class Loop:
     def write(self, message: Dict[str, Any], item: Any) -> None:
         """Append ``message`` (store first, then memory) and yield ``item`` (a copy of it,
         so a consumer's edits never reach the history)."""
-        history, saved = self.history, []
-        if history.store is None:  # nothing slow to do outside the lock
-            self.run.commit(None, partial(history.keep, message), item)
-            return
+        history = self.history
+        save = partial(history.save, "append", message) if history.store is not None else None
+        self.run.commit(save, partial(history.keep, message), item, late=self.diverged)
 
-        def save() -> None:
-            history.save("append", message)
-            saved.append(True)
-
-        try:
-            self.run.commit(save, partial(history.keep, message), item)
-        except Stopped:
-            if saved and (not history.messages or history.messages[-1] is not message):
-                history.diverged = True  # stored, but the query ended first: resync later
-            raise
+    def diverged(self) -> None:
+        """Stored, but the query ended first: the next store operation resyncs it."""
+        self.history.diverged = True
 
     def item(self, cls: Any, message: Dict[str, Any]) -> Any:
         return cls(message) if self.run.lockstep else None  # it copies when read
@@ -366,7 +358,8 @@ class Loop:
             self.history.last_usage = Usage()
 
         self.run.commit(partial(self.history.save, "replace", rebuilt), keep,
-                        SystemMessage("compaction", cut, usage) if self.run.lockstep else None)
+                        SystemMessage("compaction", cut, usage) if self.run.lockstep else None,
+                        late=self.diverged)
         return True
 
     def recover(self, error: PromptTooLongError) -> None:

@@ -205,8 +205,8 @@ class Query(Iterator[SDKMessage]):
         agent = self._agent
         try:
             self._run.release()
-            if lock is not None:
-                lock.release()
+            if lock is not None:  # once a store write still in flight has landed
+                self._run.after_writes(lock.release)
         finally:  # even if a KeyboardInterrupt lands above
             self._done = True
             agent._run = None

@@ -19,7 +19,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from typing import Any, Callable, Deque, Dict, Optional, Set
+from typing import Any, Callable, Deque, Dict, List, Optional, Set
 
 from .cancellation import AbortController, AbortSignal, call_later, needs_polling
 from .endings import Ending
@@ -79,6 +79,8 @@ class QueryRun:
         self.controller = AbortController()
         self._unlink: Optional[Callable[[], None]] = None
         self._request_done: Callable[[], None] = _nothing
+        self.writing = False  # the worker is in a store write (commit's ``save``)
+        self._after_write: List[Callable[[], None]] = []
         if signal is not None and not self.poll:
             callback = signal.add_callback(self.abort_from_user)
             self._unlink = lambda: signal.remove_callback(callback)
@@ -142,36 +144,66 @@ class QueryRun:
                 raise Stopped
 
     def commit(self, save: Optional[Callable[[], None]], keep: Callable[[], None],
-               item: Any = None) -> None:
+               item: Any = None, late: Optional[Callable[[], None]] = None) -> None:
         """Write to the history and hand ``item`` to the consumer, unless the query ended
         (then raise ``Stopped``).
 
         ``save`` (store I/O, slow, may raise) runs without ``cond``; ``keep`` (memory,
         fast) runs under it only if the query is still running, so a write that loses the
-        race never reaches the history (the store then holds one message more than memory;
-        the history resynchronises it). In lockstep, wait until the consumer asks for the
+        race never reaches the history (the store then holds one message more than memory:
+        ``late``, fast, runs instead, so the history resynchronises it). Both happen before
+        ``after_writes`` callbacks run. In lockstep, wait until the consumer asks for the
         next item: what it does while holding ``item`` happens before the loop goes on.
         """
-        if save is not None:
+        if save is not None:  # without a store, one lock acquisition does it all
             with self.cond:
                 if self.ended is not None:
                     raise Stopped
                 self.phase = IDLE
-            save()
+                self.writing = True  # decided with the end check: see after_writes
+            try:
+                save()
+            except BaseException:
+                self._written()
+                raise
         with self.cond:
-            if self.ended is not None:
-                raise Stopped
-            self.phase = IDLE
-            keep()
-            if item is not None and self.lockstep:
-                self.queue.append(item)
-                self.emitted += 1
-                self.cond.notify_all()
-                mine = self.emitted
-                while self.requested <= mine and self.ended is None:
-                    self.cond.wait()
-                if self.ended is not None:
-                    raise Stopped
+            if self.ended is None:
+                self.writing = False  # nothing waits for it: after_writes comes after the end
+                self.phase = IDLE
+                keep()
+                if item is not None and self.lockstep:
+                    self.queue.append(item)
+                    self.emitted += 1
+                    self.cond.notify_all()
+                    mine = self.emitted
+                    while self.requested <= mine and self.ended is None:
+                        self.cond.wait()
+                    if self.ended is not None:
+                        raise Stopped
+                return
+            if save is not None and late is not None:
+                late()
+        if save is not None:
+            self._written()
+        raise Stopped
+
+    def _written(self) -> None:
+        with self.cond:
+            self.writing = False
+            later, self._after_write = self._after_write, []
+        for fn in later:
+            fn()
+
+    def after_writes(self, fn: Callable[[], None]) -> None:
+        """Once the query has ended: call ``fn`` when no store write of the worker is in
+        flight (now, or from the worker when its write returns). No write starts after the
+        end, so the store's session lock released by ``fn`` covers every write of the
+        query, while the caller does not wait for a slow store (SPEC 10a, 14)."""
+        with self.cond:
+            if self.writing:
+                self._after_write.append(fn)
+                return
+        fn()
 
     def emit(self, item: Any) -> None:
         """Hand ``item`` (a stream event) to the consumer, if the query still runs."""

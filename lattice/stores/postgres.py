@@ -12,7 +12,10 @@ session is its version: every append and every non-empty replace makes a larger 
 
 The session lock is a session-level advisory lock (``pg_try_advisory_lock``) taken on a
 connection held for the whole query: the server frees it when that connection ends, so a
-killed holder frees its session as soon as the server notices the closed socket.
+killed holder frees its session as soon as the server notices the closed socket. While it
+is held, the store runs every statement on that connection: a statement still running in
+the server when its client dies ends before the backend notices, so the session is not
+free until a killed holder's last write has committed.
 """
 
 from __future__ import annotations
@@ -21,7 +24,8 @@ import copy
 import hashlib
 import json
 import re
-from typing import Any, Callable, List, Optional, TypeVar
+import threading
+from typing import Any, Callable, List, Optional, Tuple, TypeVar
 
 from .base import Message, encode_message
 from .locks import check_wait, poll
@@ -106,6 +110,7 @@ class PostgresHistoryStore:
             self._pool = shared_pool(conninfo, params, driver)
         self._index = f"{table.rsplit('.', 1)[-1][:50]}_session_idx"
         self._lock_key = _lock_key(table, session_id)
+        self._held: Optional[_AdvisoryLock] = None  # while locked: run statements there
 
     def __repr__(self) -> str:
         return f"PostgresHistoryStore({self._shown}, {self.session_id!r}, table={self.table!r})"
@@ -115,6 +120,7 @@ class PostgresHistoryStore:
         other = copy.copy(self)  # same table, pool, policy
         other.session_id = _check_session(session_id)
         other._lock_key = _lock_key(self.table, session_id)
+        other._held = None
         return other
 
     # -- the protocol ---------------------------------------------------------------
@@ -207,6 +213,11 @@ class PostgresHistoryStore:
         behind our back) is created and the operation tried again, since nothing was
         written.
         """
+        held = self._held
+        if held is not None:
+            done = held.run(op, retry=retry, transaction=transaction)
+            if done is not None:
+                return done[0]
         attempts = 2
         while True:
             attempts -= 1
@@ -317,15 +328,31 @@ def _in_transaction(conn: Connection, op: Callable[[Any], T]) -> T:
     return result
 
 
+def _roll_back(conn: Connection) -> None:
+    """End a failed transaction on a connection that stays open (it holds the lock)."""
+    try:
+        if conn.autocommit:
+            cur = conn.raw.cursor()
+            try:
+                cur.execute("ROLLBACK")
+            finally:
+                cur.close()
+        else:
+            conn.raw.rollback()
+    except Exception:
+        pass  # not in a transaction, or the connection is going: the next use tells
+
+
 class _AdvisoryLock:
     """The context manager ``PostgresHistoryStore.lock`` returns."""
 
-    __slots__ = ("store", "wait_s", "_conn")
+    __slots__ = ("store", "wait_s", "_conn", "_mutex")
 
     def __init__(self, store: PostgresHistoryStore, wait_s: float) -> None:
         self.store = store
         self.wait_s = wait_s
         self._conn: Optional[Connection] = None
+        self._mutex = threading.Lock()  # one statement at a time on the connection
 
     def __enter__(self) -> _AdvisoryLock:
         key = self.store._lock_key
@@ -352,10 +379,43 @@ class _AdvisoryLock:
             conn.close()  # a connection that may hold the lock must not go back to the pool
             raise
         self._conn = conn
+        self.store._held = self
         return self
 
+    def run(self, op: Callable[[Any], T], *, retry: bool, transaction: bool
+            ) -> Optional[Tuple[T]]:
+        """``(op(cursor),)`` on the lock's connection; None when the lock is not held here
+        any more: released, or its connection was lost (the server freed the lock with it),
+        and the statement may be tried again on a pooled connection."""
+        with self._mutex:
+            conn = self._conn
+            if conn is None:
+                return None
+            for attempt in (1, 2):
+                try:
+                    self.store._ensure_table(conn)
+                    return (_in_transaction(conn, op) if transaction else _single(conn, op),)
+                except Exception as exc:
+                    if connection_lost(exc, conn):
+                        self._conn = None
+                        if self.store._held is self:
+                            self.store._held = None
+                        conn.close()
+                        if retry or ended_by_server(exc):
+                            return None
+                        raise
+                    _roll_back(conn)
+                    if attempt == 1 and sqlstate(exc) == _UNDEFINED_TABLE:
+                        self.store._pool.ready_tables.discard(self.store.table)
+                        continue
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
     def __exit__(self, *exc_info: object) -> None:
-        conn, self._conn = self._conn, None
+        with self._mutex:
+            conn, self._conn = self._conn, None
+            if self.store._held is self:
+                self.store._held = None
         if conn is None:
             return
         try:

@@ -18,7 +18,7 @@ import os
 import shutil
 import subprocess
 import tempfile
-from typing import List, Optional, Sequence
+from typing import Callable, List, Optional, Sequence
 
 __all__ = ["TemporaryPostgres", "find_postgres_bin", "PostgresUnavailable"]
 
@@ -115,9 +115,17 @@ class TemporaryPostgres:
             self.stop()
             raise
 
-    def restart(self) -> None:
-        """``pg_ctl restart -m fast``: every connection is ended, the server comes back."""
-        self._pg_ctl("restart")
+    def restart(self, *, while_down: Optional[Callable[[], None]] = None) -> None:
+        """``pg_ctl restart -m fast``: every connection is ended, the server comes back.
+        With ``while_down``: stop, call it (the server is down meanwhile), start again."""
+        if while_down is None:
+            self._pg_ctl("restart")
+            return
+        self._pg_ctl("stop")
+        try:
+            while_down()
+        finally:
+            self._pg_ctl("start")
 
     def stop(self) -> None:
         root, self.root = self.root, None

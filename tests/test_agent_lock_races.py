@@ -1,0 +1,228 @@
+"""SPEC 14 at the edges of a query: what another writer does between a read and the version
+the Agent remembers, a store write still in flight when a query ends, and a query generator
+that is closed or dropped.
+
+Each store here is a real one with one step made slow or racy by a subclass, so the race is
+forced to happen, not waited for.
+"""
+
+from __future__ import annotations
+
+import gc
+import threading
+
+import pytest
+
+from lattice import AbortController, Agent, ConcurrentQueryError
+from lattice.stores import JsonlHistoryStore, SqliteHistoryStore
+from lattice.testing import FunctionModelClient, ScriptedModelClient, assert_well_formed
+
+KINDS = ["jsonl", "sqlite"]
+
+
+def store_class(kind):
+    return JsonlHistoryStore if kind == "jsonl" else SqliteHistoryStore
+
+
+def make(kind, tmp_path, cls=None, **options):
+    cls = cls or store_class(kind)
+    if kind == "jsonl":
+        return cls(tmp_path / "c.jsonl", **options)
+    return cls(tmp_path / "c.db", "s1", **options)
+
+
+def user(text):
+    return {"role": "user", "content": text}
+
+
+def answer(text):
+    return {"role": "assistant", "content": [{"type": "text", "text": text}]}
+
+
+def contents(messages):
+    return [m["content"] if isinstance(m["content"], str) else m["content"][0].get("text")
+            for m in messages]
+
+
+def echo_client():
+    return FunctionModelClient(lambda request: f"saw {contents(request.messages)}")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_an_agent_that_read_an_empty_session_reloads_once_another_wrote_it(tmp_path, kind):
+    a = Agent(model="m", model_client=echo_client(), history_store=make(kind, tmp_path))
+    assert a.get_history() == []  # the session is empty: its version is None
+    b = Agent(model="m", model_client=ScriptedModelClient(["B answered"]),
+              history_store=make(kind, tmp_path))
+    b.prompt("B asks")
+    assert a.prompt("A asks").result == "saw ['B asks', 'B answered', 'A asks']"
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_write_between_a_load_and_the_version_read_is_not_missed(tmp_path, kind):
+    """``get_history()`` outside a query loads without the session lock: another process may
+    append right after the read. The Agent must not take that append as its own view."""
+    others = []
+
+    class Racy(store_class(kind)):
+        def load(self):
+            loaded = super().load()
+            while others:  # another process writes just after our read
+                make(kind, tmp_path).append(others.pop(0))
+            return loaded
+
+    first = make(kind, tmp_path)
+    first.append(user("first"))  # a non-empty session: its version is not None
+    first.append(answer("first answer"))
+    a = Agent(model="m", model_client=echo_client(), history_store=make(kind, tmp_path, Racy))
+    others[:] = [user("B asks"), answer("B answered")]
+    assert contents(a.get_history()) == ["first", "first answer"]
+    result = a.prompt("A asks")
+    assert result.result == "saw ['first', 'first answer', 'B asks', 'B answered', 'A asks']"
+    assert contents(make(kind, tmp_path).load())[2:] == [
+        "B asks", "B answered", "A asks", result.result]
+
+
+class SlowIo:
+    """``History.io`` whose first acquisition by the query's worker thread waits for
+    ``go``: the worker has decided to write (the query was still running) but is not yet
+    in the store when the query ends, as if the OS paused it right there."""
+
+    def __init__(self, entered, go):
+        self.lock = threading.Lock()
+        self.entered, self.go = entered, go
+
+    def acquire(self, blocking=True, timeout=-1):
+        if threading.current_thread().name == "lattice-query" and not self.entered.is_set():
+            self.entered.set()
+            assert self.go.wait(20)
+        return self.lock.acquire(blocking, timeout)
+
+    def release(self):
+        self.lock.release()
+
+    def __enter__(self):
+        self.acquire()
+
+    def __exit__(self, *exc_info):
+        self.release()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("where", ["in the store", "on its way to the store"])
+def test_the_session_stays_held_until_a_write_in_flight_at_the_end_lands(tmp_path, kind,
+                                                                        where):
+    """A query that ends (here: aborted) while its worker is writing a reply to the store:
+    the write lands after the end. Until it has, the session is not free, or another
+    process's query would get that reply in the middle of its own turn."""
+    entered, go = threading.Event(), threading.Event()
+
+    class SlowAppend(store_class(kind)):
+        def append(self, message):
+            if message["role"] == "assistant" and where == "in the store":
+                entered.set()
+                assert go.wait(20)
+            super().append(message)
+
+    a = Agent(model="m", model_client=ScriptedModelClient(["slow reply"]),
+              history_store=make(kind, tmp_path, SlowAppend))
+    if where != "in the store":
+        a._history.io = SlowIo(entered, go)
+    controller = AbortController()
+    results = []
+    worker = threading.Thread(target=lambda: results.append(
+        a.prompt("one", signal=controller.signal)))
+    worker.start()
+    assert entered.wait(20)
+    controller.abort()
+    worker.join(20)
+    assert results[0].subtype == "error_abort"  # the query ended; its write has not landed
+    b = Agent(model="m", model_client=ScriptedModelClient(["too soon"]),
+              history_store=make(kind, tmp_path))
+    with pytest.raises(ConcurrentQueryError):
+        b.prompt("two")
+    go.set()  # the write lands, then the session is given back
+    waiter = Agent(model="m", model_client=ScriptedModelClient(["two done"]),
+                   history_store=make(kind, tmp_path), session_lock_wait_s=20)
+    assert waiter.prompt("two").result == "two done"
+    stored = make(kind, tmp_path).load()
+    assert contents(stored) == ["one", "slow reply", "two", "two done"]
+    assert_well_formed(stored)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_late_write_is_accounted_for_before_the_session_is_given_back(tmp_path, kind):
+    """The write in flight at the end lands, then the session is given back, and the same
+    Agent's next query takes it at once: that query must know the store holds a message
+    its memory does not (the history is diverged), before it writes anything."""
+    entered, go = threading.Event(), threading.Event()
+    waiting, next_started = threading.Event(), threading.Event()
+
+    class Store(store_class(kind)):
+        def append(self, message):
+            if contents([message]) == ["slow reply"]:
+                entered.set()
+                assert go.wait(20)
+            super().append(message)
+
+        def lock(self, *, wait_s=0.0):
+            inner = super().lock(wait_s=wait_s)
+            outer = self
+
+            class Held:
+                def __enter__(self):
+                    if outer.entered_once:  # the next query waits for the session
+                        waiting.set()
+                    outer.entered_once = True
+                    inner.__enter__()
+                    return self
+
+                def __exit__(self, *exc_info):
+                    inner.__exit__(*exc_info)
+                    if not outer.released_once:  # the first query's end: let the next run
+                        outer.released_once = True
+                        next_started.wait(2)
+
+            return Held()
+
+    store = make(kind, tmp_path, Store)
+    store.entered_once = store.released_once = False
+    seen = []
+
+    def model(request):
+        seen.append((contents(request.messages), contents(make(kind, tmp_path).load())))
+        if len(seen) == 1:
+            return "slow reply"
+        next_started.set()
+        return "next reply"
+
+    a = Agent(model="m", model_client=FunctionModelClient(model), history_store=store,
+              session_lock_wait_s=20)
+    controller = AbortController()
+    threading.Thread(target=lambda: entered.wait(20) and controller.abort()).start()
+    threading.Thread(target=lambda: waiting.wait(20) and go.set()).start()
+    assert a.prompt("one", signal=controller.signal).subtype == "error_abort"
+    assert a.prompt("next").result == "next reply"
+    sent, stored = seen[1]
+    assert sent == stored == ["one", "next"]  # the late "slow reply" was taken back out
+    assert contents(make(kind, tmp_path).load()) == ["one", "next", "next reply"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("how", ["close", "drop"])
+def test_a_closed_or_dropped_query_frees_the_session(tmp_path, kind, how):
+    a = Agent(model="m", model_client=ScriptedModelClient(["first"]),
+              history_store=make(kind, tmp_path))
+    query = a.query("one")
+    next(query)  # the lock is taken and the query runs
+    other = Agent(model="m", model_client=ScriptedModelClient(["second"]),
+                  history_store=make(kind, tmp_path))
+    with pytest.raises(ConcurrentQueryError):
+        other.prompt("blocked")
+    if how == "close":
+        query.close()
+    else:
+        del query
+        gc.collect()
+    assert other.prompt("two").result == "second"
+    assert_well_formed(make(kind, tmp_path).load())
