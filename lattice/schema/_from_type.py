@@ -20,6 +20,7 @@ from typing import Any, Callable, Optional, Union
 
 from ..errors import SchemaError
 from ._docstrings import parse_docstring
+from ._hints import class_hints
 
 __all__ = ["schema_from_type", "schema_from_function"]
 
@@ -169,7 +170,7 @@ class _Builder:
                     raise SchemaError(f"{where}: enum value {value!r} is not JSON")
             return _with_doc(_enum_schema(values), tp)
         try:
-            hints = typing.get_type_hints(tp, include_extras=True)
+            hints = class_hints(tp)
         except Exception as exc:  # NameError for unresolvable forward references, mostly
             message = f"{where}: cannot resolve the type hints of {tp.__name__}: {exc}"
             raise SchemaError(message) from None
