@@ -24,6 +24,7 @@ from typing import Any, Dict, List, Optional
 
 from .errors import HistoryStoreError
 from .messages import sendable
+from .stores.session import is_stale, read_version
 from .usage import Usage
 
 __all__ = ["History"]
@@ -72,15 +73,16 @@ class History:
             return None
         fail = bool(getattr(store, "fail_on_error", False))
         try:
+            written = False
             if self.diverged and method != "load":
                 store.replace(list(self.messages))
                 self.diverged = False
-            from .stores.session import read_version
-
+                # save_later's message is kept before it is saved: the replace wrote it
+                written = method == "append" and any(m is args[0] for m in self.messages[-1:])
             # A load may run without the session lock (get_history between queries): read
             # the version first, so a write landing between the two reads makes it stale.
             before = read_version(store) if method == "load" and self.versioned else None
-            out = getattr(store, method)(*args)
+            out = None if written else getattr(store, method)(*args)
             if self.versioned:
                 self.version = before if method == "load" else read_version(store)
             return out
@@ -127,6 +129,4 @@ class History:
         """Whether someone else wrote the store since this Agent last read or wrote it."""
         if not self.versioned or self.version is _UNREAD:
             return False
-        from .stores.session import is_stale
-
         return is_stale(self.store, self.version)

@@ -137,10 +137,12 @@ def build(tp: Any, data: Any) -> Any:
     dicts, Optional/Union of those, Enums; everything else as is."""
     import enum
 
+    from .schema._hints import class_hints
+
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
     if isinstance(tp, type) and dataclasses.is_dataclass(tp) and isinstance(data, dict):
-        hints = typing.get_type_hints(tp)
+        hints = class_hints(tp, include_extras=False)
         names = {f.name for f in dataclasses.fields(tp) if f.init}
         return tp(**{k: build(hints.get(k, Any), v) for k, v in data.items() if k in names})
     if isinstance(tp, type) and issubclass(tp, enum.Enum):
@@ -157,6 +159,8 @@ def build(tp: Any, data: Any) -> Any:
     if origin is dict and isinstance(data, dict) and len(args) == 2:
         return {k: build(args[1], v) for k, v in data.items()}
     if args and (origin is typing.Union or type(tp).__name__ == "UnionType"):
+        if float in args and int not in args and type(data) is int:
+            return float(data)  # Optional[float] too, as for a plain float
         for option in args:
             if option is type(None):
                 if data is None:

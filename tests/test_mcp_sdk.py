@@ -19,7 +19,7 @@ from lattice import AbortSignal, Agent
 from lattice.mcp import MCPError, MCPServerHTTP, MCPServerStdio
 from lattice.testing import ScriptedModelClient
 
-pytest.importorskip("mcp.server.lowlevel", reason="needs the mcp SDK 2.x (the test extra)")
+pytest.importorskip("mcp.server.lowlevel", reason="needs the mcp SDK 2.x (the test extra, Python 3.10+)")
 
 SERVER = str(Path(__file__).with_name("mcp_sdk_server.py"))
 TOOLS = ["echo", "image", "weather", "structured_only", "fail", "explode", "slow", "chatty",

@@ -33,7 +33,7 @@ def use(id, name, input):
 # -- mcp-server-time (PyPI) --------------------------------------------------------------
 
 needs_time = pytest.mark.skipif(importlib.util.find_spec("mcp_server_time") is None,
-                                reason="needs mcp-server-time (the test extra)")
+                                reason="needs mcp-server-time (the test extra, Python 3.10+)")
 
 
 @needs_time

@@ -10,15 +10,15 @@ from __future__ import annotations
 import json
 import random
 import time
-from pathlib import Path
 
 import pytest
+from conftest import SHARED
 
 from lattice import schema
 from lattice.schema._regex import compile_pattern, compile_re
 from lattice.schema._regex_guard import Unsupported, build_dfa, parse
 
-SUITE = Path(__file__).resolve().parents[1].parent / "shared/data/JSON-Schema-Test-Suite/tests"
+SUITE = SHARED / "data/JSON-Schema-Test-Suite/tests"
 
 # (pattern, instance, valid): each takes seconds to hours with plain ``re``.
 EVIL = [

@@ -13,11 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import SHARED
 from suite_adapter import needs_remote
 
 from lattice import schema
 
-SUITE = Path(__file__).resolve().parents[1].parent / "shared/data/JSON-Schema-Test-Suite/tests"
+SUITE = SHARED / "data/JSON-Schema-Test-Suite/tests"
 DRAFTS = {"2020-12": "draft2020-12", "7": "draft7"}
 GENERIC = "instance does not match the schema"
 

@@ -5,6 +5,8 @@ Each worker runs "queries" the way the Agent does with a lockable store: take th
 load, repair a turn a killed query left open, append the prompt, (think), append the reply,
 release. It logs when each query started and ended (``time.monotonic`` is one clock for
 every process of the machine). The parent kills workers at random and starts new ones.
+Workers run until the parent creates a stop file, not for a fixed time: on a loaded machine
+a timed worker could end by itself just before its kill -9 and look like a survivor.
 """
 
 import json
@@ -28,14 +30,15 @@ WORKER = """
     from store_kinds import make_store
     from lattice import ConcurrentQueryError
 
-    kind, where, sessions, me, log_path, run_s = sys.argv[1:7]
+    import os
+    kind, where, sessions, me, log_path, stop_path = sys.argv[1:7]
     rng = random.Random(me)
     stores = {}
-    until = time.monotonic() + float(run_s)
+    until = time.monotonic() + 300  # only if the parent died without stopping us
     log = open(log_path, "a", buffering=1)
     print("ready", flush=True)
     q = 0
-    while time.monotonic() < until:
+    while time.monotonic() < until and not os.path.exists(stop_path):
         sid = f"s{rng.randrange(int(sessions))}"
         store = stores.setdefault(sid, make_store(kind, where, sid))
         q += 1
@@ -76,6 +79,7 @@ def test_random_queries_and_kills_keep_histories_whole_and_queries_apart(kind, t
     else:
         where = str(tmp_path)
     log_path = tmp_path / "queries.log"
+    stop_path = tmp_path / "stop"
     rng = random.Random(kind)
     killed_at = {}
     procs = {}
@@ -85,21 +89,24 @@ def test_random_queries_and_kills_keep_histories_whole_and_queries_apart(kind, t
         nonlocal next_id
         me = f"w{next_id}"
         next_id += 1
-        procs[me] = child(WORKER, kind, where, SESSIONS, me, log_path, RUN_S)
+        procs[me] = child(WORKER, kind, where, SESSIONS, me, log_path, stop_path)
         assert procs[me].stdout.readline().strip() == "ready"
 
     try:
+        started = time.monotonic()
         for _ in range(WORKERS):
             spawn()
         for _ in range(KILLS):
             time.sleep(rng.uniform(0.2, RUN_S / KILLS))
-            victim = rng.choice([m for m, p in procs.items() if p.poll() is None] or [None])
-            if victim is None:
-                break
+            alive = [m for m, p in procs.items() if p.poll() is None and m not in killed_at]
+            assert alive, {m: p.returncode for m, p in procs.items()}  # none may end early
+            victim = rng.choice(alive)
             os.kill(procs[victim].pid, signal.SIGKILL)
             killed_at[victim] = time.monotonic()
             procs[victim].wait(30)
             spawn()
+        time.sleep(max(0.0, started + RUN_S - time.monotonic()))
+        stop_path.touch()
         for proc in procs.values():
             proc.wait(120)
     finally:

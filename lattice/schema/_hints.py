@@ -75,10 +75,10 @@ def _method_globals(tp: type) -> list[dict[str, Any]]:
     return found
 
 
-def class_hints(tp: type) -> dict[str, Any]:
-    """``get_type_hints(tp, include_extras=True)``, with the fallback described above."""
+def class_hints(tp: type, *, include_extras: bool = True) -> dict[str, Any]:
+    """``get_type_hints(tp, include_extras=...)``, with the fallback described above."""
     try:
-        return typing.get_type_hints(tp, include_extras=True)
+        return typing.get_type_hints(tp, include_extras=include_extras)
     except RecursionError:
         raise
     except Exception:  # NameError, or KeyError on 3.9 for a module not in sys.modules
@@ -86,7 +86,7 @@ def class_hints(tp: type) -> dict[str, Any]:
     namespace: dict[str, Any] = {base.__name__: base for base in reversed(tp.__mro__)}
     for layer in _method_globals(tp) + _layers(tp, tp.__module__):
         namespace.update(layer)
-    return typing.get_type_hints(tp, globalns=namespace, include_extras=True)
+    return typing.get_type_hints(tp, globalns=namespace, include_extras=include_extras)
 
 
 def function_namespace(fn: Callable[..., Any]) -> dict[str, Any]:
