@@ -40,6 +40,22 @@ __all__ = ["Query"]
 log = logging.getLogger("lattice")
 
 
+def check_approvals(agent: Agent, approvals: Dict[str, Any]) -> None:
+    """``approvals`` must answer exactly the calls waiting for approval (ValueError)."""
+    pending = [c.id for c in agent.pending_approvals()]
+    if not pending:
+        raise ValueError("approvals= given, but no tool call is waiting for approval")
+    missing = [i for i in pending if i not in approvals]
+    unknown = [i for i in approvals if i not in pending]
+    if missing or unknown:
+        raise ValueError(f"approvals must answer exactly the pending calls: missing "
+                         f"{missing}, unknown {unknown}")
+    for key, decision in approvals.items():
+        if not isinstance(decision, (bool, str, ToolResult)):
+            raise ValueError(f"approvals[{key!r}] must be True, False, a str or a "
+                             f"ToolResult, got {decision!r}")
+
+
 class Query(Iterator[SDKMessage]):
     """One running query, as an iterator of SDK messages (``ResultMessage`` last)."""
 
@@ -50,6 +66,12 @@ class Query(Iterator[SDKMessage]):
             raise ConcurrentQueryError("this Agent is already running a query; create one "
                                        "Agent per conversation")
         self._agent = agent
+        if approvals is not None:  # bad approvals fail here, before a web app answers
+            try:
+                check_approvals(agent, approvals)
+            except BaseException:
+                agent._guard.release()
+                raise
         self._prompt = prompt
         self._approvals = approvals
         self._settings = settings
@@ -152,18 +174,7 @@ class Query(Iterator[SDKMessage]):
         history = agent._history
         tail = pending_tail(history.messages)
         if approvals is not None:
-            pending = [c.id for c in agent.pending_approvals()]
-            if tail is None or not pending:
-                raise ValueError("approvals= given, but no tool call is waiting for approval")
-            missing = [i for i in pending if i not in approvals]
-            unknown = [i for i in approvals if i not in pending]
-            if missing or unknown:
-                raise ValueError(f"approvals must answer exactly the pending calls: missing "
-                                 f"{missing}, unknown {unknown}")
-            for key, decision in approvals.items():
-                if not isinstance(decision, (bool, str, ToolResult)):
-                    raise ValueError(f"approvals[{key!r}] must be True, False, a str or a "
-                                     f"ToolResult, got {decision!r}")
+            check_approvals(agent, approvals)  # again, under the session lock
             return {"reply": tail, "decisions": dict(approvals), "prompt": prompt}
         if tail is not None:  # the user moved on: answer the pending calls first
             history.append({"role": "user", "content": [
