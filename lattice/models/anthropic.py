@@ -26,7 +26,7 @@ from .options import (
 )
 from .retry import RetryPolicy
 from .sse import parse_stream
-from .status import error_from_response
+from .status import add_hint, error_from_response
 from .wire import message_from_json, reply_from_message, request_body
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -58,9 +58,8 @@ class MessagesCodec:
               secrets: Sequence[str]) -> APIStatusError:
         error = error_from_response(status, headers, content, secrets)
         if status == 404 and self.base_url.endswith("/v1"):
-            error.message += (f" (hint: base_url {self.base_url!r} ends in /v1, and the "
-                              "client adds /v1/messages itself; drop the /v1)")
-            error.args = (error.message,)
+            add_hint(error, f"base_url {self.base_url!r} ends in /v1, and the client adds "
+                     "/v1/messages itself; drop the /v1")
         return error
 
 

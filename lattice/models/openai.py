@@ -28,7 +28,7 @@ from .options import (
     secrets_of,
 )
 from .retry import RetryPolicy
-from .status import error_from_response, load_json
+from .status import add_hint, error_from_response, load_json
 
 if TYPE_CHECKING:  # pragma: no cover
     import requests
@@ -66,9 +66,8 @@ class ChatCodec:
         error = error_from_response(status, headers, content, secrets,
                                     request_id_header=self.request_id_header)
         if status == 404 and not self.base_url.endswith("/v1"):
-            error.message += (f" (hint: the client posted to {self.url}; most servers serve "
-                              "Chat Completions under /v1, so base_url usually ends in /v1)")
-            error.args = (error.message,)
+            add_hint(error, f"the client posted to {self.url}; most servers serve Chat "
+                     "Completions under /v1, so base_url usually ends in /v1")
         return error
 
 

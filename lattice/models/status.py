@@ -20,11 +20,18 @@ __all__ = [
     "error_from_response",
     "error_message",
     "redact",
+    "add_hint",
     "clean_request_id",
     "load_json",
 ]
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def add_hint(error: APIStatusError, hint: str) -> None:
+    """Append ``(hint: ...)`` to an error's message (a likely misconfiguration)."""
+    error.message += f" (hint: {hint})"
+    error.args = (error.message,)
 
 
 def redact(text: str, secrets: Sequence[str]) -> str:
