@@ -1,43 +1,25 @@
-import os
+"""Fixtures only; the helpers live in helpers.py."""
+
 import threading
-from pathlib import Path
+import time
 
 import pytest
-
-# ../shared beside the repository; LATTICE_SHARED overrides it (e.g. from a git worktree).
-SHARED = Path(os.environ.get("LATTICE_SHARED") or Path(__file__).resolve().parents[2] / "shared")
-
-
-def tool_use(name, input=None, id=None):
-    return {"type": "tool_use", "id": id or f"toolu_{name}", "name": name, "input": input or {}}
-
-
-def reply(*blocks, stop_reason=None, usage=None, **extra):
-    """An assistant reply dict; strings are text blocks."""
-    content = [{"type": "text", "text": b} if isinstance(b, str) else b for b in blocks]
-    out = {"role": "assistant", "content": content}
-    if stop_reason:
-        out["stop_reason"] = stop_reason
-    if usage:
-        out["usage"] = usage
-    out.update(extra)
-    return out
 
 
 @pytest.fixture
 def no_thread_leak():
     """Asserts the test leaves no lattice threads running (with well-behaved clients)."""
     yield
-    import time
-
     deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        alive = [t for t in threading.enumerate()
-                 if t.name.startswith(("lattice-query", "lattice-tool"))]
-        if not alive:
-            return
-        time.sleep(0.01)
-    raise AssertionError(f"threads still running: {alive}")
+    for thread in _lattice_threads():
+        thread.join(max(0.0, deadline - time.monotonic()))
+    alive = _lattice_threads()
+    assert not alive, f"threads still running: {alive}"
+
+
+def _lattice_threads():
+    return [t for t in threading.enumerate()
+            if t.name.startswith(("lattice-query", "lattice-tool"))]
 
 
 # A private PostgreSQL cluster for the store tests (see pg_fixture.py).

@@ -2,7 +2,7 @@
 import json
 
 import pytest
-from conftest import reply, tool_use
+from helpers import reply, tool_use
 
 import lattice
 from lattice import Agent, Tool, ToolResult, tool

@@ -2,7 +2,7 @@
 import logging
 
 import pytest
-from conftest import reply, tool_use
+from helpers import reply, tool_use
 
 from lattice import (
     Agent,

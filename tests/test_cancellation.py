@@ -4,7 +4,7 @@ import threading
 import time
 
 import pytest
-from conftest import reply, tool_use
+from helpers import reply, tool_use
 
 from lattice import AbortController, AbortError, AbortSignal, Agent, RequestTimeoutError, Tool
 from lattice.testing import FunctionModelClient, ScriptedModelClient, assert_well_formed

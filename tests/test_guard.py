@@ -3,7 +3,7 @@ import gc
 import threading
 
 import pytest
-from conftest import reply, tool_use
+from helpers import reply, tool_use
 
 from lattice import Agent, ConcurrentQueryError, Tool
 from lattice.testing import FunctionModelClient, ScriptedModelClient, assert_well_formed

@@ -9,7 +9,7 @@ import sys
 import threading
 
 import pytest
-from spec_helpers import (
+from helpers import (
     MODEL,
     assert_well_formed,
     function_agent,
@@ -18,7 +18,7 @@ from spec_helpers import (
     results_of,
     run,
     scripted,
-    tu,
+    tool_use,
 )
 
 import lattice
@@ -152,7 +152,7 @@ def test_max_turns_default_is_50():
         """Nothing."""
         return "ok"
 
-    agent, client = function_agent(lambda r: reply(tu("noop")), tools=[noop])
+    agent, client = function_agent(lambda r: reply(tool_use("noop")), tools=[noop])
     result = agent.prompt("loop")
     assert result.subtype == "error_max_turns"
     assert len(client.requests) == 50
@@ -247,7 +247,7 @@ def test_parallel_tool_calls_run_concurrently_results_in_order():
         barrier.wait()
         return tag
 
-    agent, _ = scripted([reply(tu("slow", {"tag": "A"}, "t1"), tu("slow", {"tag": "B"}, "t2")),
+    agent, _ = scripted([reply(tool_use("slow", {"tag": "A"}, "t1"), tool_use("slow", {"tag": "B"}, "t2")),
                          "end"], tools=[slow], parallel_tool_calls=True)
     result = agent.prompt("go")
     assert result.subtype == "success"
@@ -267,7 +267,7 @@ def test_sequential_tool_calls_by_default():
         log.append(("end", tag))
         return tag
 
-    agent, _ = scripted([reply(tu("step", {"tag": "A"}, "t1"), tu("step", {"tag": "B"}, "t2")),
+    agent, _ = scripted([reply(tool_use("step", {"tag": "A"}, "t1"), tool_use("step", {"tag": "B"}, "t2")),
                          "end"], tools=[step])
     agent.prompt("go")
     assert [(e[0], e[1]) for e in log] == [("start", "A"), ("end", "A"),
@@ -312,7 +312,7 @@ def test_tool_loop_message_order_and_one_user_message_per_batch():
         return a + b
 
     agent, client = scripted([
-        reply("let me add", tu("add", {"a": 1, "b": 2}, "t1"), tu("add", {"a": 3, "b": 4}, "t2")),
+        reply("let me add", tool_use("add", {"a": 1, "b": 2}, "t1"), tool_use("add", {"a": 3, "b": 4}, "t2")),
         reply("3 and 7"),
     ], tools=[add])
     messages = run(agent, "add things")
@@ -332,7 +332,7 @@ def test_tool_loop_message_order_and_one_user_message_per_batch():
 def test_assistant_message_shortcuts():
     usage = {"input_tokens": 10, "output_tokens": 3, "cache_creation_input_tokens": 2,
              "cache_read_input_tokens": 1}
-    agent, _ = scripted([reply("hi", tu("nope", {}, "t1"), usage=usage, model="served-model",
+    agent, _ = scripted([reply("hi", tool_use("nope", {}, "t1"), usage=usage, model="served-model",
                                provider_response_id="msg_123"), "bye"])
     a = run(agent)[0]
     assert a.message == agent.get_history()[1]
@@ -347,7 +347,7 @@ def test_assistant_message_shortcuts():
 
 def test_result_usage_is_the_sum_and_stop_reason_is_the_last():
     agent, _ = scripted([
-        reply(tu("x", {}, "t1"), usage={"input_tokens": 10, "output_tokens": 1,
+        reply(tool_use("x", {}, "t1"), usage={"input_tokens": 10, "output_tokens": 1,
                                          "cache_read_input_tokens": 4}),
         reply("done", stop_reason="end_turn",
               usage={"input_tokens": 20, "output_tokens": 2, "cache_creation_input_tokens": 3}),
@@ -414,7 +414,7 @@ def test_multi_turn_sends_the_whole_history():
 
 
 def test_get_history_is_a_deep_copy():
-    agent, _ = scripted([reply("x", tu("t", {"k": [1]}, "t1")), "y"])
+    agent, _ = scripted([reply("x", tool_use("t", {"k": [1]}, "t1")), "y"])
     agent.prompt("hi")
     copy = agent.get_history()
     copy[1]["content"][1]["input"]["k"].append(2)
@@ -430,7 +430,7 @@ def test_max_turns_result():
         """Again."""
         return "more"
 
-    agent, client = function_agent(lambda r: reply("step", tu("again", {}, f"t{len(r.messages)}")),
+    agent, client = function_agent(lambda r: reply("step", tool_use("again", {}, f"t{len(r.messages)}")),
                                    tools=[again], max_turns=3)
     messages = run(agent)
     r = messages[-1]
@@ -441,7 +441,7 @@ def test_max_turns_result():
 
 
 def test_max_turns_result_carries_an_exception():
-    agent, _ = function_agent(lambda r: reply("step", tu("again", {}, f"t{len(r.messages)}")),
+    agent, _ = function_agent(lambda r: reply("step", tool_use("again", {}, f"t{len(r.messages)}")),
                               tools=[lattice.tool(lambda: "more", name="again")], max_turns=1)
     r = agent.prompt("hi")
     assert r.subtype == "error_max_turns"

@@ -7,7 +7,7 @@ import threading
 import time
 
 import pytest
-from spec_helpers import (
+from helpers import (
     Gates,
     assert_well_formed,
     function_agent,
@@ -17,7 +17,7 @@ from spec_helpers import (
     results_of,
     run,
     scripted,
-    tu,
+    tool_use,
 )
 
 import lattice
@@ -117,7 +117,7 @@ def test_second_query_from_inside_a_tool_raises():
             seen["exc"] = exc
         return "fine"
 
-    agent, client = scripted([reply(tu("reenter", {}, "t1")), "outer done"],
+    agent, client = scripted([reply(tool_use("reenter", {}, "t1")), "outer done"],
                              tools=[Tool("reenter", "R.", {"type": "object"}, reenter)])
     r = agent.prompt("outer")
     assert isinstance(seen["exc"], ConcurrentQueryError)
@@ -153,7 +153,7 @@ def test_guard_released_just_before_result_is_yielded():
 
 
 def test_guard_released_when_generator_closed():
-    agent, _ = scripted([reply("calling", tu("x", {}, "t1")), "after"])
+    agent, _ = scripted([reply("calling", tool_use("x", {}, "t1")), "after"])
     gen = agent.query("a")
     first = next(gen)
     assert first.type == "assistant"
@@ -166,7 +166,7 @@ def test_guard_released_when_generator_closed():
 
 
 def test_guard_released_when_generator_abandoned():
-    agent, _ = scripted([reply(tu("x", {}, "t1")), "after"])
+    agent, _ = scripted([reply(tool_use("x", {}, "t1")), "after"])
     gen = agent.query("a")
     next(gen)
     del gen
@@ -214,7 +214,7 @@ def test_interrupt_during_request_discards_the_reply(gates):
 def test_interrupt_during_batch_completes_the_batch(gates):
     hang, entered, release, calls = blocking_tool(gates)
     second = Tool("second", "S.", {"type": "object"}, lambda i: "second ran")
-    agent, client = scripted([reply(tu("hang", {}, "t1"), tu("second", {}, "t2")), "never"],
+    agent, client = scripted([reply(tool_use("hang", {}, "t1"), tool_use("second", {}, "t2")), "never"],
                              tools=[hang, second])
 
     def interrupt_then_release():
@@ -239,7 +239,7 @@ def test_interrupt_fires_tool_context_signal_so_tools_stop_early():
         return "stopped early" if context.signal.aborted else "timed out"
 
     entered = threading.Event()
-    agent, _ = function_agent(lambda r: (entered.set(), reply(tu("patient", {}, "p1")))[1],
+    agent, _ = function_agent(lambda r: (entered.set(), reply(tool_use("patient", {}, "p1")))[1],
                               tools=[Tool("patient", "P.", {"type": "object"}, patient)])
     trigger_when(entered, agent.interrupt)
     r = agent.prompt("go")
@@ -250,7 +250,7 @@ def test_interrupt_fires_tool_context_signal_so_tools_stop_early():
 def test_interrupt_while_holding_the_assistant_message():
     calls = []
     t = Tool("act", "A.", {"type": "object"}, lambda i: calls.append(i) or "acted")
-    agent, client = scripted([reply("will act", tu("act", {}, "a1"), tu("act", {}, "a2")),
+    agent, client = scripted([reply("will act", tool_use("act", {}, "a1"), tool_use("act", {}, "a2")),
                               "next conversation"], tools=[t])
     gen = agent.query("go")
     messages = [next(gen)]
@@ -312,7 +312,7 @@ def test_abort_during_a_request_that_never_returns(gates):
 
 def test_abort_during_a_tool_that_never_returns(gates):
     hang, entered, _, calls = blocking_tool(gates)
-    agent, _ = scripted([reply(tu("hang", {}, "t1"))], tools=[hang])
+    agent, _ = scripted([reply(tool_use("hang", {}, "t1"))], tools=[hang])
     controller = AbortController()
     box = trigger_when(entered, controller.abort)
     messages = run(agent, "go", signal=controller.signal)
@@ -373,7 +373,7 @@ def test_signals_are_always_abort_signals():
         seen["tool"] = context.signal
         return "x"
 
-    agent, client = scripted([reply(tu("t", {}, "1")), "done"],
+    agent, client = scripted([reply(tool_use("t", {}, "1")), "done"],
                              tools=[Tool("t", "T.", {"type": "object"}, handler)])
     agent.prompt("go")
     assert isinstance(seen["tool"], AbortSignal) and not seen["tool"].aborted
@@ -384,7 +384,7 @@ def test_signals_are_always_abort_signals():
 def test_abort_after_a_tool_batch_stops_before_the_next_request():
     controller = AbortController()
     t = Tool("t", "T.", {"type": "object"}, lambda i: controller.abort() or "did it")
-    agent, client = scripted([reply(tu("t", {}, "1")), "never"], tools=[t])
+    agent, client = scripted([reply(tool_use("t", {}, "1")), "never"], tools=[t])
     r = agent.prompt("go", signal=controller.signal)
     assert r.subtype == "error_abort" and len(client.requests) == 1
     assert_well_formed(agent.get_history())
@@ -421,7 +421,7 @@ def test_request_timeout_unset_means_none():
 def test_request_timeout_is_per_request_not_per_query():
     def slowish(request):
         time.sleep(0.06)
-        return reply(tu("t", {}, f"t{len(request.messages)}")) if len(request.messages) < 5 \
+        return reply(tool_use("t", {}, f"t{len(request.messages)}")) if len(request.messages) < 5 \
             else reply("done")
 
     agent, client = function_agent(slowish, request_timeout_ms=1000,
@@ -454,7 +454,7 @@ def test_client_raising_request_timeout_is_error_timeout():
 
 def test_well_formed_after_end_turn_and_errors():
     fin = Tool("fin", "F.", {"type": "object"}, lambda i: ToolResult("bye", end_turn=True))
-    agent, _ = scripted([reply(tu("fin", {}, "1"), tu("missing", {}, "2"))], tools=[fin])
+    agent, _ = scripted([reply(tool_use("fin", {}, "1"), tool_use("missing", {}, "2"))], tools=[fin])
     assert agent.prompt("go").result == "bye"
     assert_well_formed(agent.get_history())
 
@@ -465,7 +465,7 @@ def test_tool_context_type_annotation_works_with_decorator():
         """Check."""
         return type(ctx.signal).__name__
 
-    agent, _ = scripted([reply(tu("check", {}, "1")), "done"], tools=[check])
+    agent, _ = scripted([reply(tool_use("check", {}, "1")), "done"], tools=[check])
     agent.prompt("go")
     assert result_text(results_of(agent.get_history()[2])[0]) == "AbortSignal"
 
@@ -474,7 +474,7 @@ def test_tool_context_type_annotation_works_with_decorator():
 
 def test_interrupt_while_suspended_after_the_tool_results():
     t = Tool("t", "T.", {"type": "object"}, lambda i: "ran")
-    agent, client = scripted([reply(tu("t", {}, "1")), "second reply"], tools=[t])
+    agent, client = scripted([reply(tool_use("t", {}, "1")), "second reply"], tools=[t])
     gen = agent.query("go")
     assert next(gen).type == "assistant"
     assert next(gen).type == "user"
@@ -511,7 +511,7 @@ def test_interrupt_before_iteration_starts_ends_the_query_without_a_request():
 def test_abort_while_holding_the_assistant_message():
     calls = []
     t = Tool("t", "T.", {"type": "object"}, lambda i: calls.append(i) or "ran")
-    agent, client = scripted([reply(tu("t", {}, "1")), "never"], tools=[t])
+    agent, client = scripted([reply(tool_use("t", {}, "1")), "never"], tools=[t])
     controller = AbortController()
     gen = agent.query("go", signal=controller.signal)
     assert next(gen).type == "assistant"
@@ -528,7 +528,7 @@ def test_abort_while_holding_the_assistant_message():
 def test_signal_bounds_the_whole_query_not_each_request():
     def fn(request):
         time.sleep(0.03)
-        return reply(tu("t", {}, f"t{len(request.messages)}"))
+        return reply(tool_use("t", {}, f"t{len(request.messages)}"))
 
     agent, client = function_agent(fn, tools=[Tool("t", "T.", {"type": "object"},
                                                    lambda i: "x")])
@@ -559,7 +559,7 @@ def test_result_text_none_when_no_reply():
 
 
 def test_suspended_generator_still_holds_the_guard():
-    agent, _ = scripted([reply(tu("t", {}, "1")), "done", "later"],
+    agent, _ = scripted([reply(tool_use("t", {}, "1")), "done", "later"],
                         tools=[Tool("t", "T.", {"type": "object"}, lambda i: "x")])
     gen = agent.query("go")
     assert next(gen).type == "assistant"
@@ -582,7 +582,7 @@ def test_store_failure_mid_query_leaves_well_formed_history(fail_at):
         if len(count) == fail_at:
             raise OSError("disk gone")
 
-    agent, _ = scripted([reply(tu("t", {}, "1")), "done", "after"],
+    agent, _ = scripted([reply(tool_use("t", {}, "1")), "done", "after"],
                         tools=[Tool("t", "T.", {"type": "object"}, lambda i: "x")],
                         history_store=define_history_store(append=append, fail_on_error=True))
     with pytest.raises(HistoryStoreError):
@@ -597,7 +597,7 @@ def test_interrupt_from_inside_a_tool_lets_the_batch_finish():
 
     tools = [Tool("stop", "S.", {"type": "object"}, stopper),
              Tool("other", "O.", {"type": "object"}, lambda i: "other ran")]
-    agent, client = scripted([reply(tu("stop", {}, "1"), tu("other", {}, "2")), "never"],
+    agent, client = scripted([reply(tool_use("stop", {}, "1"), tool_use("other", {}, "2")), "never"],
                              tools=tools)
     r = agent.prompt("go")
     assert r.subtype == "interrupted" and len(client.requests) == 1
@@ -616,7 +616,7 @@ def test_threading_event_fires_tool_context_signal():
         seen.append(context.signal.aborted)
         return "x"
 
-    agent, _ = scripted([reply(tu("p", {}, "1"))],
+    agent, _ = scripted([reply(tool_use("p", {}, "1"))],
                         tools=[Tool("p", "P.", {"type": "object"}, patient)])
     assert agent.prompt("go", signal=event).subtype == "error_abort"
     deadline = time.monotonic() + LONG

@@ -12,7 +12,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from spec_helpers import MODEL, function_agent, reply, run, scripted, tu
+from helpers import MODEL, function_agent, reply, run, scripted, tool_use
 
 import lattice
 from lattice import (
@@ -174,7 +174,7 @@ def test_model_request_is_a_mutable_dataclass_with_defaults():
 
 
 def test_each_call_gets_a_new_request_with_a_snapshot_of_messages():
-    agent, c = scripted([reply(tu("t", {}, "1")), "two", "three"],
+    agent, c = scripted([reply(tool_use("t", {}, "1")), "two", "three"],
                         tools=[Tool("t", "T.", {"type": "object"}, lambda i: "x")])
     agent.prompt("a")
     agent.prompt("b")
@@ -499,7 +499,7 @@ def test_signal_cancels_the_built_in_client(raw):
 def test_mock_server_end_to_end(stream):
     calc = Tool("calc", "C.", {"type": "object", "properties": {"n": {"type": "integer"}}},
                 lambda i: str(i["n"] * 2))
-    replies = [{"role": "assistant", "content": [tu("calc", {"n": 21}, "toolu_9")],
+    replies = [{"role": "assistant", "content": [tool_use("calc", {"n": 21}, "toolu_9")],
                 "stop_reason": "tool_use"}, "the answer is 42"]
     with MockMessagesServer(replies) as mock:
         assert mock.base_url.startswith("http://127.0.0.1:")

@@ -4,7 +4,7 @@ import json
 import logging
 
 import pytest
-from spec_helpers import MODEL, assert_well_formed, reply, results_of, run, text_of, tu
+from helpers import MODEL, assert_well_formed, reply, results_of, run, text_of, tool_use
 
 from lattice import (
     DEFAULT_COMPACTION_PROMPT,
@@ -113,7 +113,7 @@ def test_first_kept_user_message_gets_the_summary_prepended():
 
 
 def test_cut_never_separates_tool_result_from_tool_use():
-    model = Model(reply(tu("t", {}, "c1"), usage=SMALL), reply("r1", usage=BIG),
+    model = Model(reply(tool_use("t", {}, "c1"), usage=SMALL), reply("r1", usage=BIG),
                   reply("r2", usage=SMALL))
     agent = Agent(model=MODEL, model_client=FunctionModelClient(model),
                   tools=[Tool("t", "T.", {"type": "object"}, lambda i: "result")],
@@ -129,7 +129,7 @@ def test_cut_never_separates_tool_result_from_tool_use():
 
 
 def test_compaction_between_turns_of_one_query():
-    model = Model(reply(tu("t", {}, "c1"), usage=BIG), reply("done", usage=SMALL))
+    model = Model(reply(tool_use("t", {}, "c1"), usage=BIG), reply("done", usage=SMALL))
     agent = Agent(model=MODEL, model_client=FunctionModelClient(model),
                   tools=[Tool("t", "T.", {"type": "object"}, lambda i: "x")],
                   auto_compact={"threshold_tokens": 100, "keep_recent_messages": 2,
@@ -153,7 +153,7 @@ def test_default_prompt_and_defaults():
     assert (ac.threshold_tokens, ac.keep_recent_messages, ac.prompt) == (100_000, 6, None)
     assert isinstance(DEFAULT_COMPACTION_PROMPT, str) and DEFAULT_COMPACTION_PROMPT.strip()
     huge = {"input_tokens": 200_000, "output_tokens": 1}
-    model = Model(reply(tu("t", {}, "a")), reply(tu("t", {}, "b")), reply("r", usage=huge),
+    model = Model(reply(tool_use("t", {}, "a")), reply(tool_use("t", {}, "b")), reply("r", usage=huge),
                   reply("r2"), marker=DEFAULT_COMPACTION_PROMPT[:60])
     agent = Agent(model=MODEL, model_client=FunctionModelClient(model), auto_compact=True,
                   tools=[Tool("t", "T.", {"type": "object"}, lambda i: "x")])

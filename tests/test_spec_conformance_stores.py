@@ -6,7 +6,7 @@ import os
 import stat
 
 import pytest
-from spec_helpers import MODEL, assert_well_formed, reply, scripted, tu
+from helpers import MODEL, assert_well_formed, reply, scripted, tool_use
 
 from lattice import (
     Agent,
@@ -74,7 +74,7 @@ def test_replace_history_while_running_raises():
             seen["exc"] = exc
         return "ok"
 
-    agent, _ = scripted([reply(tu("t", {}, "1")), "done"],
+    agent, _ = scripted([reply(tool_use("t", {}, "1")), "done"],
                         tools=[Tool("t", "T.", {"type": "object"}, handler)])
     agent.prompt("go")
     assert isinstance(seen["exc"], ConcurrentQueryError)
@@ -99,7 +99,7 @@ def test_load_runs_once_lazily_and_history_continues():
 
 def test_every_message_entering_history_is_appended():
     rec = Recorder()
-    agent, _ = scripted([reply(tu("t", {}, "1")), "done"], history_store=rec.store(),
+    agent, _ = scripted([reply(tool_use("t", {}, "1")), "done"], history_store=rec.store(),
                         tools=[Tool("t", "T.", {"type": "object"}, lambda i: "x")])
     agent.prompt("go")
     appended = [c[1] for c in rec.calls if c[0] == "append"]
@@ -288,9 +288,9 @@ def test_jsonl_file_tracks_history_through_every_ending(tmp_path):
     t = Tool("t", "T.", {"type": "object"}, lambda i: "ran")
     agent = Agent(model=MODEL, tools=[t], history_store=JsonlHistoryStore(path),
                   model_client=ScriptedModelClient([
-                      reply(tu("t", {}, "1")), "done",  # a tool loop
-                      reply(tu("t", {}, "2")),  # closed while holding it
-                      reply(tu("t", {}, "3")),  # interrupted while holding it
+                      reply(tool_use("t", {}, "1")), "done",  # a tool loop
+                      reply(tool_use("t", {}, "2")),  # closed while holding it
+                      reply(tool_use("t", {}, "3")),  # interrupted while holding it
                       "last"]))
     agent.prompt("one")
     assert read_lines(path) == agent.get_history()

@@ -7,7 +7,7 @@ import threading
 from typing import List, Optional
 
 import pytest
-from spec_helpers import (
+from helpers import (
     assert_well_formed,
     function_agent,
     reply,
@@ -15,8 +15,8 @@ from spec_helpers import (
     results_of,
     run,
     scripted,
+    tool_use,
 )
-from spec_helpers import tu as tool_use
 
 from lattice import (
     SUBMIT_OUTPUT_TOOL_NAME,

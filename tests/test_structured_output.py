@@ -4,7 +4,7 @@ from dataclasses import dataclass, field
 from typing import List, Optional
 
 import pytest
-from conftest import reply, tool_use
+from helpers import reply, tool_use
 
 from lattice import SUBMIT_OUTPUT_TOOL_NAME, Agent, MissingOutputError, OutputSchema, Tool
 from lattice.testing import ScriptedModelClient, assert_well_formed
@@ -186,7 +186,7 @@ def test_an_invalid_output_schema_names_its_own_path_not_the_wrapper():
 
 
 def test_a_wrapped_schema_keeps_its_defs_at_the_root():
-    from conftest import reply, tool_use
+    from helpers import reply, tool_use
 
     from lattice import Agent
     from lattice.testing import ScriptedModelClient
