@@ -1,11 +1,13 @@
 """The Agent's side of SPEC section 8: load once, append everything, replace, errors."""
+import json
 import logging
 
 import pytest
-from helpers import reply, tool_use
+from helpers import MODEL, reply, scripted, tool_use
 
 from lattice import (
     Agent,
+    ConcurrentQueryError,
     HistoryStoreError,
     MemoryHistoryStore,
     Tool,
@@ -130,3 +132,177 @@ def test_jsonl_resume_in_new_agent(tmp_path):
     second.prompt("Who am I?")
     assert [m["content"] for m in client.requests[0].messages][0] == "I am Ada"
     assert len(client.requests[0].messages) == 3
+
+
+# -- SPEC 4 and 8 conformance ----------------------------------------------------------------
+
+
+SEED = [{"role": "user", "content": "my name is Ada"},
+        {"role": "assistant", "content": [{"type": "text", "text": "hello Ada"}]}]
+
+
+class Recorder:
+    def __init__(self, loaded=()):
+        self.loaded = list(loaded)
+        self.calls = []
+
+    def store(self, **kw):
+        return define_history_store(load=self.load, append=self.append, replace=self.replace,
+                                    **kw)
+
+    def load(self):
+        self.calls.append(("load",))
+        return [dict(m) for m in self.loaded]
+
+    def append(self, message):
+        self.calls.append(("append", json.loads(json.dumps(message))))
+
+    def replace(self, messages):
+        self.calls.append(("replace", json.loads(json.dumps(messages))))
+
+
+def test_replace_history_replaces_and_is_not_validated():
+    agent, client = scripted(["first", "second"])
+    agent.prompt("a")
+    odd = [{"role": "assistant", "content": "starts with assistant"}]
+    agent.replace_history(odd)
+    assert agent.get_history() == odd
+    agent.prompt("b")
+    assert client.requests[1].messages == odd + [{"role": "user", "content": "b"}]
+
+
+def test_replace_history_while_running_raises():
+    seen = {}
+
+    def handler(_input, context):
+        try:
+            context.agent.replace_history([])
+        except ConcurrentQueryError as exc:
+            seen["exc"] = exc
+        return "ok"
+
+    agent, _ = scripted([reply(tool_use("t", {}, "1")), "done"],
+                        tools=[Tool("t", "T.", {"type": "object"}, handler)])
+    agent.prompt("go")
+    assert isinstance(seen["exc"], ConcurrentQueryError)
+    assert len(agent.get_history()) == 4
+
+
+def test_load_runs_once_lazily_and_history_continues():
+    rec = Recorder(SEED)
+    agent, client = scripted(["you are Ada", "still Ada"], history_store=rec.store())
+    assert rec.calls == []  # nothing at construction
+    agent.prompt("who am I?")
+    agent.prompt("again?")
+    assert [c for c in rec.calls if c[0] == "load"] == [("load",)]
+    assert client.requests[0].messages[:2] == SEED
+    appended = [c[1] for c in rec.calls if c[0] == "append"]
+    assert SEED[0] not in appended and SEED[1] not in appended  # not appended again
+    assert [m["role"] for m in appended] == ["user", "assistant", "user", "assistant"]
+    assert appended[0] == {"role": "user", "content": "who am I?"}
+
+
+def test_every_message_entering_history_is_appended():
+    rec = Recorder()
+    agent, _ = scripted([reply(tool_use("t", {}, "1")), "done"], history_store=rec.store(),
+                        tools=[Tool("t", "T.", {"type": "object"}, lambda i: "x")])
+    agent.prompt("go")
+    appended = [c[1] for c in rec.calls if c[0] == "append"]
+    history = agent.get_history()
+    assert [(m["role"], m["content"]) for m in appended] == \
+        [(m["role"], m["content"]) for m in history]
+
+
+def test_store_errors_logged_and_swallowed_by_default(caplog):
+    def broken(message):
+        raise OSError("disk full")
+
+    store = define_history_store(append=broken)
+    assert store.fail_on_error is False
+    agent, _ = scripted(["fine"], history_store=store)
+    with caplog.at_level(logging.DEBUG, logger="lattice"):
+        r = agent.prompt("go")
+    assert r.result == "fine" and len(agent.get_history()) == 2
+    assert any(rec.name.startswith("lattice") for rec in caplog.records)
+
+
+@pytest.mark.parametrize("failing", ["load", "append"])
+def test_fail_on_error_propagates_as_history_store_error(failing):
+    def broken(*args):
+        raise OSError("disk full")
+
+    store = define_history_store(**{failing: broken}, fail_on_error=True)
+    assert store.fail_on_error is True
+    agent, _ = scripted(["fine", "fine"], history_store=store)
+    with pytest.raises(HistoryStoreError):
+        agent.prompt("go")
+    try:  # the guard was released
+        agent.prompt("again")
+    except HistoryStoreError:
+        pass
+
+
+def test_fail_on_error_on_replace():
+    def broken(messages):
+        raise OSError("read-only")
+
+    agent, _ = scripted([], history_store=define_history_store(replace=broken,
+                                                               fail_on_error=True))
+    with pytest.raises(HistoryStoreError):
+        agent.replace_history(SEED)
+
+
+def test_plain_object_store_without_fail_on_error_attribute():
+    class Plain:
+        def __init__(self):
+            self.messages = list(SEED)
+
+        def load(self):
+            return list(self.messages)
+
+        def append(self, message):
+            self.messages.append(message)
+
+        def replace(self, messages):
+            self.messages = list(messages)
+
+    store = Plain()
+    agent, _ = scripted(["ok"], history_store=store)
+    agent.prompt("go")
+    assert len(store.messages) == 4
+
+
+def test_memory_store_resume():
+    store = MemoryHistoryStore()
+    assert store.fail_on_error is False
+    a1 = Agent(model=MODEL, model_client=ScriptedModelClient(["noted"]), history_store=store)
+    a1.prompt("my name is Ada")
+    client = ScriptedModelClient(["Ada"])
+    a2 = Agent(model=MODEL, model_client=client, history_store=store)
+    a2.prompt("name?")
+    assert len(client.requests[0].messages) == 3
+    assert store.load() == a2.get_history()
+
+
+def test_replace_history_before_first_query_wins_over_load():
+    rec = Recorder(SEED)
+    agent, client = scripted(["ok"], history_store=rec.store())
+    new = [{"role": "user", "content": "replaced"},
+           {"role": "assistant", "content": [{"type": "text", "text": "yes"}]}]
+    agent.replace_history(new)
+    agent.prompt("next")
+    assert client.requests[0].messages == new + [{"role": "user", "content": "next"}]
+
+
+def test_sdk_keys_of_loaded_or_replaced_messages_are_stripped_in_requests():
+    loaded = [{"role": "user", "content": "a"},
+              {"role": "assistant", "content": [{"type": "text", "text": "b"}], "model": "m",
+               "provider_response_id": "msg_1", "stop_reason": "end_turn",
+               "usage": {"input_tokens": 1, "output_tokens": 1}}]
+    agent, client = scripted(["c", "d"], history_store=define_history_store(
+        load=lambda: [dict(m) for m in loaded]))
+    agent.prompt("next")
+    agent.replace_history(loaded)
+    agent.prompt("again")
+    for request in client.requests:
+        assert all(set(m) == {"role", "content"} for m in request.messages)

@@ -21,7 +21,7 @@ InternalServerError BadRequestError PromptTooLongError HistoryStoreError SchemaE
 
 @pytest.mark.parametrize("name", PUBLIC)
 def test_spec_name_in_all(name):
-    assert name in lattice.__all__  # importable: test_spec_conformance.py
+    assert name in lattice.__all__  # importable: test_public_name_importable
 
 
 def test_all_names_resolve():

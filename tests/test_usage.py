@@ -57,3 +57,14 @@ def test_usage_arithmetic():
     assert u.to_dict() == {"input_tokens": 11, "output_tokens": 22,
                            "cache_creation_input_tokens": 33, "cache_read_input_tokens": 44}
     assert lattice.Usage.from_dict({"input_tokens": None, "output_tokens": True}) == lattice.Usage()
+
+
+# -- null usage fields -----------------------------------------------------------------------
+
+
+def test_null_usage_fields_count_as_zero():
+    agent, _ = scripted([reply("x", usage={"input_tokens": None, "output_tokens": 3,
+                                           "cache_read_input_tokens": None})])
+    r = agent.prompt("go")
+    assert r.usage.to_dict() == {"input_tokens": 0, "output_tokens": 3,
+                                 "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
