@@ -7,10 +7,11 @@ fixtures. Only the public API named in SPEC.md is used, as an outside tester wou
 import json
 import os
 import threading
+import time
 from pathlib import Path
 from typing import Any, Dict, Optional
 
-from lattice import Agent
+from lattice import Agent, Tool
 from lattice.testing import FunctionModelClient, ScriptedModelClient
 
 # ../shared beside the repository; LATTICE_SHARED overrides it (e.g. from a git worktree).
@@ -127,13 +128,75 @@ def in_thread(fn, *args):
 
 def wait_for(predicate, timeout=10.0, what="the condition"):
     """Poll ``predicate`` until true (for state with no event to wait on); fail after ``timeout``."""
-    import time
-
     deadline = time.monotonic() + timeout
     while not predicate():
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout} s waiting for {what}")
         time.sleep(0.002)
+
+
+# -- clients and tools that ignore cancellation (released at teardown by ``gates``) ---------
+
+LONG = 10  # seconds a misbehaving client/tool would block (released at teardown)
+QUICK = 1.0  # "within about 100 ms", with a wide margin
+
+
+def blocking_client(gates, then=lambda r: reply("late reply")):
+    """A client that ignores signal and timeout: blocks until released (or LONG)."""
+    entered, release = gates.new(), gates.new()
+    requests = []
+
+    def fn(request):
+        requests.append(request)
+        entered.set()
+        release.wait(LONG)
+        out = then(request)
+        requests.append("returned")
+        return out
+
+    return fn, entered, release, requests
+
+
+def blocking_tool(gates, name="hang", result="tool done"):
+    entered, release = gates.new(), gates.new()
+    calls = []
+
+    def handler(_input, context):
+        calls.append(context)
+        entered.set()
+        release.wait(LONG)
+        return result
+
+    return Tool(name, "Blocks.", {"type": "object"}, handler), entered, release, calls
+
+
+def trigger_when(event, action):
+    """In a thread: wait for ``event``, note the time, run ``action``."""
+    box = {}
+
+    def go():
+        assert event.wait(LONG)
+        box["t"] = time.monotonic()
+        action()
+
+    box["thread"] = in_thread(go)
+    return box
+
+
+def lattice_threads():
+    return [t for t in threading.enumerate()
+            if t.name.startswith(("lattice-query", "lattice-tool"))]
+
+
+def join_lattice_threads(timeout=10.0, ignore=()):
+    """Wait for every query worker and tool thread (but those in ``ignore``, e.g. left
+    running by an earlier test) to end; fail after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    for thread in lattice_threads():
+        if thread not in ignore:
+            thread.join(max(0.0, deadline - time.monotonic()))
+    alive = [t for t in lattice_threads() if t not in ignore]
+    assert not alive, f"threads still running: {alive}"
 
 
 # -- OpenAI Chat Completions wire (test_openai_client.py, test_chat_stream.py) ------------

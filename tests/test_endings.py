@@ -14,6 +14,7 @@ from helpers import (
 )
 
 from lattice import (
+    AbortController,
     MissingOutputError,
     ResultMessage,
     Tool,
@@ -132,3 +133,14 @@ def test_end_turn_with_block_content_and_result_stop_reason():
     agent, _ = scripted([reply(tool_use("fin", {}, "f1"))], tools=[fin])
     r = agent.prompt("go")
     assert r.result == "part one, part two" and r.stop_reason == "tool_use"
+
+
+# -- no reply --------------------------------------------------------------------------------
+
+
+def test_result_text_none_when_no_reply():
+    controller = AbortController()
+    controller.abort()
+    agent, _ = scripted(["never"])
+    r = agent.prompt("go", signal=controller.signal)
+    assert r.result is None and r.num_turns == 0

@@ -3,7 +3,12 @@ import json
 import logging
 
 import pytest
-from helpers import MODEL, reply, scripted, tool_use
+from helpers import (
+    MODEL,
+    reply,
+    scripted,
+    tool_use,
+)
 
 from lattice import (
     Agent,
@@ -11,6 +16,7 @@ from lattice import (
     HistoryStoreError,
     MemoryHistoryStore,
     Tool,
+    ToolResult,
     create_jsonl_history_store,
     define_history_store,
 )
@@ -306,3 +312,32 @@ def test_sdk_keys_of_loaded_or_replaced_messages_are_stripped_in_requests():
     agent.prompt("again")
     for request in client.requests:
         assert all(set(m) == {"role", "content"} for m in request.messages)
+
+
+# -- well-formed history on every ending (SPEC 3) --------------------------------------------
+
+
+def test_well_formed_after_end_turn_and_errors():
+    fin = Tool("fin", "F.", {"type": "object"}, lambda i: ToolResult("bye", end_turn=True))
+    agent, _ = scripted([reply(tool_use("fin", {}, "1"), tool_use("missing", {}, "2"))], tools=[fin])
+    assert agent.prompt("go").result == "bye"
+    assert_well_formed(agent.get_history())
+
+
+@pytest.mark.parametrize("fail_at", [2, 3])
+def test_store_failure_mid_query_leaves_well_formed_history(fail_at):
+    from lattice import HistoryStoreError, define_history_store
+
+    count = []
+
+    def append(message):
+        count.append(message)
+        if len(count) == fail_at:
+            raise OSError("disk gone")
+
+    agent, _ = scripted([reply(tool_use("t", {}, "1")), "done", "after"],
+                        tools=[Tool("t", "T.", {"type": "object"}, lambda i: "x")],
+                        history_store=define_history_store(append=append, fail_on_error=True))
+    with pytest.raises(HistoryStoreError):
+        agent.prompt("go")
+    assert_well_formed(agent.get_history())

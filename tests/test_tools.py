@@ -13,6 +13,7 @@ from helpers import (
     tool_use,
 )
 
+import lattice
 from lattice import (
     AbortSignal,
     Agent,
@@ -298,3 +299,17 @@ def test_validation_lists_every_error():
     agent.prompt("go")
     text = result_text(only_results(agent)[0])
     assert "alpha" in text and "beta" in text and calls == []
+
+
+# -- ToolContext annotation ------------------------------------------------------------------
+
+
+def test_tool_context_type_annotation_works_with_decorator():
+    @lattice.tool
+    def check(ctx: ToolContext) -> str:
+        """Check."""
+        return type(ctx.signal).__name__
+
+    agent, _ = scripted([reply(tool_use("check", {}, "1")), "done"], tools=[check])
+    agent.prompt("go")
+    assert result_text(results_of(agent.get_history()[2])[0]) == "AbortSignal"
