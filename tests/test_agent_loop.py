@@ -4,7 +4,6 @@ import threading
 
 import pytest
 from helpers import (
-    function_agent,
     reply,
     result_text,
     results_of,
@@ -390,38 +389,3 @@ def test_tool_loop_message_order_and_one_user_message_per_batch():
     assert client.requests[1].messages[2]["content"] == history[2]["content"]
 
 
-def test_max_turns_result():
-    @lattice.tool
-    def again() -> str:
-        """Again."""
-        return "more"
-
-    agent, client = function_agent(lambda r: reply("step", tool_use("again", {}, f"t{len(r.messages)}")),
-                                   tools=[again], max_turns=3)
-    messages = run(agent)
-    r = messages[-1]
-    assert r.subtype == "error_max_turns" and r.is_error is True
-    assert r.num_turns == 3 and len(client.requests) == 3
-    assert r.result == "step"
-    assert_well_formed(agent.get_history())
-
-
-def test_max_turns_result_carries_an_exception():
-    agent, _ = function_agent(lambda r: reply("step", tool_use("again", {}, f"t{len(r.messages)}")),
-                              tools=[lattice.tool(lambda: "more", name="again")], max_turns=1)
-    r = agent.prompt("hi")
-    assert r.subtype == "error_max_turns"
-    assert isinstance(r.error, BaseException)
-
-
-def test_provider_errors_raise_from_prompt_and_query():
-    def fail(request):
-        raise lattice.AuthenticationError("bad key", status_code=401)
-
-    agent, _ = function_agent(fail)
-    with pytest.raises(lattice.AuthenticationError):
-        agent.prompt("hi")
-    with pytest.raises(lattice.AuthenticationError):
-        run(agent, "again")
-    assert_well_formed(agent.get_history())
-    assert all(m["role"] == "user" for m in agent.get_history())
