@@ -501,15 +501,6 @@ def test_thinking_deltas_and_sse_comments(raw):
                               {"type": "text", "text": "answer"}]
 
 
-def test_abort_signal_timeout_fires_by_itself():
-    signal = AbortSignal.timeout(30)
-    assert signal.aborted is False
-    deadline = time.monotonic() + 2
-    while not signal.aborted and time.monotonic() < deadline:
-        time.sleep(0.005)
-    assert signal.aborted is True
-
-
 def test_non_json_error_body(raw):
     server = raw((502, {"content-type": "text/html"}, "<html>Bad Gateway</html>"))
     with pytest.raises(lattice.InternalServerError) as info:
