@@ -126,15 +126,6 @@ def in_thread(fn, *args):
     return t
 
 
-def wait_for(predicate, timeout=10.0, what="the condition"):
-    """Poll ``predicate`` until true (for state with no event to wait on); fail after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.002)
-
-
 # -- clients and tools that ignore cancellation (released at teardown by ``gates``) ---------
 
 LONG = 10  # seconds a misbehaving client/tool would block (released at teardown)
