@@ -1,11 +1,28 @@
 """The loop of SPEC section 3: replies, tool batches, limits, usage, results."""
 import json
+import threading
 
 import pytest
-from conftest import reply, tool_use
+from helpers import (
+    reply,
+    result_text,
+    results_of,
+    run,
+    scripted,
+    tool_use,
+)
 
 import lattice
-from lattice import Agent, Tool, ToolResult, tool
+from lattice import (
+    Agent,
+    AssistantMessage,
+    ResultMessage,
+    Tool,
+    ToolResult,
+    Usage,
+    UserMessage,
+    tool,
+)
 from lattice.testing import FunctionModelClient, ScriptedModelClient, assert_well_formed
 
 
@@ -278,3 +295,97 @@ def test_sequential_is_default_and_in_order():
     agent, _ = make([reply(*[tool_use("rec", {"v": v}, v) for v in "abc"]), "ok"], tools=[t])
     agent.prompt("x")
     assert order == ["a", "b", "c"]
+
+
+# -- SPEC 3 conformance ----------------------------------------------------------------------
+
+
+def test_parallel_tool_calls_run_concurrently_results_in_order():
+    barrier = threading.Barrier(2, timeout=5)
+
+    @lattice.tool
+    def slow(tag: str) -> str:
+        """Waits for its sibling."""
+        barrier.wait()
+        return tag
+
+    agent, _ = scripted([reply(tool_use("slow", {"tag": "A"}, "t1"), tool_use("slow", {"tag": "B"}, "t2")),
+                         "end"], tools=[slow], parallel_tool_calls=True)
+    result = agent.prompt("go")
+    assert result.subtype == "success"
+    blocks = results_of(agent.get_history()[2])
+    assert [b["tool_use_id"] for b in blocks] == ["t1", "t2"]
+    assert [result_text(b) for b in blocks] == ["A", "B"]
+    assert not any(b.get("is_error") for b in blocks)
+
+
+def test_sequential_tool_calls_by_default():
+    log = []
+
+    @lattice.tool
+    def step(tag: str) -> str:
+        """Logs."""
+        log.append(("start", tag, threading.current_thread().name))
+        log.append(("end", tag))
+        return tag
+
+    agent, _ = scripted([reply(tool_use("step", {"tag": "A"}, "t1"), tool_use("step", {"tag": "B"}, "t2")),
+                         "end"], tools=[step])
+    agent.prompt("go")
+    assert [(e[0], e[1]) for e in log] == [("start", "A"), ("end", "A"),
+                                             ("start", "B"), ("end", "B")]
+
+
+def test_text_reply_yields_assistant_then_success_result():
+    agent, client = scripted([reply("Hello, ", "world", usage={"input_tokens": 5,
+                                                             "output_tokens": 2})])
+    messages = run(agent, "hi")
+    assert [type(m) for m in messages] == [AssistantMessage, ResultMessage]
+    a, r = messages
+    assert a.type == "assistant" and r.type == "result"
+    assert r.subtype == "success" and r.is_error is False
+    assert r.result == "Hello, world"
+    assert r.structured_result is None and r.error is None
+    assert r.stop_reason == "end_turn"
+    assert r.num_turns == 1
+    assert isinstance(r.duration_ms, int) and r.duration_ms >= 0
+    assert r.usage == Usage(input_tokens=5, output_tokens=2)
+    history = agent.get_history()
+    assert history[0] == {"role": "user", "content": "hi"}
+    assert history[1]["role"] == "assistant"
+    assert len(history) == 2
+    assert client.requests[0].messages == [{"role": "user", "content": "hi"}]
+
+
+def test_prompt_may_be_content_blocks():
+    blocks = [{"type": "text", "text": "look"}, {"type": "text", "text": " here"}]
+    agent, client = scripted(["ok"])
+    assert agent.prompt(blocks).result == "ok"
+    assert agent.get_history()[0] == {"role": "user", "content": blocks}
+    assert client.requests[0].messages[0] == {"role": "user", "content": blocks}
+
+
+def test_tool_loop_message_order_and_one_user_message_per_batch():
+    @lattice.tool
+    def add(a: int, b: int) -> int:
+        """Adds."""
+        return a + b
+
+    agent, client = scripted([
+        reply("let me add", tool_use("add", {"a": 1, "b": 2}, "t1"), tool_use("add", {"a": 3, "b": 4}, "t2")),
+        reply("3 and 7"),
+    ], tools=[add])
+    messages = run(agent, "add things")
+    assert [m.type for m in messages] == ["assistant", "user", "assistant", "result"]
+    assert isinstance(messages[1], UserMessage)
+    blocks = results_of(messages[1].message)
+    assert [b["tool_use_id"] for b in blocks] == ["t1", "t2"]
+    assert [result_text(b) for b in blocks] == ["3", "7"]
+    assert messages[-1].result == "3 and 7" and messages[-1].num_turns == 2
+    history = agent.get_history()
+    assert [m["role"] for m in history] == ["user", "assistant", "user", "assistant"]
+    assert history[2] == messages[1].message
+    assert len(client.requests) == 2
+    assert client.requests[1].messages[2]["content"] == history[2]["content"]
+
+

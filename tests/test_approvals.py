@@ -11,7 +11,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from conftest import reply, tool_use
+from helpers import reply, tool_use
 
 from lattice import AbortController, Agent, Tool, ToolCall, ToolResult, tool
 from lattice.stores import JsonlHistoryStore, SqliteHistoryStore

@@ -4,10 +4,22 @@ import threading
 import time
 
 import pytest
-from conftest import reply, tool_use
+from helpers import reply, tool_use
 
-from lattice import AbortController, AbortError, AbortSignal, Agent, RequestTimeoutError, Tool
-from lattice.testing import FunctionModelClient, ScriptedModelClient, assert_well_formed
+from lattice import (
+    AbortController,
+    AbortError,
+    AbortSignal,
+    Agent,
+    RequestTimeoutError,
+    Tool,
+)
+from lattice.testing import (
+    FunctionModelClient,
+    MockMessagesServer,
+    ScriptedModelClient,
+    assert_well_formed,
+)
 
 FOREVER = 30  # a hung client/tool sleeps this long; tests must finish far sooner
 
@@ -254,7 +266,6 @@ def test_reused_signal_does_not_pile_up_callbacks():
 
 def test_interrupt_holding_tool_reply_with_partial_messages():
     """Stream events are handed out too: the lockstep must count them."""
-    from lattice.testing import MockMessagesServer
 
     ran = []
     tool_reply = reply(tool_use("t", {}, "t1"))
@@ -285,3 +296,13 @@ def test_abort_reason_reaches_the_result():
     threading.Thread(target=lambda: (started.wait(5), controller.abort("shutting down"))).start()
     result = agent.prompt("x", signal=controller.signal)
     assert isinstance(result.error, AbortError) and str(result.error) == "shutting down"
+
+
+# -- AbortSignal.timeout on its own ----------------------------------------------------------
+
+
+def test_abort_signal_timeout_fires_by_itself():
+    signal = AbortSignal.timeout(30)
+    assert signal.aborted is False
+    assert signal.wait(10) is True  # fires after 30 ms; 10 s is only the failure bound
+    assert signal.aborted is True

@@ -9,7 +9,10 @@ from typing import Any, Dict, List
 
 import pytest
 import responses
-from test_openai_client import chunk, sent, sse, stream_reply
+from helpers import chat_chunk as chunk
+from helpers import chat_sent as sent
+from helpers import chat_sse as sse
+from helpers import chat_stream_reply as stream_reply
 
 from lattice.errors import (
     APIConnectionError,

@@ -1,16 +1,20 @@
 """SPEC section 9 through the loop: threshold compaction and overflow recovery."""
+import json
 import logging
 
 import pytest
-from conftest import reply, tool_use
+from helpers import MODEL, reply, results_of, run, text_of, tool_use
 
 from lattice import (
     DEFAULT_COMPACTION_PROMPT,
     Agent,
+    APIConnectionError,
     AutoCompact,
     MemoryHistoryStore,
-    PromptTooLongError,
+    SystemMessage,
     Tool,
+    Usage,
+    define_history_store,
 )
 from lattice.testing import FunctionModelClient, assert_well_formed
 
@@ -106,85 +110,6 @@ def test_failed_threshold_compaction_is_logged_and_skipped(caplog):
     assert len(model.summaries) == 1
 
 
-def test_prompt_too_long_recovers_by_compacting_and_retrying():
-    model = Model([turn(1), turn(2), PromptTooLongError("prompt is too long", status_code=400),
-                   reply("recovered")])
-    agent = agent_for(model)
-    result = agent.prompt("x")
-    assert result.subtype == "success" and result.result == "recovered"
-    assert len(model.summaries) == 1
-    assert_well_formed(agent.get_history(), strict_roles=True)
-
-
-def test_context_window_exceeded_reply_discarded_and_recovered():
-    model = Model([turn(1), turn(2), reply("partial", stop_reason="model_context_window_exceeded"),
-                   reply("recovered")])
-    agent = agent_for(model)
-    result = agent.prompt("x")
-    assert result.result == "recovered"
-    assert all("partial" not in str(m["content"]) for m in agent.get_history())
-
-
-def test_overflow_without_auto_compact_raises():
-    model = Model([PromptTooLongError("prompt is too long", status_code=400)])
-    agent = Agent(model="m", model_client=FunctionModelClient(model))
-    with pytest.raises(PromptTooLongError):
-        agent.prompt("x")
-    model = Model([reply("p", stop_reason="model_context_window_exceeded")])
-    agent = Agent(model="m", model_client=FunctionModelClient(model))
-    with pytest.raises(PromptTooLongError, match="model_context_window_exceeded"):
-        agent.prompt("x")
-
-
-def test_second_overflow_in_same_query_is_raised():
-    model = Model([turn(1), turn(2), PromptTooLongError("too long 1"), turn(3), turn(4),
-                   PromptTooLongError("too long 2")])
-    agent = agent_for(model)
-    with pytest.raises(PromptTooLongError, match="too long 2"):
-        agent.prompt("x")
-    assert_well_formed(agent.get_history())
-
-
-def test_recovery_with_nothing_to_summarise_raises_original():
-    original = PromptTooLongError("the original", status_code=400)
-    model = Model([original])
-    agent = agent_for(model)
-    with pytest.raises(PromptTooLongError) as info:
-        agent.prompt("x")
-    assert info.value is original and model.summaries == []
-
-
-def test_recovery_whose_compaction_fails_raises_original():
-    original = PromptTooLongError("the original", status_code=400)
-    model = Model([turn(1), turn(2), original], fail_summary=RuntimeError("summary broke"))
-    agent = agent_for(model)
-    with pytest.raises(PromptTooLongError) as info:
-        agent.prompt("x")
-    assert info.value is original
-
-
-def test_max_tokens_never_compacts():
-    model = Model([reply("cut", stop_reason="max_tokens", usage=SMALL)])
-    agent = agent_for(model)
-    assert agent.prompt("x").stop_reason == "max_tokens" and model.summaries == []
-
-
-def test_summary_call_is_raced_against_timeout():
-    import time
-
-    def slow_summary(request):
-        if is_summary(request):
-            time.sleep(5)
-        return turn(1, BIG) if len(request.messages) == 1 else reply("done")
-
-    agent = Agent(model="m", model_client=slow_summary, tools=[echo], request_timeout_ms=100,
-                  auto_compact=AutoCompact(threshold_tokens=500, keep_recent_messages=1))
-    t0 = time.monotonic()
-    result = agent.prompt("x")
-    assert result.subtype == "error_timeout" and time.monotonic() - t0 < 3
-    assert_well_formed(agent.get_history())
-
-
 def test_dict_and_true_forms():
     assert agent_for(Model([]), auto_compact=True)._settings.auto_compact == AutoCompact()
     agent = agent_for(Model([]), auto_compact={"threshold_tokens": 10})
@@ -221,3 +146,191 @@ def test_sweep_every_request_after_compaction_is_well_formed(keep):
     for request in client.requests:
         assert_well_formed(request.messages, strict_roles=True)
     assert_well_formed(agent.get_history(), strict_roles=True)
+
+
+# -- SPEC 9 threshold compaction, between queries --------------------------------------------
+
+
+MARK = "SUMMARISE-THE-TRANSCRIPT-MARKER"
+
+
+SUMMARY = "SUMMARY-TEXT-42"
+
+
+SUMMARY_USAGE_SPEC = {"input_tokens": 7, "output_tokens": 3}
+
+
+BIG_SPEC = {"input_tokens": 500, "output_tokens": 1}
+
+
+SMALL_SPEC = {"input_tokens": 5, "output_tokens": 1}
+
+
+def spec_is_summary(request, marker=MARK):
+    last = request.messages[-1] if request.messages else {}
+    return marker in json.dumps(request.system) or marker in json.dumps(last)
+
+
+class SpecModel:
+    """Normal replies from a script; summary requests answered with SUMMARY."""
+
+    def __init__(self, *replies, summary=None, marker=MARK):
+        self.replies = list(replies)
+        self.summary = summary
+        self.marker = marker
+        self.normal, self.summaries = [], []
+
+    def __call__(self, request):
+        if spec_is_summary(request, self.marker):
+            self.summaries.append(request)
+            if isinstance(self.summary, BaseException):
+                raise self.summary
+            return reply(SUMMARY, usage=SUMMARY_USAGE_SPEC)
+        self.normal.append(request)
+        item = self.replies.pop(0)
+        if isinstance(item, BaseException):
+            raise item
+        return item
+
+
+def assert_sendable(history):
+    assert history[0]["role"] == "user"
+    roles = [m["role"] for m in history]
+    assert all(a != b for a, b in zip(roles, roles[1:])), roles
+    assert_well_formed(history)
+
+
+def make(model, store=None, **compact):
+    settings = {"threshold_tokens": 100, "keep_recent_messages": 2, "prompt": MARK}
+    settings.update(compact)
+    replaced = []
+    if store is None:
+        store = define_history_store(replace=lambda m: replaced.append(json.loads(json.dumps(m))))
+    agent = Agent(model=MODEL, model_client=FunctionModelClient(model),
+                  auto_compact=AutoCompact(**settings), history_store=store)
+    return agent, replaced
+
+
+def test_threshold_compaction_before_the_next_query():
+    model = SpecModel(reply("r1", usage=BIG_SPEC), reply("r2", usage=SMALL_SPEC))
+    agent, replaced = make(model)
+    assert run(agent, "q1")[-1].subtype == "success"
+    assert model.summaries == []
+    messages = run(agent, "q2")
+    assert [m.type for m in messages] == ["system", "assistant", "result"]
+    system, _, result = messages
+    assert isinstance(system, SystemMessage)
+    assert system.subtype == "compaction" and system.compacted_messages == 1
+    assert system.usage == Usage(**SUMMARY_USAGE_SPEC)
+    assert result.usage == Usage(7 + 5, 3 + 1)
+    assert result.num_turns == 1
+    assert len(model.summaries) == 1
+    assert "q1" in json.dumps(model.summaries[0].messages)
+    history = agent.get_history()
+    assert history[0]["role"] == "user"
+    wrapped = text_of(history[0]["content"])
+    assert SUMMARY in wrapped and len(wrapped) > len(SUMMARY)
+    assert history[1]["content"] == [{"type": "text", "text": "r1"}]
+    assert history[2] == {"role": "user", "content": "q2"}
+    assert replaced[0] == history[:3]
+    assert_sendable(history)
+    assert model.normal[1].messages == [{"role": m["role"], "content": m["content"]}
+                                        for m in history[:3]]
+
+
+def test_first_kept_user_message_gets_the_summary_prepended():
+    model = SpecModel(reply("r1", usage=BIG_SPEC), reply("r2", usage=SMALL_SPEC))
+    agent, _ = make(model, keep_recent_messages=1)
+    agent.prompt("q1")
+    messages = run(agent, "q2")
+    assert messages[0].compacted_messages == 2
+    first = model.normal[1].messages[0]
+    assert first["role"] == "user" and isinstance(first["content"], list)
+    assert SUMMARY in first["content"][0]["text"]
+    assert text_of(first["content"]).endswith("q2")
+    assert len(model.normal[1].messages) == 1
+    assert_sendable(agent.get_history())
+
+
+def test_cut_never_separates_tool_result_from_tool_use():
+    model = SpecModel(reply(tool_use("t", {}, "c1"), usage=SMALL_SPEC), reply("r1", usage=BIG_SPEC),
+                  reply("r2", usage=SMALL_SPEC))
+    agent = Agent(model=MODEL, model_client=FunctionModelClient(model),
+                  tools=[Tool("t", "T.", {"type": "object"}, lambda i: "result")],
+                  auto_compact={"threshold_tokens": 100, "keep_recent_messages": 3,
+                                "prompt": MARK})
+    agent.prompt("q1")  # [u, a(tool_use), u(tool_result), a]
+    messages = run(agent, "q2")  # keep 3 would start at the tool_result: moves earlier
+    assert messages[0].type == "system" and messages[0].compacted_messages == 1
+    history = agent.get_history()
+    assert_sendable(history)
+    assert [b["id"] for b in history[1]["content"] if b["type"] == "tool_use"] == ["c1"]
+    assert results_of(history[2])[0]["tool_use_id"] == "c1"
+
+
+def test_compaction_between_turns_of_one_query():
+    model = SpecModel(reply(tool_use("t", {}, "c1"), usage=BIG_SPEC), reply("done", usage=SMALL_SPEC))
+    agent = Agent(model=MODEL, model_client=FunctionModelClient(model),
+                  tools=[Tool("t", "T.", {"type": "object"}, lambda i: "x")],
+                  auto_compact={"threshold_tokens": 100, "keep_recent_messages": 2,
+                                "prompt": MARK})
+    messages = run(agent, "q")
+    assert [m.type for m in messages] == ["assistant", "user", "system", "assistant", "result"]
+    assert messages[-1].num_turns == 2
+    assert messages[-1].usage == Usage(500 + 5 + 7, 1 + 1 + 3)
+
+
+def test_no_safe_cut_or_nothing_to_summarise_skips():
+    model = SpecModel(reply("r1", usage=BIG_SPEC), reply("r2", usage=BIG_SPEC))
+    agent, _ = make(model, keep_recent_messages=6)
+    agent.prompt("q1")
+    assert [m.type for m in run(agent, "q2")] == ["assistant", "result"]
+    assert model.summaries == []
+
+
+def test_default_prompt_and_defaults():
+    ac = AutoCompact()
+    assert (ac.threshold_tokens, ac.keep_recent_messages, ac.prompt) == (100_000, 6, None)
+    assert isinstance(DEFAULT_COMPACTION_PROMPT, str) and DEFAULT_COMPACTION_PROMPT.strip()
+    huge = {"input_tokens": 200_000, "output_tokens": 1}
+    model = SpecModel(reply(tool_use("t", {}, "a")), reply(tool_use("t", {}, "b")), reply("r", usage=huge),
+                  reply("r2"), marker=DEFAULT_COMPACTION_PROMPT[:60])
+    agent = Agent(model=MODEL, model_client=FunctionModelClient(model), auto_compact=True,
+                  tools=[Tool("t", "T.", {"type": "object"}, lambda i: "x")])
+    agent.prompt("q1")
+    messages = run(agent, "q2")
+    assert messages[0].type == "system" and len(model.summaries) == 1
+
+
+def test_prompt_size_includes_cache_tokens_and_must_exceed_threshold():
+    cached = {"input_tokens": 10, "cache_read_input_tokens": 80,
+              "cache_creation_input_tokens": 20}
+    model = SpecModel(reply("r1", usage=cached), reply("r2"))
+    agent, _ = make(model)
+    agent.prompt("q1")
+    assert run(agent, "q2")[0].type == "system"
+
+    exact = {"input_tokens": 100}
+    model = SpecModel(reply("r1", usage=exact), reply("r2"))
+    agent, _ = make(model)
+    agent.prompt("q1")
+    assert run(agent, "q2")[0].type == "assistant"
+
+
+def test_client_without_usage_never_compacts():
+    model = SpecModel(*[{"role": "assistant", "content": [{"type": "text", "text": "x" * 50}]}] * 4)
+    agent, _ = make(model, threshold_tokens=1, keep_recent_messages=1)
+    for i in range(4):
+        assert [m.type for m in run(agent, f"q{i}")] == ["assistant", "result"]
+    assert model.summaries == []
+
+
+def test_failed_threshold_compaction_before_a_query_is_logged_and_skipped(caplog):
+    model = SpecModel(reply("r1", usage=BIG_SPEC), reply("r2"), summary=APIConnectionError("down"))
+    agent, _ = make(model)
+    agent.prompt("q1")
+    with caplog.at_level(logging.DEBUG, logger="lattice"):
+        messages = run(agent, "q2")
+    assert [m.type for m in messages] == ["assistant", "result"]
+    assert messages[-1].result == "r2"
+    assert any(r.name.startswith("lattice") for r in caplog.records)

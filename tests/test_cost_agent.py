@@ -4,7 +4,7 @@ server, and budgets crossed by compaction."""
 from __future__ import annotations
 
 import pytest
-from conftest import reply, tool_use
+from helpers import reply, tool_use
 
 from lattice import AbortController, Agent, AnthropicClient, OverloadedError, Tool
 from lattice.testing import MockMessagesServer, ScriptedModelClient

@@ -12,7 +12,7 @@ interleaving with an abort (which ends a query during a store write).
 import json
 import threading
 
-from spec_helpers import MODEL, reply, tu
+from helpers import MODEL, reply, tool_use
 
 from lattice import AbortController, Agent, JsonlHistoryStore, Tool
 from lattice.history import History
@@ -70,7 +70,7 @@ def test_abort_while_a_result_is_being_stored_leaves_file_and_memory_equal(tmp_p
     store = GatedStore(path)
     t = Tool("t", "T.", {"type": "object"}, lambda i: "ran")
     agent = Agent(model=MODEL, tools=[t], history_store=store,
-                  model_client=ScriptedModelClient([reply(tu("t", {}, "1")), "next"]))
+                  model_client=ScriptedModelClient([reply(tool_use("t", {}, "1")), "next"]))
     # The interleaving the loaded runs hit: the worker's stored write loses the race to
     # the end of the query before the caller's repair is saved.
     save_later = History.save_later

@@ -10,7 +10,7 @@ import threading
 import time
 
 import pytest
-from conftest import reply, tool_use
+from helpers import reply, tool_use
 
 from lattice import (
     AbortController,

@@ -9,6 +9,11 @@ from typing import Any, Dict, List, Optional
 
 import pytest
 import responses
+from helpers import OPENAI_KEY as KEY
+from helpers import OPENAI_URL as URL
+from helpers import chat_client as client
+from helpers import chat_request as request
+from helpers import chat_sent as sent
 
 from lattice.errors import (
     APIConnectionError,
@@ -22,33 +27,14 @@ from lattice.errors import (
     RateLimitError,
 )
 from lattice.models.anthropic import AnthropicClient
-from lattice.models.base import ModelRequest
 from lattice.models.openai import OpenAIChatClient
 from lattice.models.retry import RetryPolicy
-
-BASE = "https://api.openai.com/v1"
-URL = BASE + "/chat/completions"
-KEY = "sk-proj-test-0123456789abcdef"
 
 
 @pytest.fixture(autouse=True)
 def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
         monkeypatch.delenv(name, raising=False)
-
-
-def client(**kwargs: Any) -> OpenAIChatClient:
-    sleeps: List[float] = []
-    kwargs.setdefault("retry_policy", RetryPolicy(max_retries=kwargs.pop("max_retries", 2),
-                                                  sleep=sleeps.append, random=lambda: 0.0))
-    kwargs.setdefault("stream", False)
-    return OpenAIChatClient(kwargs.pop("api_key", KEY), **kwargs)
-
-
-def request(**kwargs: Any) -> ModelRequest:
-    kwargs.setdefault("model", "gpt-test")
-    kwargs.setdefault("messages", [{"role": "user", "content": "Hello"}])
-    return ModelRequest(**kwargs)
 
 
 def completion(message: Dict[str, Any], finish: Optional[str] = "stop",
@@ -58,25 +44,6 @@ def completion(message: Dict[str, Any], finish: Optional[str] = "stop",
                          "finish_reason": finish}],
             "usage": usage if usage is not None else {"prompt_tokens": 10,
                                                       "completion_tokens": 2}}
-
-
-def sent(index: int = 0) -> Dict[str, Any]:
-    return json.loads(responses.calls[index].request.body)  # type: ignore[no-any-return]
-
-
-def sse(*chunks: Any, done: bool = True) -> str:
-    lines = [f"data: {c if isinstance(c, str) else json.dumps(c)}\n\n" for c in chunks]
-    return "".join(lines) + ("data: [DONE]\n\n" if done else "")
-
-
-def chunk(delta: Dict[str, Any], finish: Optional[str] = None, **extra: Any) -> Dict[str, Any]:
-    return dict({"id": "chatcmpl-s", "object": "chat.completion.chunk", "model": "gpt-s",
-                 "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}, **extra)
-
-
-def stream_reply(body: str, **kwargs: Any) -> Dict[str, Any]:
-    responses.add(responses.POST, URL, body=body, content_type="text/event-stream")
-    return client(stream=True).create(request(**kwargs))
 
 
 # -- request translation -------------------------------------------------------------------

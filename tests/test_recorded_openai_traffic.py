@@ -19,7 +19,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 import responses
-from conftest import SHARED
+from helpers import SHARED
 
 from lattice.errors import (
     APIConnectionError,

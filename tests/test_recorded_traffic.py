@@ -17,7 +17,7 @@ from urllib.parse import urlparse
 
 import pytest
 import responses
-from conftest import SHARED
+from helpers import SHARED
 
 from lattice.errors import APIStatusError, BadRequestError, NotFoundError
 from lattice.models.anthropic import AnthropicClient

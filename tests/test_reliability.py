@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from typing import Any, Callable, Iterator, List
 
 import pytest
-from conftest import reply, tool_use
+from helpers import reply, tool_use
 
 from lattice import (
     AbortController,

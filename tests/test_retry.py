@@ -3,9 +3,23 @@
 from __future__ import annotations
 
 import email.utils
+from typing import Any, Dict, List, Optional
 
 import pytest
+import requests
+import responses
 
+from lattice.cancellation import AbortController
+from lattice.errors import (
+    AbortError,
+    APIConnectionError,
+    APIStatusError,
+    OverloadedError,
+    RateLimitError,
+    RequestTimeoutError,
+)
+from lattice.models.anthropic import AnthropicClient
+from lattice.models.base import ModelRequest
 from lattice.models.retry import (
     RetryPolicy,
     backoff_delay,
@@ -90,3 +104,204 @@ def test_policy_is_a_frozen_value() -> None:
     with pytest.raises(AttributeError):
         policy.max_retries = 5  # type: ignore[misc]
     assert RetryPolicy(max_retries=3) == RetryPolicy(max_retries=3)
+
+
+# -- AnthropicClient's retries over mocked HTTP (``responses``), on an injected clock --------
+
+
+URL = "https://api.anthropic.com/v1/messages"
+
+
+KEY = "sk-ant-test-0123456789abcdef"
+
+
+MESSAGE = {
+    "id": "msg_01abc", "type": "message", "role": "assistant", "model": "claude-served",
+    "content": [{"type": "text", "text": "Hi!"}], "stop_reason": "end_turn",
+    "stop_sequence": None,
+    "usage": {"input_tokens": 12, "output_tokens": 3, "cache_creation_input_tokens": 4,
+              "cache_read_input_tokens": 5, "service_tier": "standard"},
+}
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+
+
+class FakeTime:
+    """A clock that only moves when the client sleeps."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.sleeps: List[float] = []
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+    def clock(self) -> float:
+        return self.now
+
+
+def client(fake: Optional[FakeTime] = None, **kwargs: Any) -> AnthropicClient:
+    fake = fake or FakeTime()
+    retries = kwargs.pop("max_retries", 2)
+    policy = RetryPolicy(max_retries=retries, sleep=fake.sleep, clock=fake.clock,
+                         random=lambda: 0.0)
+    kwargs.setdefault("stream", False)
+    return AnthropicClient(KEY, retry_policy=policy, **kwargs)
+
+
+def request(**kwargs: Any) -> ModelRequest:
+    kwargs.setdefault("model", "claude-test")
+    kwargs.setdefault("messages", [{"role": "user", "content": "Hello"}])
+    return ModelRequest(**kwargs)
+
+
+def error_body(kind: str, message: str, request_id: Optional[str] = None) -> Dict[str, Any]:
+    body: Dict[str, Any] = {"type": "error", "error": {"type": kind, "message": message}}
+    if request_id:
+        body["request_id"] = request_id
+    return body
+
+
+@responses.activate
+def test_retries_then_succeeds_with_backoff() -> None:
+    responses.add(responses.POST, URL, status=529, json=error_body("overloaded_error", "busy"))
+    responses.add(responses.POST, URL, status=500, json=error_body("api_error", "oops"))
+    responses.add(responses.POST, URL, json=MESSAGE)
+    fake = FakeTime()
+    assert client(fake).create(request())["content"] == MESSAGE["content"]
+    assert len(responses.calls) == 3
+    assert fake.sleeps == [0.5, 1.0]
+
+
+@pytest.mark.parametrize(("headers", "delay"), [
+    ({"retry-after": "3"}, 3.0), ({"retry-after-ms": "1500"}, 1.5),
+    ({"retry-after": "Wed, 21 Oct 2015 07:28:00 GMT"}, 0.0),
+])
+@responses.activate
+def test_retry_after_honoured(headers: Dict[str, str], delay: float) -> None:
+    responses.add(responses.POST, URL, status=429, headers=headers,
+                  json=error_body("rate_limit_error", "slow down"))
+    responses.add(responses.POST, URL, json=MESSAGE)
+    fake = FakeTime()
+    client(fake).create(request())
+    assert fake.sleeps == [delay]
+
+
+@responses.activate
+def test_x_should_retry_false_stops_a_529() -> None:
+    responses.add(responses.POST, URL, status=529, headers={"x-should-retry": "false"},
+                  json=error_body("overloaded_error", "busy"))
+    with pytest.raises(OverloadedError):
+        client().create(request())
+    assert len(responses.calls) == 1
+
+
+@pytest.mark.parametrize("status", [400, 401, 403, 404])
+@responses.activate
+def test_no_retry_on_client_errors(status: int) -> None:
+    responses.add(responses.POST, URL, status=status, json=error_body("x", "no"))
+    fake = FakeTime()
+    with pytest.raises(APIStatusError):
+        client(fake).create(request())
+    assert len(responses.calls) == 1 and fake.sleeps == []
+
+
+@pytest.mark.parametrize("status, headers", [
+    (408, {}), (409, {}),
+    (400, {"x-should-retry": "true"}),  # the server's hint overrides the status rule
+])
+@responses.activate
+def test_retried_statuses(status: int, headers: Dict[str, str]) -> None:
+    responses.add(responses.POST, URL, status=status, headers=headers,
+                  json=error_body("x", "again"))
+    responses.add(responses.POST, URL, json=MESSAGE)
+    client().create(request())
+    assert len(responses.calls) == 2
+
+
+@responses.activate
+def test_max_retries_exhausted_raises_last_error() -> None:
+    for i in range(5):
+        responses.add(responses.POST, URL, status=529, json=error_body("overloaded_error", f"b{i}"))
+    fake = FakeTime()
+    with pytest.raises(OverloadedError, match="b3"):
+        client(fake, max_retries=3).create(request())
+    assert len(responses.calls) == 4 and fake.sleeps == [0.5, 1.0, 2.0]
+
+
+@responses.activate
+def test_connection_errors_retried_then_raised_with_cause() -> None:
+    for _ in range(3):
+        responses.add(responses.POST, URL, body=requests.ConnectionError("refused"))
+    with pytest.raises(APIConnectionError, match="refused") as info:
+        client().create(request())
+    assert len(responses.calls) == 3
+    assert isinstance(info.value.__cause__, requests.ConnectionError)
+
+
+@responses.activate
+def test_connection_error_then_success() -> None:
+    responses.add(responses.POST, URL, body=requests.ConnectionError("reset"))
+    responses.add(responses.POST, URL, json=MESSAGE)
+    assert client().create(request())["provider_response_id"] == "msg_01abc"
+
+
+@pytest.mark.parametrize("exc", [requests.ReadTimeout("slow"), requests.ConnectTimeout("slow")])
+@responses.activate
+def test_own_timeouts_are_not_retried(exc: Exception) -> None:
+    responses.add(responses.POST, URL, body=exc)
+    responses.add(responses.POST, URL, json=MESSAGE)
+    with pytest.raises(RequestTimeoutError):
+        client().create(request())
+    assert len(responses.calls) == 1
+
+
+@responses.activate
+def test_retry_never_outlives_the_deadline() -> None:
+    responses.add(responses.POST, URL, status=429, headers={"retry-after": "5"},
+                  json=error_body("rate_limit_error", "wait 5 s"))
+    fake = FakeTime()
+    with pytest.raises(RateLimitError):
+        client(fake).create(request(timeout_ms=4000))  # 5 s wait > 4 s deadline
+    assert fake.sleeps == [] and len(responses.calls) == 1
+
+
+@responses.activate
+def test_client_timeout_ms_is_the_default_deadline() -> None:
+    responses.add(responses.POST, URL, status=529, json=error_body("overloaded_error", "busy"))
+    fake = FakeTime()
+    with pytest.raises(OverloadedError):
+        client(fake, timeout_ms=400).create(request())  # backoff 0.5 s > 0.4 s
+    assert fake.sleeps == []
+
+
+@responses.activate
+def test_abort_during_retry_wait_raises_the_reason() -> None:
+    responses.add(responses.POST, URL, status=529, json=error_body("overloaded_error", "busy"))
+    controller = AbortController()
+    fake = FakeTime()
+
+    def sleep(seconds: float) -> None:
+        fake.sleep(seconds)
+        controller.abort()
+
+    policy = RetryPolicy(sleep=sleep, clock=fake.clock)
+    c = AnthropicClient(KEY, retry_policy=policy, stream=False)
+    with pytest.raises(AbortError):
+        c.create(request(signal=controller.signal))
+    assert len(responses.calls) == 1
+
+
+@responses.activate
+def test_retry_sleeps_on_the_signal_by_default() -> None:
+    # No injected sleep: the wait is signal.wait(delay), so an abort ends it at once.
+    responses.add(responses.POST, URL, status=529, headers={"retry-after-ms": "1"},
+                  json=error_body("overloaded_error", "busy"))
+    responses.add(responses.POST, URL, json=MESSAGE)
+    AnthropicClient(KEY, stream=False).create(request())
+    assert len(responses.calls) == 2

@@ -12,7 +12,7 @@ import random
 import time
 
 import pytest
-from conftest import SHARED
+from helpers import SHARED
 
 from lattice import schema
 from lattice.schema._regex import compile_pattern, compile_re

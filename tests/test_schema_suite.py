@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import SHARED
+from helpers import SHARED
 from suite_adapter import needs_remote
 
 from lattice import schema

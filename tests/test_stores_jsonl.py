@@ -8,9 +8,17 @@ import stat
 import threading
 
 import pytest
+from helpers import MODEL, assert_well_formed, reply, tool_use
 
-from lattice.stores import JsonlHistoryStore, create_jsonl_history_store
+from lattice import (
+    Agent,
+    HistoryStoreError,
+    JsonlHistoryStore,
+    Tool,
+    create_jsonl_history_store,
+)
 from lattice.stores import jsonl as jsonl_module
+from lattice.testing import ScriptedModelClient
 
 
 def msg(i, text="hello"):
@@ -266,3 +274,106 @@ def test_a_store_inherited_through_fork(tmp_path):
     contents = [m["content"] for m in store.load()]
     assert len(contents) == 601
     assert [c for c in contents if c.startswith("child")] == [f"child {i}" for i in range(300)]
+
+
+# -- SPEC 8 conformance ----------------------------------------------------------------------
+
+
+SEED = [{"role": "user", "content": "my name is Ada"},
+        {"role": "assistant", "content": [{"type": "text", "text": "hello Ada"}]}]
+
+
+def read_lines(path):
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def test_jsonl_store_end_to_end(tmp_path):
+    folder = tmp_path / "sessions" / "deep"
+    path = folder / "ada.jsonl"
+    store = create_jsonl_history_store(str(path))
+    assert store.fail_on_error is False
+    assert not folder.exists()  # no I/O at construction
+    agent = Agent(model=MODEL, model_client=ScriptedModelClient([
+        reply("hi", model="m1", provider_response_id="msg_1")]), history_store=store)
+    assert not folder.exists()
+    agent.prompt("hello")
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    assert read_lines(path) == agent.get_history()
+    assert set(os.listdir(folder)) <= {"ada.jsonl", "ada.jsonl.lock"}
+
+    client = ScriptedModelClient(["resumed"])
+    again = Agent(model=MODEL, model_client=client,
+                  history_store=JsonlHistoryStore(path))  # a new Agent, same file
+    again.prompt("still there?")
+    assert len(client.requests[0].messages) == 3
+    assert len(read_lines(path)) == 4  # loaded messages not appended again
+    again.replace_history(SEED)
+    assert read_lines(path) == SEED
+    assert set(os.listdir(folder)) <= {"ada.jsonl", "ada.jsonl.lock"}
+
+
+def test_jsonl_fail_on_error_flag(tmp_path):
+    store = create_jsonl_history_store(tmp_path / "x.jsonl", fail_on_error=True)
+    assert store.fail_on_error is True
+    assert JsonlHistoryStore(tmp_path / "y.jsonl", fail_on_error=True).fail_on_error is True
+
+
+def test_jsonl_load_skips_corrupt_and_truncated_lines(tmp_path):
+    path = tmp_path / "h.jsonl"
+    lines = [json.dumps(SEED[0]), "{not json", json.dumps(SEED[1])]
+    path.write_text("\n".join(lines) + "\n" + '{"role": "user", "content": "cut sh')
+    store = JsonlHistoryStore(path)
+    assert store.load() == SEED
+    client = ScriptedModelClient(["ok"])
+    agent = Agent(model=MODEL, model_client=client, history_store=store)
+    agent.prompt("next")
+    assert client.requests[0].messages[:2] == SEED
+    assert JsonlHistoryStore(path).load() == agent.get_history()
+
+
+def test_jsonl_errors_surface_from_operations_not_construction(tmp_path, caplog):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    bad = blocker / "sub" / "h.jsonl"  # parent is a file
+    failing = create_jsonl_history_store(bad, fail_on_error=True)
+    agent = Agent(model=MODEL, model_client=ScriptedModelClient(["x"]), history_store=failing)
+    with pytest.raises(HistoryStoreError):
+        agent.prompt("go")
+
+    quiet = create_jsonl_history_store(bad)
+    agent = Agent(model=MODEL, model_client=ScriptedModelClient(["x"]), history_store=quiet)
+    with caplog.at_level(logging.DEBUG, logger="lattice"):
+        assert agent.prompt("go").result == "x"
+    assert any(rec.name.startswith("lattice") for rec in caplog.records)
+
+
+def test_jsonl_file_tracks_history_through_every_ending(tmp_path):
+    from lattice import AbortController
+
+    path = tmp_path / "h.jsonl"
+    t = Tool("t", "T.", {"type": "object"}, lambda i: "ran")
+    agent = Agent(model=MODEL, tools=[t], history_store=JsonlHistoryStore(path),
+                  model_client=ScriptedModelClient([
+                      reply(tool_use("t", {}, "1")), "done",  # a tool loop
+                      reply(tool_use("t", {}, "2")),  # closed while holding it
+                      reply(tool_use("t", {}, "3")),  # interrupted while holding it
+                      "last"]))
+    agent.prompt("one")
+    assert read_lines(path) == agent.get_history()
+    gen = agent.query("two")
+    next(gen)
+    gen.close()
+    assert read_lines(path) == agent.get_history()
+    controller = AbortController()
+    controller.abort()
+    agent.prompt("three", signal=controller.signal)
+    assert read_lines(path) == agent.get_history()
+    gen = agent.query("four")
+    next(gen)
+    agent.interrupt()
+    list(gen)
+    assert read_lines(path) == agent.get_history()
+    agent.prompt("five")
+    assert read_lines(path) == agent.get_history()
+    assert_well_formed(agent.get_history())

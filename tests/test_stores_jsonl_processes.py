@@ -12,7 +12,9 @@ import time
 import pytest
 
 import lattice
-from lattice.stores import JsonlHistoryStore
+from lattice import (
+    JsonlHistoryStore,
+)
 
 pytestmark = pytest.mark.skipif(os.name == "nt", reason="POSIX processes and signals")
 
@@ -228,3 +230,27 @@ def test_replace_racing_an_appender_loses_nothing_after_it(tmp_path):
     # gap: an append into the replaced (unlinked) file would leave one.
     assert tail and tail == list(range(tail[0], total))
     assert sorted(os.listdir(tmp_path)) == ["h.jsonl", "h.jsonl.lock", "stop"]
+
+
+# -- SPEC 8 conformance ----------------------------------------------------------------------
+
+
+def test_jsonl_concurrent_appends_from_processes_never_interleave(tmp_path):
+    import subprocess
+    import sys
+
+    path = tmp_path / "shared.jsonl"
+    code = ("import sys\nfrom lattice import JsonlHistoryStore\n"
+            "s = JsonlHistoryStore(sys.argv[1])\n"
+            "for i in range(150):\n"
+            "    s.append({'role': 'user', 'content': sys.argv[2] * 300 + str(i)})\n")
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(path), tag]) for tag in "abc"]
+    for p in procs:
+        assert p.wait(60) == 0
+    with open(path, encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    assert len(lines) == 450
+    for line in lines:
+        message = json.loads(line)
+        assert len(set(message["content"].rstrip("0123456789"))) == 1
+    assert len(JsonlHistoryStore(path).load()) == 450

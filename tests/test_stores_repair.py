@@ -4,7 +4,7 @@ import copy
 import random
 
 import pytest
-from conftest import reply, tool_use
+from helpers import reply, tool_use
 
 from lattice.stores import repair_history
 from lattice.stores.repair import LOST_START_TEXT, UNFINISHED_CALL_TEXT

@@ -11,9 +11,14 @@ import threading
 import time
 
 import pytest
+from helpers import MODEL, assert_well_formed
 
 import lattice
-from lattice.stores import SqliteHistoryStore
+from lattice import (
+    Agent,
+    SqliteHistoryStore,
+)
+from lattice.testing import ScriptedModelClient
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(lattice.__file__)))
 
@@ -292,3 +297,43 @@ def test_a_lease_held_past_its_ttl_is_renewed_and_a_dead_one_expires(tmp_path, m
     with SqliteHistoryStore(tmp_path / "h.db", "s").lock(wait_s=30):
         assert 0.5 < time.monotonic() - started < 25
     store.close()
+
+
+# -- SPEC 8 conformance ----------------------------------------------------------------------
+
+
+SEED = [{"role": "user", "content": "my name is Ada"},
+        {"role": "assistant", "content": [{"type": "text", "text": "hello Ada"}]}]
+
+
+def test_sqlite_sessions(tmp_path):
+    path = tmp_path / "db" / "sessions.sqlite"
+    s1 = SqliteHistoryStore(str(path), "alice")
+    s2 = SqliteHistoryStore(str(path), "bob")
+    assert s1.fail_on_error is False
+    assert not path.exists() and not path.parent.exists()
+    Agent(model=MODEL, model_client=ScriptedModelClient(["hi alice"]), history_store=s1) \
+        .prompt("I am alice")
+    Agent(model=MODEL, model_client=ScriptedModelClient(["hi bob"]), history_store=s2) \
+        .prompt("I am bob")
+    client = ScriptedModelClient(["alice again"])
+    resumed = Agent(model=MODEL, model_client=client,
+                    history_store=SqliteHistoryStore(path, "alice"))
+    resumed.prompt("who?")
+    sent = client.requests[0].messages
+    assert sent[0] == {"role": "user", "content": "I am alice"} and len(sent) == 3
+    assert SqliteHistoryStore(path, "bob").load()[0]["content"] == "I am bob"
+    assert SqliteHistoryStore(path, "alice", fail_on_error=True).fail_on_error is True
+    resumed.replace_history(SEED)
+    assert SqliteHistoryStore(path, "alice").load() == SEED
+    assert_well_formed(SqliteHistoryStore(path, "bob").load())
+
+
+def test_sqlite_uses_wal(tmp_path):
+    import sqlite3
+
+    path = tmp_path / "s.sqlite"
+    Agent(model=MODEL, model_client=ScriptedModelClient(["x"]),
+          history_store=SqliteHistoryStore(path, "s")).prompt("go")
+    with sqlite3.connect(str(path)) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0].lower() == "wal"

@@ -8,7 +8,12 @@ import tracemalloc
 from typing import Any, Dict, List
 
 import pytest
+from helpers import (
+    MODEL,
+    reply,
+)
 
+import lattice
 from lattice import Agent
 from lattice.models.base import ModelRequest
 from lattice.testing import FunctionModelClient, ScriptedModelClient
@@ -83,3 +88,21 @@ def test_calls_are_counted_across_threads() -> None:
 def test_a_bad_record_option_names_itself(make: Any) -> None:
     with pytest.raises(ValueError, match="record must be True or False"):
         make()
+
+
+# -- SPEC 10 ---------------------------------------------------------------------------------
+
+
+def test_scripted_client_strings_and_requests():
+    client = ScriptedModelClient(["first", reply("second")])
+    agent = Agent(model=MODEL, model_client=client)
+    assert agent.prompt("a").result == "first"
+    assert agent.prompt("b").result == "second"
+    assert len(client.requests) == 2
+    assert isinstance(client.requests[0], lattice.ModelRequest)
+
+
+def test_function_client_may_return_a_str():
+    client = FunctionModelClient(lambda r: f"echo {len(r.messages)}")
+    agent = Agent(model=MODEL, model_client=client)
+    assert agent.prompt("a").result == "echo 1"

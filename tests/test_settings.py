@@ -1,7 +1,21 @@
 """Bad options fail at construction (or at query) with a ValueError naming them."""
-import pytest
 
-from lattice import Agent, Tool, create_agent, tool
+import pytest
+from helpers import (
+    MODEL,
+    function_agent,
+    reply,
+    scripted,
+    tool_use,
+)
+
+import lattice
+from lattice import (
+    Agent,
+    Tool,
+    create_agent,
+    tool,
+)
 from lattice.testing import ScriptedModelClient
 
 
@@ -97,3 +111,55 @@ def test_decorator_with_arguments():
 
     assert f.name == "renamed" and f.description == "Custom."
     assert f.input_schema["properties"]["x"]["type"] == "integer"
+
+
+# -- defaults and checks (SPEC 2) ------------------------------------------------------------
+
+
+def test_max_tokens_default_and_option():
+    agent, client = scripted(["a"])
+    agent.prompt("hi")
+    assert client.requests[0].max_tokens == 8192
+    agent, client = scripted(["a"], max_tokens=123)
+    agent.prompt("hi")
+    assert client.requests[0].max_tokens == 123
+
+
+def test_max_turns_default_is_50():
+    @lattice.tool
+    def noop() -> str:
+        """Nothing."""
+        return "ok"
+
+    agent, client = function_agent(lambda r: reply(tool_use("noop")), tools=[noop])
+    result = agent.prompt("loop")
+    assert result.subtype == "error_max_turns"
+    assert len(client.requests) == 50
+    assert result.num_turns == 50
+
+
+@pytest.mark.parametrize("option,value", [
+    ("max_turns", 0), ("max_turns", -1),
+    ("request_timeout_ms", 0), ("request_timeout_ms", -5), ("request_timeout_ms", True),
+    ("request_timeout_ms", 1.5), ("request_timeout_ms", "100"),
+])
+def test_bad_options_raise_value_error_naming_option_and_value(option, value):
+    with pytest.raises(ValueError) as info:
+        Agent(model=MODEL, model_client=ScriptedModelClient([]), **{option: value})
+    assert option in str(info.value)
+    assert repr(value) in str(info.value) or str(value) in str(info.value)
+
+
+@pytest.mark.parametrize("auto_compact", [
+    {"threshold_tokens": 0}, {"threshold_tokens": -10},
+])
+def test_bad_compaction_threshold_dict(auto_compact):
+    with pytest.raises(ValueError, match="threshold_tokens"):
+        Agent(model=MODEL, model_client=ScriptedModelClient([]), auto_compact=auto_compact)
+
+
+@pytest.mark.parametrize("value", [0, -1])
+def test_bad_compaction_threshold_object(value):
+    with pytest.raises(ValueError, match="threshold_tokens"):
+        Agent(model=MODEL, model_client=ScriptedModelClient([]),
+              auto_compact=lattice.AutoCompact(threshold_tokens=value))

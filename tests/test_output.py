@@ -1,10 +1,17 @@
 """SPEC section 7: submit_output, every accepted schema form, the exclusive batch."""
+import dataclasses
 import json
 from dataclasses import dataclass, field
 from typing import List, Optional
 
 import pytest
-from conftest import reply, tool_use
+from helpers import (
+    reply,
+    result_text,
+    results_of,
+    scripted,
+    tool_use,
+)
 
 from lattice import SUBMIT_OUTPUT_TOOL_NAME, Agent, MissingOutputError, OutputSchema, Tool
 from lattice.testing import ScriptedModelClient, assert_well_formed
@@ -186,7 +193,7 @@ def test_an_invalid_output_schema_names_its_own_path_not_the_wrapper():
 
 
 def test_a_wrapped_schema_keeps_its_defs_at_the_root():
-    from conftest import reply, tool_use
+    from helpers import reply, tool_use
 
     from lattice import Agent
     from lattice.testing import ScriptedModelClient
@@ -199,3 +206,163 @@ def test_a_wrapped_schema_keeps_its_defs_at_the_root():
     result = agent.prompt("go")
     assert result.structured_result == [1, 2]
     assert "Invalid output" in agent.get_history()[2]["content"][0]["content"]
+
+
+# -- SPEC 7 conformance ----------------------------------------------------------------------
+
+
+def only_results(agent, index=2):
+    return results_of(agent.get_history()[index])
+
+
+SCHEMA = {"type": "object", "properties": {"answer": {"type": "integer"}},
+          "required": ["answer"]}
+
+
+def test_submit_output_tool_injected_and_ends_query():
+    agent, client = scripted([reply(submit({"answer": 42}))], output_schema=SCHEMA)
+    messages = list(agent.query("hi"))
+    r = messages[-1]
+    assert r.subtype == "success" and r.is_error is False
+    assert r.structured_result == {"answer": 42}
+    assert json.loads(r.result) == {"answer": 42}
+    [definition] = [t for t in client.requests[0].tools if t["name"] == "submit_output"]
+    assert definition["input_schema"] == SCHEMA
+    assert len(client.requests) == 1
+    assert_well_formed(agent.get_history())
+
+
+def test_invalid_payload_is_error_and_loop_continues():
+    agent, client = scripted([reply(submit({"answer": "lots"}, "s1")),
+                              reply(submit({"answer": 7}, "s2"))], output_schema=SCHEMA)
+    r = agent.prompt("go")
+    [block] = only_results(agent)
+    assert block.get("is_error") is True and "answer" in result_text(block)
+    assert r.structured_result == {"answer": 7} and len(client.requests) == 2
+
+
+def test_missing_output_even_if_text_is_json():
+    agent, _ = scripted(['{"answer": 1}'], output_schema=SCHEMA)
+    r = agent.prompt("go")
+    assert r.subtype == "error_missing_output" and r.is_error is True
+    assert isinstance(r.error, MissingOutputError)
+    assert r.structured_result is None
+
+
+@dataclasses.dataclass
+class Point:
+    x: int
+    y: int = 0
+
+
+def test_dataclass_output_is_parsed_into_the_dataclass():
+    agent, client = scripted([reply(submit({"x": 3, "y": 4}))], output_schema=Point)
+    r = agent.prompt("go")
+    assert r.structured_result == Point(3, 4)
+    schema = [t for t in client.requests[0].tools if t["name"] == "submit_output"][0]
+    assert set(schema["input_schema"]["properties"]) == {"x", "y"}
+
+
+def test_dataclass_output_rejects_wrong_types():
+    agent, _ = scripted([reply(submit({"x": "no"}, "s1")), reply(submit({"x": 1}, "s2"))],
+                        output_schema=Point)
+    assert agent.prompt("go").structured_result == Point(1, 0)
+    assert only_results(agent)[0].get("is_error") is True
+
+
+def test_typeddict_output():
+    agent, _ = scripted([reply(submit({"title": "Alien"}, "s1")),
+                         reply(submit({"title": "Alien", "year": 1979}, "s2"))],
+                        output_schema=Movie)
+    r = agent.prompt("go")
+    assert r.structured_result == {"title": "Alien", "year": 1979}
+    assert only_results(agent)[0].get("is_error") is True
+
+
+class ParseSchema:
+    def json_schema(self):
+        return {"type": "object", "properties": {"n": {"type": "integer"}}}
+
+    def parse(self, value):
+        if value["n"] < 0:
+            raise ValueError("n must be positive-ish")
+        return ("parsed", value["n"])
+
+
+def test_object_with_parse_and_json_schema():
+    agent, client = scripted([reply(submit({"n": -1}, "s1")), reply(submit({"n": 5}, "s2"))],
+                             output_schema=ParseSchema())
+    r = agent.prompt("go")
+    assert r.structured_result == ("parsed", 5)
+    [block] = only_results(agent)
+    assert block.get("is_error") is True and "n must be positive-ish" in result_text(block)
+    tools = [t for t in client.requests[0].tools if t["name"] == "submit_output"]
+    assert tools[0]["input_schema"] == ParseSchema().json_schema()
+
+
+class FakePydanticModel:
+    def __init__(self, **data):
+        self.data = data
+
+    def __eq__(self, other):
+        return isinstance(other, FakePydanticModel) and other.data == self.data
+
+    @classmethod
+    def model_json_schema(cls):
+        return {"type": "object", "properties": {"name": {"type": "string"}},
+                "required": ["name"]}
+
+    @classmethod
+    def model_validate(cls, value):
+        if value["name"] == "bad":
+            raise ValueError("name may not be bad")
+        return cls(**value)
+
+
+def test_model_validate_class():
+    agent, _ = scripted([reply(submit({"name": "bad"}, "s1")), reply(submit({"name": "ok"}, "s2"))],
+                        output_schema=FakePydanticModel)
+    r = agent.prompt("go")
+    assert r.structured_result == FakePydanticModel(name="ok")
+    assert "name may not be bad" in result_text(only_results(agent)[0])
+
+
+def test_submit_output_must_be_alone_in_its_batch():
+    calls = []
+    other = Tool("other", "Other.", {"type": "object"}, lambda i: calls.append(i) or "x")
+    agent, client = scripted([
+        reply(submit({"answer": 1}, "s1"), tool_use("other", {}, "o1")),
+        reply(submit({"answer": 2}, "s2"), submit({"answer": 3}, "s3")),
+        reply(submit({"answer": 4}, "s4")),
+    ], output_schema=SCHEMA, tools=[other])
+    r = agent.prompt("go")
+    assert calls == []
+    history = agent.get_history()
+    for index in (2, 4):
+        blocks = results_of(history[index])
+        assert len(blocks) == 2
+        for block in blocks:
+            assert block.get("is_error") is True
+            assert "submit_output_exclusive_batch" in result_text(block)
+    assert r.structured_result == {"answer": 4} and len(client.requests) == 3
+
+
+def test_truncated_submit_output_is_not_accepted():
+    agent, client = scripted([reply(submit({"answer": 1}, "s1"), stop_reason="max_tokens"),
+                              reply(submit({"answer": 2}, "s2"))], output_schema=SCHEMA)
+    r = agent.prompt("go")
+    assert r.structured_result == {"answer": 2} and len(client.requests) == 2
+    assert "max_tokens" in result_text(only_results(agent)[0])
+
+
+@dataclasses.dataclass
+class Wrapper:
+    point: Point
+    label: str
+
+
+def test_nested_dataclass_output():
+    agent, _ = scripted([reply(submit({"point": {"x": 1, "y": 2}, "label": "p"}))],
+                        output_schema=Wrapper)
+    r = agent.prompt("go")
+    assert r.structured_result == Wrapper(Point(1, 2), "p")

@@ -1,10 +1,10 @@
-"""SPEC conformance: model clients (section 6) and testing helpers (section 10).
+"""AnthropicClient against a raw HTTP server on 127.0.0.1 (SPEC 6): the wire, errors,
+retries (waits recorded, never slept), secrets, the mock server.
 
 ``AnthropicClient`` is checked against a tiny stdlib HTTP server defined here (so every
 byte on the wire is under the test's control) and against ``MockMessagesServer``.
 """
 
-import dataclasses
 import json
 import socket
 import threading
@@ -12,7 +12,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from spec_helpers import MODEL, function_agent, reply, run, scripted, tu
+from helpers import MODEL, run, tool_use
 
 import lattice
 from lattice import (
@@ -24,6 +24,7 @@ from lattice import (
     RequestTimeoutError,
     Tool,
 )
+from lattice.models.retry import RetryPolicy
 from lattice.testing import MockMessagesServer
 
 SECRET = "sk-ant-SECRET-do-not-leak-123"
@@ -153,78 +154,15 @@ def request(**kw):
     return ModelRequest(**kw)
 
 
-def client(server, **kw):
+def client(server, waits=None, **kw):
+    """A client of ``server``; its retry waits are recorded in ``waits``, never slept."""
     kw.setdefault("api_key", SECRET)
-    kw.setdefault("max_retries", 0)
+    sleep = (waits if waits is not None else []).append
+    kw["retry_policy"] = RetryPolicy(max_retries=kw.pop("max_retries", 0), sleep=sleep)
     return AnthropicClient(base_url=server.url, **kw)
 
 
 # -- ModelRequest ---------------------------------------------------------------------------------
-
-def test_model_request_is_a_mutable_dataclass_with_defaults():
-    assert dataclasses.is_dataclass(ModelRequest)
-    names = {f.name for f in dataclasses.fields(ModelRequest)}
-    assert {"model", "system", "messages", "tools", "max_tokens", "signal", "timeout_ms",
-            "on_event", "extra"} <= names
-    r = ModelRequest(model="m", messages=[])
-    assert r.timeout_ms is None and r.on_event is None
-    assert r.tools in ([], None) and r.extra in ({}, None)
-    r.max_tokens = 5  # not frozen
-    assert r.max_tokens == 5
-
-
-def test_each_call_gets_a_new_request_with_a_snapshot_of_messages():
-    agent, c = scripted([reply(tu("t", {}, "1")), "two", "three"],
-                        tools=[Tool("t", "T.", {"type": "object"}, lambda i: "x")])
-    agent.prompt("a")
-    agent.prompt("b")
-    r0, r1, r2 = c.requests
-    assert r0 is not r1 and r0.messages is not r1.messages and r1.messages is not r2.messages
-    assert len(r0.messages) == 1 and len(r1.messages) == 3 and len(r2.messages) == 5
-    agent.replace_history([])
-    assert len(r0.messages) == 1 and len(r2.messages) == 5
-    for r in c.requests:
-        assert all(set(m) == {"role", "content"} for m in r.messages)
-
-
-def test_on_model_request_in_place_affects_only_that_request():
-    calls = []
-
-    def hook(req):
-        calls.append(req)
-        if len(calls) == 1:
-            req.system = "changed system"
-            req.messages = req.messages + [{"role": "assistant", "content": "injected"},
-                                           {"role": "user", "content": "more"}]
-            req.max_tokens = 77
-        return None
-
-    agent, c = scripted(["one", "two"], system="orig", on_model_request=hook)
-    agent.prompt("a")
-    agent.prompt("b")
-    assert c.requests[0].system == "changed system" and c.requests[0].max_tokens == 77
-    assert len(c.requests[0].messages) == 3
-    assert c.requests[1].system == "orig" and c.requests[1].max_tokens == 8192
-    assert "injected" not in json.dumps(agent.get_history())
-    assert len(c.requests[1].messages) == 3
-
-
-def test_on_model_request_replacement():
-    def hook(req):
-        return dataclasses.replace(req, system="replacement", extra={"temperature": 0})
-
-    agent, c = scripted(["one"], system="orig", on_model_request=hook)
-    agent.prompt("a")
-    assert c.requests[0].system == "replacement" and c.requests[0].extra == {"temperature": 0}
-
-
-def test_client_reply_dict_keys_reach_history():
-    agent, _ = function_agent(lambda r: {
-        "role": "assistant", "content": [{"type": "text", "text": "x"}], "stop_reason": "end_turn",
-        "usage": {"input_tokens": 1, "output_tokens": 1}, "model": "mm",
-        "provider_response_id": "id9"})
-    messages = run(agent)
-    assert messages[0].model == "mm" and messages[0].provider_response_id == "id9"
 
 
 # -- AnthropicClient: request and response ---------------------------------------------------------
@@ -392,9 +330,9 @@ def test_x_should_retry_false_is_honoured(raw):
                                                    ("retry-after", "1", 0.9)])
 def test_retry_after_is_honoured(raw, header, value, at_least):
     server = raw(error_json(429, "slow down", headers={header: value}), message_json())
-    started = time.monotonic()
-    client(server, max_retries=1, stream=False).create(request())
-    assert time.monotonic() - started >= at_least
+    waits = []
+    client(server, waits, max_retries=1, stream=False).create(request())
+    assert len(waits) == 1 and waits[0] >= at_least
     assert len(server.requests) == 2
 
 
@@ -499,7 +437,7 @@ def test_signal_cancels_the_built_in_client(raw):
 def test_mock_server_end_to_end(stream):
     calc = Tool("calc", "C.", {"type": "object", "properties": {"n": {"type": "integer"}}},
                 lambda i: str(i["n"] * 2))
-    replies = [{"role": "assistant", "content": [tu("calc", {"n": 21}, "toolu_9")],
+    replies = [{"role": "assistant", "content": [tool_use("calc", {"n": 21}, "toolu_9")],
                 "stop_reason": "tool_use"}, "the answer is 42"]
     with MockMessagesServer(replies) as mock:
         assert mock.base_url.startswith("http://127.0.0.1:")
@@ -561,15 +499,6 @@ def test_thinking_deltas_and_sse_comments(raw):
     out = client(raw((status, headers, body.replace("\n", "\r\n")))).create(request())
     assert out["content"] == [{"type": "thinking", "thinking": "hmm ok", "signature": "sig=="},
                               {"type": "text", "text": "answer"}]
-
-
-def test_abort_signal_timeout_fires_by_itself():
-    signal = AbortSignal.timeout(30)
-    assert signal.aborted is False
-    deadline = time.monotonic() + 2
-    while not signal.aborted and time.monotonic() < deadline:
-        time.sleep(0.005)
-    assert signal.aborted is True
 
 
 def test_non_json_error_body(raw):

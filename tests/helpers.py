@@ -1,0 +1,239 @@
+"""The one helpers module of the test suite: message builders, fake agents, history checks.
+
+Tests import from here (``from helpers import reply, tool_use``); conftest.py keeps only
+fixtures. Only the public API named in SPEC.md is used, as an outside tester would.
+"""
+
+import json
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any, Dict, Optional
+
+from lattice import Agent, Tool
+from lattice.testing import FunctionModelClient, ScriptedModelClient
+
+# ../shared beside the repository; LATTICE_SHARED overrides it (e.g. from a git worktree).
+SHARED = Path(os.environ.get("LATTICE_SHARED") or Path(__file__).resolve().parents[2] / "shared")
+ROOT = Path(__file__).resolve().parents[1]
+MODEL = "test-model"
+
+# -- Anthropic-shaped messages --------------------------------------------------------------
+
+
+def tool_use(name, input=None, id=None):
+    """A tool_use block."""
+    return {"type": "tool_use", "id": id or f"toolu_{name}", "name": name,
+            "input": {} if input is None else input}
+
+
+def reply(*blocks, stop_reason=None, usage=None, **extra):
+    """An assistant reply dict; strings become text blocks.
+
+    ``stop_reason`` defaults to ``tool_use`` when a block is one, else ``end_turn``.
+    """
+    content = [{"type": "text", "text": b} if isinstance(b, str) else b for b in blocks]
+    out = {"role": "assistant", "content": content}
+    if stop_reason is None:
+        stop_reason = "tool_use" if any(b.get("type") == "tool_use" for b in content) \
+            else "end_turn"
+    out["stop_reason"] = stop_reason
+    if usage is not None:
+        out["usage"] = usage
+    out.update(extra)
+    return out
+
+
+def text_of(content):
+    if isinstance(content, str):
+        return content
+    return "".join(b.get("text", "") for b in content
+                   if isinstance(b, dict) and b.get("type") == "text")
+
+
+def results_of(message):
+    """The tool_result blocks of a history dict (or a UserMessage)."""
+    message = getattr(message, "message", message)
+    content = message["content"]
+    if not isinstance(content, list):
+        return []
+    return [b for b in content if isinstance(b, dict) and b.get("type") == "tool_result"]
+
+
+def result_text(block):
+    """The text of a tool_result block's content (str or text blocks)."""
+    return text_of(block.get("content", ""))
+
+
+def assert_well_formed(history):
+    """Every tool_use is answered by a tool_result with its id in the next message."""
+    json.dumps(history)  # JSON-serialisable at all times
+    for i, message in enumerate(history):
+        assert message["role"] in ("user", "assistant"), message
+        content = message["content"]
+        if message["role"] != "assistant" or not isinstance(content, list):
+            continue
+        ids = [b["id"] for b in content if isinstance(b, dict) and b.get("type") == "tool_use"]
+        if not ids:
+            continue
+        assert i + 1 < len(history), f"unanswered tool_use at the end: {history}"
+        nxt = history[i + 1]
+        assert nxt["role"] == "user", history
+        answered = [b["tool_use_id"] for b in results_of(nxt)]
+        assert sorted(answered) == sorted(ids), (ids, answered)
+
+
+# -- agents over the test doubles -----------------------------------------------------------
+
+
+def scripted(replies, **options):
+    client = ScriptedModelClient(replies)
+    return Agent(model=MODEL, model_client=client, **options), client
+
+
+def function_agent(fn, **options):
+    client = FunctionModelClient(fn)
+    return Agent(model=MODEL, model_client=client, **options), client
+
+
+def run(agent, prompt="hi", **query_options):
+    return list(agent.query(prompt, **query_options))
+
+
+# -- threads --------------------------------------------------------------------------------
+
+
+class Gates:
+    """Events that block a fake client/tool; all released when the test ends."""
+
+    def __init__(self):
+        self._events = []
+
+    def new(self):
+        event = threading.Event()
+        self._events.append(event)
+        return event
+
+    def release_all(self):
+        for event in self._events:
+            event.set()
+
+
+def in_thread(fn, *args):
+    t = threading.Thread(target=fn, args=args, daemon=True)
+    t.start()
+    return t
+
+
+# -- clients and tools that ignore cancellation (released at teardown by ``gates``) ---------
+
+LONG = 10  # seconds a misbehaving client/tool would block (released at teardown)
+QUICK = 1.0  # "within about 100 ms", with a wide margin
+
+
+def blocking_client(gates, then=lambda r: reply("late reply")):
+    """A client that ignores signal and timeout: blocks until released (or LONG)."""
+    entered, release = gates.new(), gates.new()
+    requests = []
+
+    def fn(request):
+        requests.append(request)
+        entered.set()
+        release.wait(LONG)
+        out = then(request)
+        requests.append("returned")
+        return out
+
+    return fn, entered, release, requests
+
+
+def blocking_tool(gates, name="hang", result="tool done"):
+    entered, release = gates.new(), gates.new()
+    calls = []
+
+    def handler(_input, context):
+        calls.append(context)
+        entered.set()
+        release.wait(LONG)
+        return result
+
+    return Tool(name, "Blocks.", {"type": "object"}, handler), entered, release, calls
+
+
+def trigger_when(event, action):
+    """In a thread: wait for ``event``, note the time, run ``action``."""
+    box = {}
+
+    def go():
+        assert event.wait(LONG)
+        box["t"] = time.monotonic()
+        action()
+
+    box["thread"] = in_thread(go)
+    return box
+
+
+def lattice_threads():
+    return [t for t in threading.enumerate()
+            if t.name.startswith(("lattice-query", "lattice-tool"))]
+
+
+def join_lattice_threads(timeout=10.0, ignore=()):
+    """Wait for every query worker and tool thread (but those in ``ignore``, e.g. left
+    running by an earlier test) to end; fail after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    for thread in lattice_threads():
+        if thread not in ignore:
+            thread.join(max(0.0, deadline - time.monotonic()))
+    alive = [t for t in lattice_threads() if t not in ignore]
+    assert not alive, f"threads still running: {alive}"
+
+
+# -- OpenAI Chat Completions wire (test_openai_client.py, test_chat_stream.py) ------------
+
+OPENAI_BASE = "https://api.openai.com/v1"
+OPENAI_URL = OPENAI_BASE + "/chat/completions"
+OPENAI_KEY = "sk-proj-test-0123456789abcdef"
+
+
+def chat_client(**kwargs: Any):
+    from lattice.models.openai import OpenAIChatClient
+    from lattice.models.retry import RetryPolicy
+
+    sleeps: list = []
+    kwargs.setdefault("retry_policy", RetryPolicy(max_retries=kwargs.pop("max_retries", 2),
+                                                  sleep=sleeps.append, random=lambda: 0.0))
+    kwargs.setdefault("stream", False)
+    return OpenAIChatClient(kwargs.pop("api_key", OPENAI_KEY), **kwargs)
+
+
+def chat_request(**kwargs: Any):
+    from lattice.models.base import ModelRequest
+
+    kwargs.setdefault("model", "gpt-test")
+    kwargs.setdefault("messages", [{"role": "user", "content": "Hello"}])
+    return ModelRequest(**kwargs)
+
+
+def chat_sent(index: int = 0) -> Dict[str, Any]:
+    import responses
+
+    return json.loads(responses.calls[index].request.body)  # type: ignore[no-any-return]
+
+
+def chat_sse(*chunks: Any, done: bool = True) -> str:
+    lines = [f"data: {c if isinstance(c, str) else json.dumps(c)}\n\n" for c in chunks]
+    return "".join(lines) + ("data: [DONE]\n\n" if done else "")
+
+
+def chat_chunk(delta: Dict[str, Any], finish: Optional[str] = None, **extra: Any) -> Dict[str, Any]:
+    return dict({"id": "chatcmpl-s", "object": "chat.completion.chunk", "model": "gpt-s",
+                 "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}, **extra)
+
+
+def chat_stream_reply(body: str, **kwargs: Any) -> Dict[str, Any]:
+    import responses
+
+    responses.add(responses.POST, OPENAI_URL, body=body, content_type="text/event-stream")
+    return chat_client(stream=True).create(chat_request(**kwargs))
