@@ -57,6 +57,7 @@ from .usage import Usage
 
 if TYPE_CHECKING:  # the real classes for type checkers; at run time loaded on first use
     from .models.anthropic import AnthropicClient
+    from .models.openai import OpenAIChatClient
 
 __all__ = [
     "__version__",

@@ -290,3 +290,12 @@ def test_decorated_tool_flags():
     assert wire.requires_approval and wire.definition["strict"] is True
     with pytest.raises(ValueError, match="requires_approval"):
         Tool("t", "T.", {"type": "object"}, lambda a: 1, requires_approval="yes")
+
+
+def test_bad_approvals_fail_when_query_is_called_and_leave_the_agent_free():
+    ran = []
+    agent, client = pending_agent(ran, [reply(tool_use("send", {"to": "x"}, id="s1")), "ok"])
+    agent.prompt("go")
+    with pytest.raises(ValueError, match="missing"):
+        agent.query(approvals={"zz": True})  # raised by the call, not at the first next()
+    assert agent.prompt(approvals={"s1": True}).result == "ok" and ran

@@ -1,0 +1,72 @@
+"""The public API as a type checker sees it (issue 12): ``mypy --strict`` on a small user
+program using the README's code finds no error and no ``Any`` leaking from lattice."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+PROGRAM = textwrap.dedent('''
+    from dataclasses import dataclass
+
+    from lattice import (Agent, AnthropicClient, OpenAIChatClient, PostgresHistoryStore,
+                         ResultMessage, ToolCall, tool)
+    from lattice.testing import MockMessagesServer, ScriptedModelClient
+
+
+    @tool
+    def get_weather(city: str) -> str:
+        """Look up the current weather."""
+        return f"Sunny, 21 C in {city}"
+
+
+    @dataclass
+    class Forecast:
+        city: str
+        temperature_c: float
+
+
+    agent = Agent(model="claude-sonnet-4-5", tools=[get_weather],
+                  model_client=ScriptedModelClient(["ok"]))
+    result: ResultMessage = agent.prompt("What's the weather in Paris?")
+    reveal_type(result)
+    reveal_type(agent.query("x"))
+    for message in agent.query("and then?"):
+        reveal_type(message)
+    reveal_type(AnthropicClient)
+    reveal_type(OpenAIChatClient)
+    reveal_type(MockMessagesServer)
+    reveal_type(PostgresHistoryStore)
+    reveal_type(result.usage)
+    reveal_type(agent.pending_approvals())
+    calls: list[ToolCall] = agent.pending_approvals()
+    typed = Agent(model="m", model_client=ScriptedModelClient([]), output_schema=Forecast)
+    reveal_type(typed.prompt("Forecast for Paris, please."))
+''')
+
+
+def test_mypy_strict_on_the_readme_program_sees_no_any(tmp_path: Path) -> None:
+    pytest.importorskip("mypy", reason="needs mypy (test extra)")
+    program = tmp_path / "prog.py"
+    program.write_text(PROGRAM, encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--no-incremental",
+         "--cache-dir", str(tmp_path / "cache"), str(program)],
+        capture_output=True, text=True, cwd=tmp_path, timeout=300,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path),
+             "MYPYPATH": str(ROOT)})
+    out = done.stdout + done.stderr
+    assert not re.search(r": error:", out), out
+    revealed = re.findall(r'Revealed type is "(.*)"', out)
+    assert len(revealed) == 10, out
+    for line in revealed:
+        assert line != "Any" and not line.startswith("Any"), out
+    assert "AssistantMessage | lattice.messages.UserMessage" in revealed[2]
+    assert revealed[0] == "lattice.messages.ResultMessage"
