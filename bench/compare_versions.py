@@ -44,7 +44,7 @@ from typing import Any, Callable, Dict, List
 HERE = Path(__file__).resolve().parent
 NEW = HERE.parent
 KEY = "sk-ant-bench-0123456789"
-LOOP_RUNS = {50: 15, 500: 5}
+LOOP_RUNS = {1: 1001, 50: 15, 500: 5}
 
 
 # -- worker: runs in a fresh interpreter with one tree's lattice ----------------------------
@@ -85,14 +85,21 @@ def run_query(agent: Any, turns: int, iterate: bool) -> None:
 
 
 def loop_figures(lattice: Any, step: Any, options: Dict[str, Any]) -> Dict[str, float]:
+    """µs per turn of the loop alone (the Agent is made before the clock starts)."""
+    def once(turns: int, iterate: bool) -> float:
+        agent = lattice.Agent(model="bench", model_client=StepModel(turns), tools=[step],
+                              max_turns=turns + 1, **options)
+        started = time.perf_counter()
+        run_query(agent, turns, iterate)
+        return (time.perf_counter() - started) / turns * 1e6
+
     out = {}
     for turns, runs in LOOP_RUNS.items():
         for mode in ("prompt", "query"):
-            def once(turns: int = turns, mode: str = mode) -> None:
-                agent = lattice.Agent(model="bench", model_client=StepModel(turns),
-                                      tools=[step], max_turns=turns + 1, **options)
-                run_query(agent, turns, mode == "query")
-            out[f"loop {mode}() {turns} turns"] = median_us(once, runs, turns)
+            once(turns, mode == "query")  # warm up
+            figure = statistics.median(once(turns, mode == "query") for _ in range(runs))
+            unit = "turns" if turns > 1 else "turn (us/query)"
+            out[f"loop {mode}() {turns} {unit}"] = figure
     return out
 
 
@@ -163,35 +170,43 @@ def tracing_figures(lattice: Any, step: Any) -> Dict[str, float]:
     return {"tracing on: " + k: v for k, v in figures.items() if "50 turns" in k}
 
 
-def profile_loop(lattice: Any, step: Any, turns: int = 500) -> List[List[Any]]:
-    """Own time and calls per turn of the worker thread's functions, 500-turn prompt()."""
+def profile_loop(lattice: Any, step: Any, turns: int, queries: int) -> List[List[Any]]:
+    """Own time and calls per turn (per query when ``turns`` is 1) of ``queries``
+    ``prompt()`` queries: the worker thread's functions (``lattice.loop.Loop.__call__``
+    wrapped) and, for 1-turn queries, the calling thread's, marked ``[caller]``."""
     import cProfile
     import pstats
 
     from lattice.loop import Loop
 
-    profiler = cProfile.Profile()
+    worker_profile, caller_profile = cProfile.Profile(), cProfile.Profile()
     original = Loop.__call__
 
     def profiled(self: Any) -> None:
-        profiler.enable()
+        worker_profile.enable()
         try:
             original(self)
         finally:
-            profiler.disable()
+            worker_profile.disable()
 
     Loop.__call__ = profiled  # type: ignore[method-assign]
-    for _ in range(3):
+    for _ in range(queries):
         agent = lattice.Agent(model="bench", model_client=StepModel(turns), tools=[step],
                               max_turns=turns + 1)
+        if turns == 1:
+            caller_profile.enable()
         run_query(agent, turns, False)
+        caller_profile.disable()
     Loop.__call__ = original  # type: ignore[method-assign]
-    stats: Any = pstats.Stats(profiler).stats
     rows = []
-    for (path, line, name), (_, calls, own, cumulative, _) in stats.items():
-        where = f"{Path(path).name}:{name}" if path != "~" else name
-        rows.append([where, calls / (3 * turns), own / (3 * turns) * 1e6,
-                     cumulative / (3 * turns) * 1e6])
+    per = queries * turns
+    for mark, profile in (("", worker_profile), ("[caller] ", caller_profile)):
+        if not profile.getstats():
+            continue
+        stats: Any = pstats.Stats(profile).stats
+        for (path, _, name), (_, calls, own, cumulative, _) in stats.items():
+            where = mark + (f"{Path(path).name}:{name}" if path != "~" else name)
+            rows.append([where, calls / per, own / per * 1e6, cumulative / per * 1e6])
     return sorted(rows, key=lambda r: -r[2])
 
 
@@ -221,7 +236,8 @@ def worker(tree: str, http_url: str, sse_url: str, data: str, profile: bool) -> 
         return text
 
     if profile:
-        print(json.dumps(profile_loop(lattice, step)))
+        print(json.dumps({"500 turns": profile_loop(lattice, step, 500, 3),
+                          "1 turn": profile_loop(lattice, step, 1, 2000)}))
         return
     figures = loop_figures(lattice, step, {})
     figures.update(tracing_figures(lattice, step))
@@ -243,18 +259,19 @@ def run_worker(tree: Path, urls: List[str], data: Path, profile: bool = False) -
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def print_profiles(old: List[List[Any]], new: List[List[Any]], top: int = 25) -> None:
+def print_profiles(old: List[List[Any]], new: List[List[Any]], what: str,
+                   top: int = 25) -> None:
     old_by = {r[0]: r for r in old}
     totals = [(sum(r[1] for r in rows), sum(r[2] for r in rows)) for rows in (old, new)]
-    print(f"\nworker thread under cProfile, 500-turn prompt(), per turn: old {totals[0][0]:.0f} "
-          f"calls, {totals[0][1]:.0f} us; new {totals[1][0]:.0f} calls, {totals[1][1]:.0f} us. "
-          f"Top {top} of the new tree by own time:")
-    print(f"{'function':44} {'calls/turn':>10} {'own us/turn':>11} {'cum us/turn':>11}   "
+    print(f"\nunder cProfile, {what}: old {totals[0][0]:.0f} calls, {totals[0][1]:.0f} us; "
+          f"new {totals[1][0]:.0f} calls, {totals[1][1]:.0f} us. Top {top} of the new tree "
+          "by own time:")
+    print(f"{'function':44} {'calls':>8} {'own us':>8} {'cum us':>8}   "
           f"{'old calls':>9} {'old own':>8}")
     for where, calls, own, cum in new[:top]:
         before = old_by.get(where)
         then = f"{before[1]:9.2f} {before[2]:8.1f}" if before else f"{'-':>9} {'-':>8}"
-        print(f"{where[:44]:44} {calls:10.2f} {own:11.1f} {cum:11.1f}   {then}")
+        print(f"{where[:44]:44} {calls:8.2f} {own:8.1f} {cum:8.1f}   {then}")
 
 
 def main() -> int:
@@ -294,7 +311,10 @@ def main() -> int:
                 profiles[name] = run_worker(trees[name], urls, Path(data), profile=True)
     report(figures, old, args.rounds)
     if profiles:
-        print_profiles(profiles["old"], profiles["new"])
+        print_profiles(profiles["old"]["500 turns"], profiles["new"]["500 turns"],
+                       "worker thread, 500-turn prompt(), per turn")
+        print_profiles(profiles["old"]["1 turn"], profiles["new"]["1 turn"],
+                       "1-turn prompt() (both threads), per query")
     return 0
 
 
@@ -308,7 +328,7 @@ def report(figures: Dict[str, List[Dict[str, float]]], old: Path, rounds: int) -
     for key in figures["new"][0]:
         if key.startswith("tracing on: "):
             continue
-        unit = "ms" if "(ms" in key else "us/turn"
+        unit = "ms" if "(ms" in key else "us/query" if "us/query" in key else "us/turn"
         before, after = med("old", key), med("new", key)
         ratio = after / before
         if "16 MB" not in key:  # 0.1's line reader is quadratic there: no contest
