@@ -13,7 +13,8 @@ a time is parsed by ``lattice.models.sse.parse_stream``, against ``json.loads`` 
 data, in CPU time (the line reader must stay linear; target <= 3x).
 
 Two wire shapes: the body in large HTTP chunks, and one ~event-sized chunk at a time (as
-the real API sends). The server runs in a child process so it does not share our GIL.
+the real API sends). The server runs in a child process so it does not share our GIL. The
+runs alternate (order rotated each round); each figure is the median of its runs.
 The official ``anthropic`` and ``openai`` SDKs are timed too when installed.
 
     python bench/sse_bench.py [--reps 5] [--deltas 50000]
@@ -189,14 +190,18 @@ def openai_sdk(url: str, expected_chars: int) -> Callable[[], int]:
     return run
 
 
-def timed(fn: Callable[[], int], reps: int) -> float:
-    fn()  # warm up (connection, caches)
-    times = []
-    for _ in range(reps):
-        started = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - started)
-    return statistics.median(times)
+def timed(fns: List[Callable[[], int]], reps: int) -> List[float]:
+    """Median time of each of ``fns`` over ``reps`` interleaved rounds (order rotated each
+    round), so a busy moment on a shared machine hits them all."""
+    for fn in fns:
+        fn()  # warm up (connection, caches)
+    times: List[List[float]] = [[] for _ in fns]
+    for rep in range(reps):
+        for slot in [(rep + i) % len(fns) for i in range(len(fns))]:
+            started = time.perf_counter()
+            fns[slot]()
+            times[slot].append(time.perf_counter() - started)
+    return [statistics.median(t) for t in times]
 
 
 def main() -> int:
@@ -218,15 +223,17 @@ def main() -> int:
         sdk = openai_sdk if chat else anthropic_sdk
         for shape, chunk_size in (("large chunks", None), ("one event per chunk", 130)):
             with server_process(args.deltas, chunk_size, chat) as url:
-                floor_a = timed(lambda: floor_split(url), args.reps)
-                floor_b = timed(lambda: floor_iter_lines(url), args.reps)
-                ours = timed(lattice_client(url, chars), args.reps)
+                runs = [lambda: floor_split(url), lambda: floor_iter_lines(url),
+                        lattice_client(url, chars)]
                 try:
-                    sdk_time = timed(sdk(url, chars), args.reps)
-                    sdk_cell = f"{sdk_time * 1e3:8.1f} ms ({sdk_time / min(floor_a, floor_b):.2f}x)"
+                    runs.append(sdk(url, chars))
                 except ImportError:
-                    sdk_cell = "not installed"
-            ratio = ours / min(floor_a, floor_b)
+                    pass
+                floor_a, floor_b, ours, *sdk_time = timed(runs, args.reps)
+            floor = min(floor_a, floor_b)
+            sdk_cell = (f"{sdk_time[0] * 1e3:8.1f} ms ({sdk_time[0] / floor:.2f}x)" if sdk_time
+                        else "not installed")
+            ratio = ours / floor
             worst = max(worst, ratio)
             rows.append([api, shape, f"{floor_a * 1e3:8.1f} ms", f"{floor_b * 1e3:8.1f} ms",
                          f"{ours * 1e3:8.1f} ms", f"{ratio:.2f}x", sdk_cell])
