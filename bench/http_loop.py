@@ -5,18 +5,20 @@ for one tool call per turn until turn N, then answers with text, in the Messages
 wire format or in Chat Completions form. For each provider we time
 
 * lattice: ``Agent(model_client=AnthropicClient(...) | OpenAIChatClient(...),
-  tools=[echo]).prompt(...)``;
+  tools=[echo]).prompt(...)``, and the same query iterated through ``agent.query(...)``;
 * bare: a ``requests.Session().post`` loop (``trust_env = False``, as lattice's own
   session, which reads the proxy environment once) that sends the same growing bodies and
   reads the same replies;
-* for Chat Completions, the official ``openai`` SDK's loop too, when it is installed,
+* for Chat Completions, the official ``openai`` SDK's loop too, when it is installed
+  (up to ``--sdk-max-turns``, 100 by default: its 500-turn loop takes ~30 s a run),
 
 at N = 50 and N = 500, with JSON replies and with SSE streaming (the clients' default;
 the bare loop then reads lines with ``iter_lines`` + ``json.loads`` and assembles the
-reply itself). Runs alternate; each figure is the median of its runs.
-Target: lattice within 1.2x of bare.
+reply itself). Runs alternate (order rotated each round); each figure is the median of
+its runs. Target: lattice (``prompt()`` and ``query()``) within 1.2x of bare.
 
     python bench/http_loop.py [--reps 6] [--turns 50 500] [--providers anthropic openai]
+                              [--sdk-max-turns 100]
 """
 
 from __future__ import annotations
@@ -101,14 +103,21 @@ def echo(text: str) -> str:
     return text
 
 
-def lattice_loop(url: str, turns: int, stream: bool, provider: str) -> None:
+def lattice_loop(url: str, turns: int, stream: bool, provider: str,
+                 iterate: bool = False) -> None:
+    """One query through ``prompt()``, or through ``query()`` when ``iterate``."""
     client: Any
     if provider == "openai":
         client = lattice.OpenAIChatClient(KEY, url + "/v1", stream=stream)
     else:
         client = lattice.AnthropicClient(KEY, url, stream=stream)
     agent = lattice.Agent(model=MODEL, model_client=client, tools=[echo], max_turns=turns + 1)
-    result = agent.prompt("Run the steps.")
+    if iterate:
+        result: Any = None
+        for result in agent.query("Run the steps."):
+            pass
+    else:
+        result = agent.prompt("Run the steps.")
     assert result.subtype == "success" and result.num_turns == turns, result
     client.close()
 
@@ -289,6 +298,8 @@ def main() -> int:
     parser.add_argument("--turns", type=int, nargs="+", default=[50, 500])
     parser.add_argument("--providers", nargs="+", default=["anthropic", "openai"],
                         choices=["anthropic", "openai"])
+    parser.add_argument("--sdk-max-turns", type=int, default=100,
+                        help="time the openai SDK only at up to this many turns")
     args = parser.parse_args()
     tools = [{"name": echo.name, "description": echo.description,
               "input_schema": echo.input_schema}]
@@ -303,23 +314,27 @@ def main() -> int:
                 for stream in (False, True):
                     bare_fn = bare_chat_loop if provider == "openai" else bare_loop
                     runs = [lambda: bare_fn(url, turns, stream, tools),
-                            lambda: lattice_loop(url, turns, stream, provider)]
-                    if provider == "openai" and sdk:
+                            lambda: lattice_loop(url, turns, stream, provider),
+                            lambda: lattice_loop(url, turns, stream, provider, True)]
+                    with_sdk = provider == "openai" and sdk and turns <= args.sdk_max_turns
+                    if with_sdk:
                         runs.append(lambda: sdk_chat_loop(url, turns, stream, tools))
                     timings = compare(runs, reps)
-                    bare, ours = timings[0], timings[1]
-                    sdk_time: Optional[float] = timings[2] if len(timings) > 2 else None
-                    ratio = ours / bare
-                    worst = max(worst, ratio)
+                    bare, ours, iterated = timings[:3]
+                    sdk_time: Optional[float] = timings[3] if len(timings) > 3 else None
+                    worst = max(worst, ours / bare, iterated / bare)
                     rows.append([provider, str(turns), "SSE" if stream else "JSON",
                                  f"{bare * 1e3:9.1f} ms", f"{ours * 1e3:9.1f} ms",
-                                 f"{ours / turns * 1e3:6.2f} ms",
-                                 f"{(ours - bare) / turns * 1e6:+7.0f} us", f"{ratio:.2f}x",
+                                 f"{iterated * 1e3:9.1f} ms",
+                                 f"{bare / turns * 1e3:6.2f} ms",
+                                 f"{(ours - bare) / turns * 1e6:+7.0f} us",
+                                 f"{(iterated - bare) / turns * 1e6:+7.0f} us",
+                                 f"{ours / bare:.2f}x", f"{iterated / bare:.2f}x",
                                  f"{sdk_time * 1e3:9.1f} ms ({sdk_time / bare:.2f}x)"
-                                 if sdk_time else ("not installed" if provider == "openai"
-                                                   else "-")])
-    header = ["client", "turns", "replies", "bare loop", "lattice", "lattice/turn",
-              "overhead/turn", "ratio", "openai SDK"]
+                                 if sdk_time else "-" if provider != "openai" else
+                                 "not installed" if not sdk else "not run (--sdk-max-turns)"])
+    header = ["client", "turns", "replies", "bare loop", "prompt()", "query()", "bare/turn",
+              "prompt +/turn", "query +/turn", "prompt ratio", "query ratio", "openai SDK"]
     widths = [max(len(r[i]) for r in rows + [header]) for i in range(len(header))]
     for row in [header, ["-" * w for w in widths]] + rows:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)))

@@ -7,6 +7,10 @@ handoff round trip in the same run (the floor of ``query()``'s lockstep). Last, 
 50-turn ``prompt()`` loop with tracing off and on (the OpenTelemetry SDK with a span
 processor and an exporter that drops everything), when the SDK is installed.
 
+Targets: < 100 us/turn for ``prompt()``; per-turn cost at 500 turns <= 1.5x that at 50.
+Against 0.1 (issue 12: its figures or better; issue 18: tracing off unchanged), see
+``compare_versions.py``, which runs both trees in alternating processes.
+
     python bench/loop_overhead.py [--repeat 5]
 """
 from __future__ import annotations

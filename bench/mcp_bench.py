@@ -5,7 +5,8 @@ Each client starts its own copy of the server (``examples/_mcp_echo_server.py``,
 hand-written server, by default; ``--server sdk`` uses tests/mcp_sdk_server.py, built with
 the SDK), warms up, then makes N sequential ``echo`` calls; the rounds alternate between
 the clients so drift on a shared machine hits both alike. Reported: median µs per call for
-each client and the ratio lattice / SDK (below 1: lattice is faster).
+each client and the ratio lattice / SDK (below 1: lattice is faster). Target (issue 16):
+lattice not slower, ratio <= 1.
 
     python bench/mcp_bench.py [--calls 2000] [--rounds 5] [--server echo|sdk]
 """
@@ -79,7 +80,8 @@ def main() -> None:
           f"{options.calls} calls x {options.rounds} rounds (median of rounds):")
     for name, value in medians.items():
         print(f"  {name:8} {value * 1e6:8.1f} µs/call")
-    print(f"  ratio lattice / SDK: {medians['lattice'] / medians['mcp SDK']:.2f}")
+    ratio = medians["lattice"] / medians["mcp SDK"]
+    print(f"  ratio lattice / SDK: {ratio:.2f} (target <= 1): {'PASS' if ratio <= 1 else 'FAIL'}")
 
 
 if __name__ == "__main__":

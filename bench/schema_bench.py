@@ -10,12 +10,16 @@ so every figure covers the same work.
 None of jsonschema, jsonschema-rs (Rust, PyPI ``jsonschema-rs``) and fastjsonschema is a
 dependency of lattice; missing ones are skipped. Formats are annotations for every library
 (lattice's default), so all of them do the same work.
+
+Targets, as ratios of validations/s in this run: lattice >= 5x jsonschema on 2020-12, and
+>= 0.5x fastjsonschema on draft 7.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -28,7 +32,9 @@ from suite_adapter import needs_remote  # noqa: E402
 
 from lattice import schema  # noqa: E402
 
-DEFAULT_SUITE = ROOT.parent / "shared/data/JSON-Schema-Test-Suite"
+# ../shared beside the repository; LATTICE_SHARED overrides it (as for tests/conftest.py).
+SHARED = Path(os.environ.get("LATTICE_SHARED") or ROOT.parent / "shared")
+DEFAULT_SUITE = SHARED / "data/JSON-Schema-Test-Suite"
 DRAFT_DIRS = {"2020-12": "draft2020-12", "7": "draft7"}
 TARGETS = {"2020-12": ("jsonschema", 5.0), "7": ("fastjsonschema", 0.5)}
 
@@ -173,7 +179,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--drafts", nargs="+", default=["2020-12", "7"], choices=list(DRAFT_DIRS))
     args = parser.parse_args(argv)
     if not (args.suite / "tests").is_dir():
-        print(f"JSON-Schema-Test-Suite not found at {args.suite}", file=sys.stderr)
+        print(f"JSON-Schema-Test-Suite not found at {args.suite} (--suite DIR, or "
+              "LATTICE_SHARED=<dir holding data/>)", file=sys.stderr)
         return 1
     print(f"python {sys.version.split()[0]}")
     for draft in args.drafts:

@@ -1,0 +1,348 @@
+"""This tree against an older release (0.1 by default), in one run, alternating.
+
+Issue 12 asks that the agent loop, the HTTP tool loop and SSE parsing stay at 0.1's
+figures or better; issue 18 that tracing, when off, costs nothing. Each measurement runs
+in a fresh interpreter that imports ``lattice`` from one tree (this script started again
+with ``--worker TREE``); the old and the new tree take turns for ``--rounds`` rounds (the
+order flipped each round), so a busy moment on a shared machine hits both. Each figure is
+the median over rounds of per-round medians. Per tree:
+
+* loop: ``prompt()`` and iterating ``query()``, µs per turn of a 50- and a 500-turn tool
+  loop against an in-process model client and a trivial tool (as ``loop_overhead.py``);
+* http: ``prompt()`` and ``query()``, µs per turn of a 50-turn tool loop through
+  ``AnthropicClient`` against ``MockMessagesServer`` (one server process, from this tree,
+  shared by both), JSON and SSE replies (as ``http_loop.py``);
+* sse: ``parse_stream`` (CPU, from memory) of a 50,000-delta stream in 8 KiB reads, and
+  ``AnthropicClient.create`` reading the same stream over HTTP (as ``sse_bench.py``);
+  the one-16 MB-event stream too (slow on 0.1: quadratic line reader);
+* tracing on (new tree only): the 50-turn ``prompt()`` loop with an ``OtelObserver``
+  whose SDK exporter drops everything, against the same loop untraced.
+
+Target: new/old <= 1.10 on every row (0.1's figure or better; 10% is the noise margin of
+this shared 2-core machine, where rounds of the same tree differ by 5-10%).
+
+    python bench/compare_versions.py [--old /tmp/v01] [--rounds 3] [--profile]
+
+``--profile`` also runs a 500-turn ``prompt()`` loop under cProfile in each tree (the
+worker thread, by wrapping ``lattice.loop.Loop.__call__``) and prints the top costs per
+turn side by side: calls/turn and own µs/turn (cProfile inflates absolute figures).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable, Dict, List
+
+HERE = Path(__file__).resolve().parent
+NEW = HERE.parent
+KEY = "sk-ant-bench-0123456789"
+LOOP_RUNS = {1: 1001, 50: 15, 500: 5}
+
+
+# -- worker: runs in a fresh interpreter with one tree's lattice ----------------------------
+def median_us(fn: Callable[[], Any], runs: int, per: int) -> float:
+    fn()  # warm up
+    times = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - started)
+    return statistics.median(times) / per * 1e6
+
+
+class StepModel:
+    """A tool call per turn until ``turns``, then text: the same client in both trees."""
+
+    def __init__(self, turns: int) -> None:
+        self.turns = turns
+
+    def create(self, request: Any) -> Dict[str, Any]:
+        n = (len(request.messages) + 1) // 2
+        usage = {"input_tokens": 10, "output_tokens": 2}
+        if n >= self.turns:
+            return {"role": "assistant", "content": [{"type": "text", "text": "finished"}],
+                    "stop_reason": "end_turn", "usage": usage}
+        return {"role": "assistant", "stop_reason": "tool_use", "usage": usage, "content": [
+            {"type": "tool_use", "id": f"toolu_{n}", "name": "step", "input": {"n": n}}]}
+
+
+def run_query(agent: Any, turns: int, iterate: bool) -> None:
+    if iterate:
+        result = None
+        for result in agent.query("Run the steps."):
+            pass
+    else:
+        result = agent.prompt("Run the steps.")
+    assert result is not None and result.num_turns == turns, result
+
+
+def loop_figures(lattice: Any, step: Any, options: Dict[str, Any]) -> Dict[str, float]:
+    """µs per turn of the loop alone (the Agent is made before the clock starts)."""
+    def once(turns: int, iterate: bool) -> float:
+        agent = lattice.Agent(model="bench", model_client=StepModel(turns), tools=[step],
+                              max_turns=turns + 1, **options)
+        started = time.perf_counter()
+        run_query(agent, turns, iterate)
+        return (time.perf_counter() - started) / turns * 1e6
+
+    out = {}
+    for turns, runs in LOOP_RUNS.items():
+        for mode in ("prompt", "query"):
+            once(turns, mode == "query")  # warm up
+            figure = statistics.median(once(turns, mode == "query") for _ in range(runs))
+            unit = "turns" if turns > 1 else "turn (us/query)"
+            out[f"loop {mode}() {turns} {unit}"] = figure
+    return out
+
+
+def http_figures(lattice: Any, echo: Any, url: str) -> Dict[str, float]:
+    out = {}
+    for stream in (False, True):
+        for mode in ("prompt", "query"):
+            def once(stream: bool = stream, mode: str = mode) -> None:
+                client = lattice.AnthropicClient(KEY, url, stream=stream)
+                agent = lattice.Agent(model="claude-bench", model_client=client,
+                                      tools=[echo], max_turns=51)
+                run_query(agent, 50, mode == "query")
+                client.close()
+            out[f"http {mode}() 50 turns {'SSE' if stream else 'JSON'}"] = \
+                median_us(once, 5, 50)
+    return out
+
+
+def sse_figures(lattice: Any, sse_url: str, data: Path) -> Dict[str, float]:
+    from lattice.models.base import ModelRequest
+    from lattice.models.sse import parse_stream
+
+    body = (data / "stream.sse").read_bytes()
+    chunks = [body[i : i + 8192] for i in range(0, len(body), 8192)]
+    out = {"sse parse_stream 50k deltas (ms, CPU)": cpu_ms(lambda: parse_stream(chunks), 5)}
+    client = lattice.AnthropicClient(KEY, sse_url)
+    request = ModelRequest(model="m", messages=[{"role": "user", "content": "go"}])
+    out["sse create() 50k deltas over HTTP (ms)"] = median_us(
+        lambda: client.create(request), 5, 1) / 1e3
+    huge = (data / "huge.sse").read_bytes()
+    chunks = [huge[i : i + 8192] for i in range(0, len(huge), 8192)]
+    out["sse parse_stream one 16 MB event (ms, CPU)"] = cpu_ms(lambda: parse_stream(chunks), 1)
+    return out
+
+
+def write_streams(data: Path) -> None:
+    """The 50,000-delta stream sse_bench.py serves, and one holding a 16 MB event."""
+    from sse_bench import build_stream
+
+    (data / "stream.sse").write_bytes(build_stream(50_000, 20))
+    text = "lorem ipsum " * ((16 << 20) // 12)
+    payload = json.dumps({"type": "content_block_delta", "index": 0,
+                          "delta": {"type": "text_delta", "text": text}}).encode()
+    head, tail = build_stream(0, 1).split(b"event: content_block_stop")
+    (data / "huge.sse").write_bytes(head + b"event: content_block_delta\ndata: " + payload +
+                                    b"\n\nevent: content_block_stop" + tail)
+
+
+def cpu_ms(fn: Callable[[], Any], runs: int) -> float:
+    times = []
+    for _ in range(runs):
+        started = time.process_time()
+        result = fn()
+        times.append(time.process_time() - started)
+        del result  # freed after the clock stops
+    return statistics.median(times) * 1e3
+
+
+def tracing_figures(lattice: Any, step: Any) -> Dict[str, float]:
+    try:
+        from loop_overhead import drop_all_provider
+
+        from lattice.tracing import OtelObserver
+        provider = drop_all_provider()
+    except ImportError:
+        return {}
+    figures = loop_figures(lattice, step, {"observers": [OtelObserver(tracer_provider=provider)]})
+    return {"tracing on: " + k: v for k, v in figures.items() if "50 turns" in k}
+
+
+def profile_loop(lattice: Any, step: Any, turns: int, queries: int) -> List[List[Any]]:
+    """Own time and calls per turn (per query when ``turns`` is 1) of ``queries``
+    ``prompt()`` queries: the worker thread's functions (``lattice.loop.Loop.__call__``
+    wrapped) and, for 1-turn queries, the calling thread's, marked ``[caller]``."""
+    import cProfile
+    import pstats
+
+    from lattice.loop import Loop
+
+    worker_profile, caller_profile = cProfile.Profile(), cProfile.Profile()
+    original = Loop.__call__
+
+    def profiled(self: Any) -> None:
+        worker_profile.enable()
+        try:
+            original(self)
+        finally:
+            worker_profile.disable()
+
+    Loop.__call__ = profiled  # type: ignore[method-assign]
+    for _ in range(queries):
+        agent = lattice.Agent(model="bench", model_client=StepModel(turns), tools=[step],
+                              max_turns=turns + 1)
+        if turns == 1:
+            caller_profile.enable()
+        run_query(agent, turns, False)
+        caller_profile.disable()
+    Loop.__call__ = original  # type: ignore[method-assign]
+    rows = []
+    per = queries * turns
+    for mark, profile in (("", worker_profile), ("[caller] ", caller_profile)):
+        if not profile.getstats():
+            continue
+        stats: Any = pstats.Stats(profile).stats
+        for (path, _, name), (_, calls, own, cumulative, _) in stats.items():
+            where = mark + (f"{Path(path).name}:{name}" if path != "~" else name)
+            rows.append([where, calls / per, own / per * 1e6, cumulative / per * 1e6])
+    return sorted(rows, key=lambda r: -r[2])
+
+
+def worker(tree: str, http_url: str, sse_url: str, data: str, profile: bool) -> None:
+    # The editable install's finder would hand a module missing from an old tree over from
+    # the checkout it points at: leave only the tree's own files importable as lattice.
+    sys.meta_path[:] = [f for f in sys.meta_path
+                        if not getattr(f, "__module__", "").startswith("__editable__")]
+    sys.path.insert(0, tree)
+    sys.path.insert(1, str(HERE))
+    import lattice
+
+    assert Path(lattice.__file__).resolve().parent.parent == Path(tree).resolve(), lattice.__file__
+
+    @lattice.tool
+    def step(n: int) -> str:
+        """Advance one step."""
+        return f"step {n} done"
+
+    @lattice.tool
+    def echo(text: str) -> str:
+        """Return the text unchanged.
+
+        Args:
+            text: what to return.
+        """
+        return text
+
+    if profile:
+        print(json.dumps({"500 turns": profile_loop(lattice, step, 500, 3),
+                          "1 turn": profile_loop(lattice, step, 1, 2000)}))
+        return
+    figures = loop_figures(lattice, step, {})
+    figures.update(tracing_figures(lattice, step))
+    figures.update(http_figures(lattice, echo, http_url))
+    figures.update(sse_figures(lattice, sse_url, Path(data)))
+    print(json.dumps(figures))
+
+
+# -- driver ---------------------------------------------------------------------------------
+def run_worker(tree: Path, urls: List[str], data: Path, profile: bool = False) -> Any:
+    env = dict(os.environ, PYTHONPATH=str(tree))
+    command = [sys.executable, str(Path(__file__).resolve()), "--worker", str(tree),
+               "--http-url", urls[0], "--sse-url", urls[1], "--data", str(data)] + \
+        (["--profile"] if profile else [])
+    done = subprocess.run(command, env=env, cwd=str(tree), capture_output=True, text=True,
+                          check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"worker for {tree} failed:\n{done.stderr}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def print_profiles(old: List[List[Any]], new: List[List[Any]], what: str,
+                   top: int = 25) -> None:
+    old_by = {r[0]: r for r in old}
+    totals = [(sum(r[1] for r in rows), sum(r[2] for r in rows)) for rows in (old, new)]
+    print(f"\nunder cProfile, {what}: old {totals[0][0]:.0f} calls, {totals[0][1]:.0f} us; "
+          f"new {totals[1][0]:.0f} calls, {totals[1][1]:.0f} us. Top {top} of the new tree "
+          "by own time:")
+    print(f"{'function':44} {'calls':>8} {'own us':>8} {'cum us':>8}   "
+          f"{'old calls':>9} {'old own':>8}")
+    for where, calls, own, cum in new[:top]:
+        before = old_by.get(where)
+        then = f"{before[1]:9.2f} {before[2]:8.1f}" if before else f"{'-':>9} {'-':>8}"
+        print(f"{where[:44]:44} {calls:8.2f} {own:8.1f} {cum:8.1f}   {then}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--old", default="/tmp/v01")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    parser.add_argument("--http-url", help=argparse.SUPPRESS)
+    parser.add_argument("--sse-url", help=argparse.SUPPRESS)
+    parser.add_argument("--data", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        worker(args.worker, args.http_url, args.sse_url, args.data, args.profile)
+        return 0
+    old = Path(args.old).resolve()
+    if not (old / "lattice" / "__init__.py").is_file():
+        print(f"--old {args.old}: no lattice package there (check out the release, e.g. "
+              f"git worktree add {args.old} <0.1 commit>)")
+        return 2
+    sys.path.insert(0, str(HERE))
+    from http_loop import server_process as http_server
+    from sse_bench import server_process as sse_server
+
+    trees = {"old": old, "new": NEW}
+    figures: Dict[str, List[Dict[str, float]]] = {"old": [], "new": []}
+    profiles: Dict[str, Any] = {}
+    with http_server() as http, sse_server(50_000, None) as sse_url, \
+            tempfile.TemporaryDirectory() as data:
+        write_streams(Path(data))
+        urls = [http(50), sse_url]
+        for round_ in range(args.rounds):
+            for name in (("old", "new") if round_ % 2 == 0 else ("new", "old")):
+                figures[name].append(run_worker(trees[name], urls, Path(data)))
+        if args.profile:
+            for name in ("old", "new"):
+                profiles[name] = run_worker(trees[name], urls, Path(data), profile=True)
+    report(figures, old, args.rounds)
+    if profiles:
+        print_profiles(profiles["old"]["500 turns"], profiles["new"]["500 turns"],
+                       "worker thread, 500-turn prompt(), per turn")
+        print_profiles(profiles["old"]["1 turn"], profiles["new"]["1 turn"],
+                       "1-turn prompt() (both threads), per query")
+    return 0
+
+
+def report(figures: Dict[str, List[Dict[str, float]]], old: Path, rounds: int) -> None:
+    def med(name: str, key: str) -> float:
+        return statistics.median(f[key] for f in figures[name] if key in f)
+
+    print(f"old: {old}  new: {NEW}; median of {rounds} alternating rounds\n")
+    print(f"{'measure':48} {'old':>10} {'new':>10} {'new/old':>8}  target <= 1.10")
+    worst = 0.0
+    for key in figures["new"][0]:
+        if key.startswith("tracing on: "):
+            continue
+        unit = "ms" if "(ms" in key else "us/query" if "us/query" in key else "us/turn"
+        before, after = med("old", key), med("new", key)
+        ratio = after / before
+        if "16 MB" not in key:  # 0.1's line reader is quadratic there: no contest
+            worst = max(worst, ratio)
+        print(f"{key:48} {before:10.1f} {after:10.1f} {ratio:8.2f}  "
+              f"{'PASS' if ratio <= 1.10 else 'FAIL'} ({unit})")
+    print(f"\nworst new/old: {worst:.2f} (target <= 1.10): {'PASS' if worst <= 1.10 else 'FAIL'}")
+    for key in figures["new"][0]:
+        if key.startswith("tracing on: "):
+            off_key = key[len("tracing on: "):]
+            on, off, then = med("new", key), med("new", off_key), med("old", off_key)
+            print(f"{key}: {on:.1f} us/turn, off {off:.1f} (0.1: {then:.1f}); "
+                  f"on/off {on / off:.2f}, off vs 0.1 {off / then:.2f}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
