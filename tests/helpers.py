@@ -9,7 +9,7 @@ import os
 import threading
 import time
 from pathlib import Path
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 from lattice import Agent, Tool
 from lattice.testing import FunctionModelClient, ScriptedModelClient
@@ -237,3 +237,61 @@ def chat_stream_reply(body: str, **kwargs: Any) -> Dict[str, Any]:
 
     responses.add(responses.POST, OPENAI_URL, body=body, content_type="text/event-stream")
     return chat_client(stream=True).create(chat_request(**kwargs))
+
+
+# -- AnthropicClient over mocked HTTP (test_anthropic_client.py, test_retry.py) -------------
+
+ANTHROPIC_URL = "https://api.anthropic.com/v1/messages"
+ANTHROPIC_KEY = "sk-ant-test-0123456789abcdef"
+ANTHROPIC_MESSAGE = {
+    "id": "msg_01abc", "type": "message", "role": "assistant", "model": "claude-served",
+    "content": [{"type": "text", "text": "Hi!"}], "stop_reason": "end_turn",
+    "stop_sequence": None,
+    "usage": {"input_tokens": 12, "output_tokens": 3, "cache_creation_input_tokens": 4,
+              "cache_read_input_tokens": 5, "service_tier": "standard"},
+}
+ANTHROPIC_ENV = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL")
+
+
+class FakeTime:
+    """A clock that only moves when the client sleeps."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.sleeps: List[float] = []
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+    def clock(self) -> float:
+        return self.now
+
+
+def anthropic_client(fake: Optional[FakeTime] = None, **kwargs: Any):
+    """An AnthropicClient retrying on ``fake``'s clock (no real sleeps), not streaming."""
+    from lattice.models.anthropic import AnthropicClient
+    from lattice.models.retry import RetryPolicy
+
+    fake = fake or FakeTime()
+    retries = kwargs.pop("max_retries", 2)
+    policy = RetryPolicy(max_retries=retries, sleep=fake.sleep, clock=fake.clock,
+                         random=lambda: 0.0)
+    kwargs.setdefault("stream", False)
+    return AnthropicClient(ANTHROPIC_KEY, retry_policy=policy, **kwargs)
+
+
+def anthropic_request(**kwargs: Any):
+    from lattice.models.base import ModelRequest
+
+    kwargs.setdefault("model", "claude-test")
+    kwargs.setdefault("messages", [{"role": "user", "content": "Hello"}])
+    return ModelRequest(**kwargs)
+
+
+def anthropic_error_body(kind: str, message: str,
+                         request_id: Optional[str] = None) -> Dict[str, Any]:
+    body: Dict[str, Any] = {"type": "error", "error": {"type": kind, "message": message}}
+    if request_id:
+        body["request_id"] = request_id
+    return body
