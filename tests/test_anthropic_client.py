@@ -12,7 +12,6 @@ from typing import Any, Dict, List
 import pytest
 import requests
 import responses
-from helpers import ANTHROPIC_ENV
 from helpers import ANTHROPIC_KEY as KEY
 from helpers import ANTHROPIC_MESSAGE as MESSAGE
 from helpers import ANTHROPIC_URL as URL
@@ -36,11 +35,7 @@ from lattice.errors import (
 from lattice.models.anthropic import AnthropicClient
 from lattice.models.base import ModelRequest
 
-
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ANTHROPIC_ENV:
-        monkeypatch.delenv(name, raising=False)
+pytestmark = pytest.mark.usefixtures("clean_anthropic_env")
 
 
 def sent_body(index: int = 0) -> Dict[str, Any]:

@@ -8,10 +8,10 @@ from typing import Dict
 import pytest
 import requests
 import responses
-from helpers import ANTHROPIC_ENV, FakeTime
 from helpers import ANTHROPIC_KEY as KEY
 from helpers import ANTHROPIC_MESSAGE as MESSAGE
 from helpers import ANTHROPIC_URL as URL
+from helpers import FakeTime
 from helpers import anthropic_client as client
 from helpers import anthropic_error_body as error_body
 from helpers import anthropic_request as request
@@ -115,10 +115,7 @@ def test_policy_is_a_frozen_value() -> None:
 # -- AnthropicClient's retries over mocked HTTP (``responses``), on an injected clock --------
 
 
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ANTHROPIC_ENV:
-        monkeypatch.delenv(name, raising=False)
+pytestmark = pytest.mark.usefixtures("clean_anthropic_env")
 
 
 @responses.activate
