@@ -6,13 +6,15 @@ fixtures. Only the public API named in SPEC.md is used, as an outside tester wou
 
 import json
 import os
+import sys
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, Iterator, List, Optional
 
 from lattice import Agent, Tool
-from lattice.testing import FunctionModelClient, ScriptedModelClient
+from lattice.testing import FunctionModelClient, ScriptedModelClient, assert_well_formed
 
 # ../shared beside the repository; LATTICE_SHARED overrides it (e.g. from a git worktree).
 SHARED = Path(os.environ.get("LATTICE_SHARED") or Path(__file__).resolve().parents[2] / "shared")
@@ -66,22 +68,9 @@ def result_text(block):
     return text_of(block.get("content", ""))
 
 
-def assert_well_formed(history):
-    """Every tool_use is answered by a tool_result with its id in the next message."""
-    json.dumps(history)  # JSON-serialisable at all times
-    for i, message in enumerate(history):
-        assert message["role"] in ("user", "assistant"), message
-        content = message["content"]
-        if message["role"] != "assistant" or not isinstance(content, list):
-            continue
-        ids = [b["id"] for b in content if isinstance(b, dict) and b.get("type") == "tool_use"]
-        if not ids:
-            continue
-        assert i + 1 < len(history), f"unanswered tool_use at the end: {history}"
-        nxt = history[i + 1]
-        assert nxt["role"] == "user", history
-        answered = [b["tool_use_id"] for b in results_of(nxt)]
-        assert sorted(answered) == sorted(ids), (ids, answered)
+def json_copy(value):
+    """``value`` through JSON and back: fails unless it is JSON-serialisable."""
+    return json.loads(json.dumps(value))
 
 
 # -- agents over the test doubles -----------------------------------------------------------
@@ -130,6 +119,7 @@ def in_thread(fn, *args):
 
 LONG = 10  # seconds a misbehaving client/tool would block (released at teardown)
 QUICK = 1.0  # "within about 100 ms", with a wide margin
+WAIT_S = 10.0  # how long a test waits for something that takes milliseconds
 
 
 def blocking_client(gates, then=lambda r: reply("late reply")):
@@ -295,3 +285,48 @@ def anthropic_error_body(kind: str, message: str,
     if request_id:
         body["request_id"] = request_id
     return body
+
+
+# -- interrupts and the agent's guard (test_reliability*.py) --------------------------------
+
+
+class Fatal(BaseException):
+    """Not an Exception: what a tool or client calling sys.exit() looks like."""
+
+
+@contextmanager
+def on_call(function: Callable[..., Any], action: Callable[[], None]) -> Iterator[None]:
+    """Run ``action`` when ``function`` is next called in this thread: an exception it
+    raises is raised at that call, the way a Ctrl-C landing there would be."""
+    code = function.__code__
+    pending = [True]
+
+    def tracer(frame: Any, event: str, arg: Any) -> None:
+        if event == "call" and frame.f_code is code and pending[0]:
+            pending[0] = False
+            action()
+
+    previous = sys.gettrace()
+    sys.settrace(tracer)
+    try:
+        yield
+    finally:
+        sys.settrace(previous)
+    assert not pending[0], f"{function.__qualname__} was not called"
+
+
+def keyboard_interrupt() -> None:
+    raise KeyboardInterrupt
+
+
+def tool_then_text(text: str = "fine") -> ScriptedModelClient:
+    return ScriptedModelClient([reply(tool_use("slow", {}, "t1")), text, text, text])
+
+
+def assert_usable(agent: Agent, expected: str = "fine") -> None:
+    """The guard is free and the conversation continues."""
+    assert agent._run is None
+    assert_well_formed(agent.get_history())
+    result = agent.prompt("and now?")
+    assert result.subtype == "success" and result.result == expected
+    assert_well_formed(agent.get_history())
