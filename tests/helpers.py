@@ -330,3 +330,33 @@ def assert_usable(agent: Agent, expected: str = "fine") -> None:
     result = agent.prompt("and now?")
     assert result.subtype == "success" and result.result == expected
     assert_well_formed(agent.get_history())
+
+
+# -- history messages for compaction's surgery (test_compaction*.py) ------------------------
+
+Msg = Dict[str, Any]
+
+
+def user(content: Any) -> Msg:
+    return {"role": "user", "content": content}
+
+
+def text_reply(text: str, **extra: Any) -> Msg:
+    return {"role": "assistant", "content": [{"type": "text", "text": text}], **extra}
+
+
+def call(tool_id: str, name: str = "read", **input: Any) -> Dict[str, Any]:
+    return {"type": "tool_use", "id": tool_id, "name": name, "input": input}
+
+
+def calls(*ids: str) -> Msg:
+    return {"role": "assistant", "content": [call(i) for i in ids]}
+
+
+def results(*ids: str, content: Any = "ok") -> Msg:
+    return {"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": i, "content": content} for i in ids]}
+
+
+def thinking(text: str = "hmm") -> Dict[str, Any]:
+    return {"type": "thinking", "thinking": text, "signature": "sig=="}
