@@ -360,3 +360,18 @@ def results(*ids: str, content: Any = "ok") -> Msg:
 
 def thinking(text: str = "hmm") -> Dict[str, Any]:
     return {"type": "thinking", "thinking": text, "signature": "sig=="}
+
+
+# -- lattice.schema (test_schema_*.py) ------------------------------------------------------
+
+
+def errors_of(instance: Any, schema_: Any, **options: Any) -> List[str]:
+    """The messages of the ValidationError ``schema.validate`` raises (it must raise)."""
+    import pytest
+
+    from lattice import schema
+    from lattice.schema import ValidationError
+
+    with pytest.raises(ValidationError) as info:
+        schema.validate(instance, schema_, **options)
+    return [str(e) for e in info.value.errors]
