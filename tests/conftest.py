@@ -1,7 +1,7 @@
 """Fixtures only; the helpers live in helpers.py."""
 
 import pytest
-from helpers import Gates, join_lattice_threads
+from helpers import ANTHROPIC_ENV, Gates, join_lattice_threads
 
 
 @pytest.fixture
@@ -16,6 +16,30 @@ def gates():
     g = Gates()
     yield g
     g.release_all()
+
+
+@pytest.fixture
+def clean_anthropic_env(monkeypatch):
+    """No ANTHROPIC_* variables from the environment leak into the client under test."""
+    for name in ANTHROPIC_ENV:
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def raw():
+    """``raw(*responses)`` starts a RawServer (raw_server.py); all are closed at teardown."""
+    from raw_server import RawServer
+
+    servers = []
+
+    def make(*responses):
+        server = RawServer(*responses)
+        servers.append(server)
+        return server
+
+    yield make
+    for server in servers:
+        server.close()
 
 
 # A private PostgreSQL cluster for the store tests (see pg_fixture.py).

@@ -6,13 +6,15 @@ fixtures. Only the public API named in SPEC.md is used, as an outside tester wou
 
 import json
 import os
+import sys
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Dict, Optional
+from typing import Any, Callable, Dict, Iterator, List, Optional
 
 from lattice import Agent, Tool
-from lattice.testing import FunctionModelClient, ScriptedModelClient
+from lattice.testing import FunctionModelClient, ScriptedModelClient, assert_well_formed
 
 # ../shared beside the repository; LATTICE_SHARED overrides it (e.g. from a git worktree).
 SHARED = Path(os.environ.get("LATTICE_SHARED") or Path(__file__).resolve().parents[2] / "shared")
@@ -66,22 +68,9 @@ def result_text(block):
     return text_of(block.get("content", ""))
 
 
-def assert_well_formed(history):
-    """Every tool_use is answered by a tool_result with its id in the next message."""
-    json.dumps(history)  # JSON-serialisable at all times
-    for i, message in enumerate(history):
-        assert message["role"] in ("user", "assistant"), message
-        content = message["content"]
-        if message["role"] != "assistant" or not isinstance(content, list):
-            continue
-        ids = [b["id"] for b in content if isinstance(b, dict) and b.get("type") == "tool_use"]
-        if not ids:
-            continue
-        assert i + 1 < len(history), f"unanswered tool_use at the end: {history}"
-        nxt = history[i + 1]
-        assert nxt["role"] == "user", history
-        answered = [b["tool_use_id"] for b in results_of(nxt)]
-        assert sorted(answered) == sorted(ids), (ids, answered)
+def json_copy(value):
+    """``value`` through JSON and back: fails unless it is JSON-serialisable."""
+    return json.loads(json.dumps(value))
 
 
 # -- agents over the test doubles -----------------------------------------------------------
@@ -130,6 +119,7 @@ def in_thread(fn, *args):
 
 LONG = 10  # seconds a misbehaving client/tool would block (released at teardown)
 QUICK = 1.0  # "within about 100 ms", with a wide margin
+WAIT_S = 10.0  # how long a test waits for something that takes milliseconds
 
 
 def blocking_client(gates, then=lambda r: reply("late reply")):
@@ -237,3 +227,151 @@ def chat_stream_reply(body: str, **kwargs: Any) -> Dict[str, Any]:
 
     responses.add(responses.POST, OPENAI_URL, body=body, content_type="text/event-stream")
     return chat_client(stream=True).create(chat_request(**kwargs))
+
+
+# -- AnthropicClient over mocked HTTP (test_anthropic_client.py, test_retry.py) -------------
+
+ANTHROPIC_URL = "https://api.anthropic.com/v1/messages"
+ANTHROPIC_KEY = "sk-ant-test-0123456789abcdef"
+ANTHROPIC_MESSAGE = {
+    "id": "msg_01abc", "type": "message", "role": "assistant", "model": "claude-served",
+    "content": [{"type": "text", "text": "Hi!"}], "stop_reason": "end_turn",
+    "stop_sequence": None,
+    "usage": {"input_tokens": 12, "output_tokens": 3, "cache_creation_input_tokens": 4,
+              "cache_read_input_tokens": 5, "service_tier": "standard"},
+}
+ANTHROPIC_ENV = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL")
+
+
+class FakeTime:
+    """A clock that only moves when the client sleeps."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.sleeps: List[float] = []
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+    def clock(self) -> float:
+        return self.now
+
+
+def anthropic_client(fake: Optional[FakeTime] = None, **kwargs: Any):
+    """An AnthropicClient retrying on ``fake``'s clock (no real sleeps), not streaming."""
+    from lattice.models.anthropic import AnthropicClient
+    from lattice.models.retry import RetryPolicy
+
+    fake = fake or FakeTime()
+    retries = kwargs.pop("max_retries", 2)
+    policy = RetryPolicy(max_retries=retries, sleep=fake.sleep, clock=fake.clock,
+                         random=lambda: 0.0)
+    kwargs.setdefault("stream", False)
+    return AnthropicClient(ANTHROPIC_KEY, retry_policy=policy, **kwargs)
+
+
+def anthropic_request(**kwargs: Any):
+    from lattice.models.base import ModelRequest
+
+    kwargs.setdefault("model", "claude-test")
+    kwargs.setdefault("messages", [{"role": "user", "content": "Hello"}])
+    return ModelRequest(**kwargs)
+
+
+def anthropic_error_body(kind: str, message: str,
+                         request_id: Optional[str] = None) -> Dict[str, Any]:
+    body: Dict[str, Any] = {"type": "error", "error": {"type": kind, "message": message}}
+    if request_id:
+        body["request_id"] = request_id
+    return body
+
+
+# -- interrupts and the agent's guard (test_reliability*.py) --------------------------------
+
+
+class Fatal(BaseException):
+    """Not an Exception: what a tool or client calling sys.exit() looks like."""
+
+
+@contextmanager
+def on_call(function: Callable[..., Any], action: Callable[[], None]) -> Iterator[None]:
+    """Run ``action`` when ``function`` is next called in this thread: an exception it
+    raises is raised at that call, the way a Ctrl-C landing there would be."""
+    code = function.__code__
+    pending = [True]
+
+    def tracer(frame: Any, event: str, arg: Any) -> None:
+        if event == "call" and frame.f_code is code and pending[0]:
+            pending[0] = False
+            action()
+
+    previous = sys.gettrace()
+    sys.settrace(tracer)
+    try:
+        yield
+    finally:
+        sys.settrace(previous)
+    assert not pending[0], f"{function.__qualname__} was not called"
+
+
+def keyboard_interrupt() -> None:
+    raise KeyboardInterrupt
+
+
+def tool_then_text(text: str = "fine") -> ScriptedModelClient:
+    return ScriptedModelClient([reply(tool_use("slow", {}, "t1")), text, text, text])
+
+
+def assert_usable(agent: Agent, expected: str = "fine") -> None:
+    """The guard is free and the conversation continues."""
+    assert agent._run is None
+    assert_well_formed(agent.get_history())
+    result = agent.prompt("and now?")
+    assert result.subtype == "success" and result.result == expected
+    assert_well_formed(agent.get_history())
+
+
+# -- history messages for compaction's surgery (test_compaction*.py) ------------------------
+
+Msg = Dict[str, Any]
+
+
+def user(content: Any) -> Msg:
+    return {"role": "user", "content": content}
+
+
+def text_reply(text: str, **extra: Any) -> Msg:
+    return {"role": "assistant", "content": [{"type": "text", "text": text}], **extra}
+
+
+def call(tool_id: str, name: str = "read", **input: Any) -> Dict[str, Any]:
+    return {"type": "tool_use", "id": tool_id, "name": name, "input": input}
+
+
+def calls(*ids: str) -> Msg:
+    return {"role": "assistant", "content": [call(i) for i in ids]}
+
+
+def results(*ids: str, content: Any = "ok") -> Msg:
+    return {"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": i, "content": content} for i in ids]}
+
+
+def thinking(text: str = "hmm") -> Dict[str, Any]:
+    return {"type": "thinking", "thinking": text, "signature": "sig=="}
+
+
+# -- lattice.schema (test_schema_*.py) ------------------------------------------------------
+
+
+def errors_of(instance: Any, schema_: Any, **options: Any) -> List[str]:
+    """The messages of the ValidationError ``schema.validate`` raises (it must raise)."""
+    import pytest
+
+    from lattice import schema
+    from lattice.schema import ValidationError
+
+    with pytest.raises(ValidationError) as info:
+        schema.validate(instance, schema_, **options)
+    return [str(e) for e in info.value.errors]

@@ -7,11 +7,17 @@ import logging
 import socket
 import subprocess
 import sys
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List
 
 import pytest
 import requests
 import responses
+from helpers import ANTHROPIC_KEY as KEY
+from helpers import ANTHROPIC_MESSAGE as MESSAGE
+from helpers import ANTHROPIC_URL as URL
+from helpers import anthropic_client as client
+from helpers import anthropic_error_body as error_body
+from helpers import anthropic_request as request
 
 from lattice.cancellation import AbortController
 from lattice.errors import (
@@ -28,67 +34,14 @@ from lattice.errors import (
 )
 from lattice.models.anthropic import AnthropicClient
 from lattice.models.base import ModelRequest
-from lattice.models.retry import RetryPolicy
 
-URL = "https://api.anthropic.com/v1/messages"
-KEY = "sk-ant-test-0123456789abcdef"
-
-MESSAGE = {
-    "id": "msg_01abc", "type": "message", "role": "assistant", "model": "claude-served",
-    "content": [{"type": "text", "text": "Hi!"}], "stop_reason": "end_turn",
-    "stop_sequence": None,
-    "usage": {"input_tokens": 12, "output_tokens": 3, "cache_creation_input_tokens": 4,
-              "cache_read_input_tokens": 5, "service_tier": "standard"},
-}
-
-
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL"):
-        monkeypatch.delenv(name, raising=False)
-
-
-class FakeTime:
-    """A clock that only moves when the client sleeps."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-        self.sleeps: List[float] = []
-
-    def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.now += seconds
-
-    def clock(self) -> float:
-        return self.now
-
-
-def client(fake: Optional[FakeTime] = None, **kwargs: Any) -> AnthropicClient:
-    fake = fake or FakeTime()
-    retries = kwargs.pop("max_retries", 2)
-    policy = RetryPolicy(max_retries=retries, sleep=fake.sleep, clock=fake.clock,
-                         random=lambda: 0.0)
-    kwargs.setdefault("stream", False)
-    return AnthropicClient(KEY, retry_policy=policy, **kwargs)
-
-
-def request(**kwargs: Any) -> ModelRequest:
-    kwargs.setdefault("model", "claude-test")
-    kwargs.setdefault("messages", [{"role": "user", "content": "Hello"}])
-    return ModelRequest(**kwargs)
+pytestmark = pytest.mark.usefixtures("clean_anthropic_env")
 
 
 def sent_body(index: int = 0) -> Dict[str, Any]:
     body = responses.calls[index].request.body
     assert isinstance(body, bytes)
     return json.loads(body)  # type: ignore[no-any-return]
-
-
-def error_body(kind: str, message: str, request_id: Optional[str] = None) -> Dict[str, Any]:
-    body: Dict[str, Any] = {"type": "error", "error": {"type": kind, "message": message}}
-    if request_id:
-        body["request_id"] = request_id
-    return body
 
 
 # -- request shape -----------------------------------------------------------------------

@@ -8,11 +8,11 @@ import pytest
 from helpers import (
     LONG,
     QUICK,
-    assert_well_formed,
     blocking_client,
     blocking_tool,
     function_agent,
     join_lattice_threads,
+    json_copy,
     lattice_threads,
     reply,
     result_text,
@@ -30,6 +30,7 @@ from lattice import (
     RequestTimeoutError,
     Tool,
 )
+from lattice.testing import assert_well_formed
 
 # -- one query at a time -------------------------------------------------------------------------
 
@@ -49,7 +50,7 @@ def test_abort_during_a_request_that_never_returns(gates):
     assert r.subtype == "error_abort" and r.is_error is True
     assert isinstance(r.error, AbortError)
     assert requests[0].signal.aborted
-    assert_well_formed(agent.get_history())
+    assert_well_formed(json_copy(agent.get_history()))
     assert [m["role"] for m in agent.get_history()] == ["user"]
 
 
@@ -64,7 +65,7 @@ def test_abort_during_a_tool_that_never_returns(gates):
     assert r.subtype == "error_abort" and isinstance(r.error, AbortError)
     assert calls[0].signal.aborted
     history = agent.get_history()
-    assert_well_formed(history)
+    assert_well_formed(json_copy(history))
     assert results_of(history[2])[0].get("is_error") is True
 
 
@@ -75,7 +76,7 @@ def test_already_aborted_signal_makes_no_request():
     r = agent.prompt("go", signal=controller.signal)
     assert r.subtype == "error_abort" and isinstance(r.error, AbortError)
     assert client.requests == []
-    assert_well_formed(agent.get_history())
+    assert_well_formed(json_copy(agent.get_history()))
 
 
 def test_threading_event_is_a_signal(gates):
@@ -130,7 +131,7 @@ def test_abort_after_a_tool_batch_stops_before_the_next_request():
     agent, client = scripted([reply(tool_use("t", {}, "1")), "never"], tools=[t])
     r = agent.prompt("go", signal=controller.signal)
     assert r.subtype == "error_abort" and len(client.requests) == 1
-    assert_well_formed(agent.get_history())
+    assert_well_formed(json_copy(agent.get_history()))
 
 
 # -- request timeouts ----------------------------------------------------------------------------
@@ -145,7 +146,7 @@ def test_request_timeout(gates):
     assert isinstance(r.error, RequestTimeoutError) and isinstance(r.error, TimeoutError)
     assert requests[0].timeout_ms == 50
     assert requests[0].signal.aborted  # fires on timeout
-    assert_well_formed(agent.get_history())
+    assert_well_formed(json_copy(agent.get_history()))
 
 
 def test_request_timeout_per_query_override(gates):
@@ -211,7 +212,7 @@ def test_abort_while_holding_the_assistant_message():
     assert r.subtype == "error_abort" and isinstance(r.error, AbortError)
     assert calls == [] and len(client.requests) == 1
     history = agent.get_history()
-    assert_well_formed(history)
+    assert_well_formed(json_copy(history))
     [block] = results_of(history[2])
     assert block.get("is_error") is True and "not run" in result_text(block).lower()
 
@@ -225,7 +226,7 @@ def test_signal_bounds_the_whole_query_not_each_request():
                                                    lambda i: "x")])
     r = agent.prompt("go", signal=AbortSignal.timeout(150))
     assert r.subtype == "error_abort" and 2 <= len(client.requests) < 40
-    assert_well_formed(agent.get_history())
+    assert_well_formed(json_copy(agent.get_history()))
 
 
 def test_late_reply_after_timeout_never_enters_history(gates):

@@ -10,11 +10,11 @@ import pytest
 from helpers import (
     LONG,
     QUICK,
-    assert_well_formed,
     blocking_client,
     blocking_tool,
     function_agent,
     join_lattice_threads,
+    json_copy,
     lattice_threads,
     reply,
     result_text,
@@ -33,6 +33,7 @@ from lattice import (
 )
 from lattice.endings import Ending
 from lattice.race import QueryRun, Stopped
+from lattice.testing import assert_well_formed
 
 
 def test_the_first_end_wins_and_later_ones_are_ignored():
@@ -214,7 +215,7 @@ def test_interrupt_while_holding_the_assistant_message():
     assert r.type == "result" and r.subtype == "interrupted" and r.is_error is False
     assert calls == []
     history = agent.get_history()
-    assert_well_formed(history)
+    assert_well_formed(json_copy(history))
     for block in results_of(history[2]):
         assert block.get("is_error") is True and "interrupt" in result_text(block).lower()
     assert len(client.requests) == 1
@@ -262,7 +263,7 @@ def test_interrupt_while_suspended_after_the_tool_results():
     rest = list(gen)
     assert rest[-1].subtype == "interrupted"
     assert "second reply" not in json.dumps(agent.get_history())
-    assert_well_formed(agent.get_history())
+    assert_well_formed(json_copy(agent.get_history()))
 
 
 def test_interrupt_while_holding_the_result_does_not_affect_the_next_query():

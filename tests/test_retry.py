@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 import email.utils
-from typing import Any, Dict, List, Optional
+from typing import Dict
 
 import pytest
 import requests
 import responses
+from helpers import ANTHROPIC_KEY as KEY
+from helpers import ANTHROPIC_MESSAGE as MESSAGE
+from helpers import ANTHROPIC_URL as URL
+from helpers import FakeTime
+from helpers import anthropic_client as client
+from helpers import anthropic_error_body as error_body
+from helpers import anthropic_request as request
 
 from lattice.cancellation import AbortController
 from lattice.errors import (
@@ -19,7 +26,6 @@ from lattice.errors import (
     RequestTimeoutError,
 )
 from lattice.models.anthropic import AnthropicClient
-from lattice.models.base import ModelRequest
 from lattice.models.retry import (
     RetryPolicy,
     backoff_delay,
@@ -109,62 +115,7 @@ def test_policy_is_a_frozen_value() -> None:
 # -- AnthropicClient's retries over mocked HTTP (``responses``), on an injected clock --------
 
 
-URL = "https://api.anthropic.com/v1/messages"
-
-
-KEY = "sk-ant-test-0123456789abcdef"
-
-
-MESSAGE = {
-    "id": "msg_01abc", "type": "message", "role": "assistant", "model": "claude-served",
-    "content": [{"type": "text", "text": "Hi!"}], "stop_reason": "end_turn",
-    "stop_sequence": None,
-    "usage": {"input_tokens": 12, "output_tokens": 3, "cache_creation_input_tokens": 4,
-              "cache_read_input_tokens": 5, "service_tier": "standard"},
-}
-
-
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL"):
-        monkeypatch.delenv(name, raising=False)
-
-
-class FakeTime:
-    """A clock that only moves when the client sleeps."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-        self.sleeps: List[float] = []
-
-    def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.now += seconds
-
-    def clock(self) -> float:
-        return self.now
-
-
-def client(fake: Optional[FakeTime] = None, **kwargs: Any) -> AnthropicClient:
-    fake = fake or FakeTime()
-    retries = kwargs.pop("max_retries", 2)
-    policy = RetryPolicy(max_retries=retries, sleep=fake.sleep, clock=fake.clock,
-                         random=lambda: 0.0)
-    kwargs.setdefault("stream", False)
-    return AnthropicClient(KEY, retry_policy=policy, **kwargs)
-
-
-def request(**kwargs: Any) -> ModelRequest:
-    kwargs.setdefault("model", "claude-test")
-    kwargs.setdefault("messages", [{"role": "user", "content": "Hello"}])
-    return ModelRequest(**kwargs)
-
-
-def error_body(kind: str, message: str, request_id: Optional[str] = None) -> Dict[str, Any]:
-    body: Dict[str, Any] = {"type": "error", "error": {"type": kind, "message": message}}
-    if request_id:
-        body["request_id"] = request_id
-    return body
+pytestmark = pytest.mark.usefixtures("clean_anthropic_env")
 
 
 @responses.activate

@@ -8,7 +8,7 @@ import stat
 import threading
 
 import pytest
-from helpers import MODEL, assert_well_formed, reply, tool_use
+from helpers import MODEL, json_copy, reply, tool_use
 
 from lattice import (
     Agent,
@@ -18,7 +18,7 @@ from lattice import (
     create_jsonl_history_store,
 )
 from lattice.stores import jsonl as jsonl_module
-from lattice.testing import ScriptedModelClient
+from lattice.testing import ScriptedModelClient, assert_well_formed
 
 
 def msg(i, text="hello"):
@@ -376,4 +376,4 @@ def test_jsonl_file_tracks_history_through_every_ending(tmp_path):
     assert read_lines(path) == agent.get_history()
     agent.prompt("five")
     assert read_lines(path) == agent.get_history()
-    assert_well_formed(agent.get_history())
+    assert_well_formed(json_copy(agent.get_history()))

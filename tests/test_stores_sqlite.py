@@ -9,16 +9,17 @@ import sys
 import textwrap
 import threading
 import time
+from typing import List
 
 import pytest
-from helpers import MODEL, assert_well_formed
+from helpers import MODEL, WAIT_S, json_copy
 
 import lattice
 from lattice import (
     Agent,
     SqliteHistoryStore,
 )
-from lattice.testing import ScriptedModelClient
+from lattice.testing import ScriptedModelClient, assert_well_formed
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(lattice.__file__)))
 
@@ -326,7 +327,7 @@ def test_sqlite_sessions(tmp_path):
     assert SqliteHistoryStore(path, "alice", fail_on_error=True).fail_on_error is True
     resumed.replace_history(SEED)
     assert SqliteHistoryStore(path, "alice").load() == SEED
-    assert_well_formed(SqliteHistoryStore(path, "bob").load())
+    assert_well_formed(json_copy(SqliteHistoryStore(path, "bob").load()))
 
 
 def test_sqlite_uses_wal(tmp_path):
@@ -337,3 +338,47 @@ def test_sqlite_uses_wal(tmp_path):
           history_store=SqliteHistoryStore(path, "s")).prompt("go")
     with sqlite3.connect(str(path)) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0].lower() == "wal"
+
+
+def test_sqlite_store_waits_for_a_writer_on_a_new_file(tmp_path):
+    """A new file is still in rollback-journal mode: while another connection writes,
+    ``PRAGMA journal_mode = WAL`` fails at once (no busy wait). The store retries."""
+    path = tmp_path / "h.db"
+    other = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+    other.execute("BEGIN IMMEDIATE")
+    committer = threading.Timer(0.2, lambda: other.execute("COMMIT"))
+    committer.start()
+    store = SqliteHistoryStore(path, "s")
+    try:
+        store.append({"role": "user", "content": "hi"})
+        assert store.load() == [{"role": "user", "content": "hi"}]
+    finally:
+        committer.join()
+        other.close()
+        store.close()
+
+
+def test_sqlite_many_threads_opening_a_new_file_together(tmp_path):
+    for round_ in range(10):
+        path = tmp_path / f"{round_}.db"
+        barrier = threading.Barrier(12)
+        errors: List[BaseException] = []
+
+        def first_use(n: int) -> None:
+            store = SqliteHistoryStore(path, f"s{n}")
+            try:
+                barrier.wait(WAIT_S)
+                store.append({"role": "user", "content": str(n)})
+            except BaseException as exc:  # noqa: B036 - reported below
+                errors.append(exc)
+            finally:
+                store.close()
+
+        threads = [threading.Thread(target=first_use, args=(n,)) for n in range(12)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert errors == []
+        assert len(SqliteHistoryStore(path, "s0").list_sessions()) == 12
+    assert os.listdir(tmp_path)
