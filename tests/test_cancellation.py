@@ -4,7 +4,7 @@ import threading
 import time
 
 import pytest
-from helpers import reply, tool_use
+from helpers import join_lattice_threads, lattice_threads, reply, tool_use
 
 from lattice import (
     AbortController,
@@ -123,6 +123,7 @@ def test_request_timeout_ends_with_error_timeout_and_late_reply_never_enters():
         release.wait(5)
         return "late reply"
 
+    earlier = set(lattice_threads())  # hung workers other tests abandoned
     agent = Agent(model="m", model_client=slow, request_timeout_ms=50)
     t0 = time.monotonic()
     result = agent.prompt("x")
@@ -130,7 +131,7 @@ def test_request_timeout_ends_with_error_timeout_and_late_reply_never_enters():
     assert result.subtype == "error_timeout" and result.is_error
     assert isinstance(result.error, RequestTimeoutError) and isinstance(result.error, TimeoutError)
     release.set()
-    time.sleep(0.05)
+    join_lattice_threads(ignore=earlier)  # the late reply has come back, and been dropped
     assert [m["role"] for m in agent.get_history()] == ["user"]
 
 
