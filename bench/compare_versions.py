@@ -13,7 +13,8 @@ the median over rounds of per-round medians. Per tree:
   ``AnthropicClient`` against ``MockMessagesServer`` (one server process, from this tree,
   shared by both), JSON and SSE replies (as ``http_loop.py``);
 * sse: ``parse_stream`` (CPU, from memory) of a 50,000-delta stream in 8 KiB reads, and
-  ``AnthropicClient.create`` reading the same stream over HTTP (as ``sse_bench.py``);
+  ``AnthropicClient.create`` reading the same stream over HTTP, sent in large chunks and
+  one event per chunk (as ``sse_bench.py``);
   the one-16 MB-event stream too (slow on 0.1: quadratic line reader);
 * tracing on (new tree only): the 50-turn ``prompt()`` loop with an ``OtelObserver``
   whose SDK exporter drops everything, against the same loop untraced.
@@ -125,10 +126,11 @@ def sse_figures(lattice: Any, sse_url: str, data: Path) -> Dict[str, float]:
     body = (data / "stream.sse").read_bytes()
     chunks = [body[i : i + 8192] for i in range(0, len(body), 8192)]
     out = {"sse parse_stream 50k deltas (ms, CPU)": cpu_ms(lambda: parse_stream(chunks), 5)}
-    client = lattice.AnthropicClient(KEY, sse_url)
     request = ModelRequest(model="m", messages=[{"role": "user", "content": "go"}])
-    out["sse create() 50k deltas over HTTP (ms)"] = median_us(
-        lambda: client.create(request), 5, 1) / 1e3
+    for url, shape in zip(sse_url.split(","), ("large chunks", "1 event/chunk")):
+        client = lattice.AnthropicClient(KEY, url)
+        out[f"sse create() 50k deltas HTTP {shape} (ms)"] = median_us(
+            lambda: client.create(request), 5, 1) / 1e3  # noqa: B023 - called right here
     huge = (data / "huge.sse").read_bytes()
     chunks = [huge[i : i + 8192] for i in range(0, len(huge), 8192)]
     out["sse parse_stream one 16 MB event (ms, CPU)"] = cpu_ms(lambda: parse_stream(chunks), 1)
@@ -300,9 +302,9 @@ def main() -> int:
     figures: Dict[str, List[Dict[str, float]]] = {"old": [], "new": []}
     profiles: Dict[str, Any] = {}
     with http_server() as http, sse_server(50_000, None) as sse_url, \
-            tempfile.TemporaryDirectory() as data:
+            sse_server(50_000, 130) as sse_small_url, tempfile.TemporaryDirectory() as data:
         write_streams(Path(data))
-        urls = [http(50), sse_url]
+        urls = [http(50), f"{sse_url},{sse_small_url}"]
         for round_ in range(args.rounds):
             for name in (("old", "new") if round_ % 2 == 0 else ("new", "old")):
                 figures[name].append(run_worker(trees[name], urls, Path(data)))
