@@ -3,8 +3,9 @@
 Issue 12 asks that the agent loop, the HTTP tool loop and SSE parsing stay at 0.1's
 figures or better; issue 18 that tracing, when off, costs nothing. Each measurement runs
 in a fresh interpreter that imports ``lattice`` from one tree (this script started again
-with ``--worker TREE``); the old and the new tree take turns for ``--rounds`` rounds (the
-order flipped each round), so a busy moment on a shared machine hits both. Each figure is
+with ``--worker TREE``); the old and the new tree take turns, section by section (loop,
+HTTP, SSE), for ``--rounds`` rounds (the order flipped each round), so a busy moment on a
+shared machine hits both. Each figure is
 the median over rounds of per-round medians. Per tree:
 
 * loop: ``prompt()`` and iterating ``query()``, µs per turn of a 50- and a 500-turn tool
@@ -13,7 +14,8 @@ the median over rounds of per-round medians. Per tree:
   ``AnthropicClient`` against ``MockMessagesServer`` (one server process, from this tree,
   shared by both), JSON and SSE replies (as ``http_loop.py``);
 * sse: ``parse_stream`` (CPU, from memory) of a 50,000-delta stream in 8 KiB reads, and
-  ``AnthropicClient.create`` reading the same stream over HTTP (as ``sse_bench.py``);
+  ``AnthropicClient.create`` reading the same stream over HTTP, sent in large chunks and
+  one event per chunk (as ``sse_bench.py``);
   the one-16 MB-event stream too (slow on 0.1: quadratic line reader);
 * tracing on (new tree only): the 50-turn ``prompt()`` loop with an ``OtelObserver``
   whose SDK exporter drops everything, against the same loop untraced.
@@ -21,7 +23,7 @@ the median over rounds of per-round medians. Per tree:
 Target: new/old <= 1.10 on every row (0.1's figure or better; 10% is the noise margin of
 this shared 2-core machine, where rounds of the same tree differ by 5-10%).
 
-    python bench/compare_versions.py [--old /tmp/v01] [--rounds 3] [--profile]
+    python bench/compare_versions.py [--old /tmp/v01] [--rounds 5] [--profile]
 
 ``--profile`` also runs a 500-turn ``prompt()`` loop under cProfile in each tree (the
 worker thread, by wrapping ``lattice.loop.Loop.__call__``) and prints the top costs per
@@ -114,24 +116,27 @@ def http_figures(lattice: Any, echo: Any, url: str) -> Dict[str, float]:
                 run_query(agent, 50, mode == "query")
                 client.close()
             out[f"http {mode}() 50 turns {'SSE' if stream else 'JSON'}"] = \
-                median_us(once, 5, 50)
+                median_us(once, 9, 50)
     return out
 
 
-def sse_figures(lattice: Any, sse_url: str, data: Path) -> Dict[str, float]:
+def sse_figures(lattice: Any, sse_url: str, data: Path, huge: bool) -> Dict[str, float]:
     from lattice.models.base import ModelRequest
     from lattice.models.sse import parse_stream
 
     body = (data / "stream.sse").read_bytes()
     chunks = [body[i : i + 8192] for i in range(0, len(body), 8192)]
     out = {"sse parse_stream 50k deltas (ms, CPU)": cpu_ms(lambda: parse_stream(chunks), 5)}
-    client = lattice.AnthropicClient(KEY, sse_url)
     request = ModelRequest(model="m", messages=[{"role": "user", "content": "go"}])
-    out["sse create() 50k deltas over HTTP (ms)"] = median_us(
-        lambda: client.create(request), 5, 1) / 1e3
-    huge = (data / "huge.sse").read_bytes()
-    chunks = [huge[i : i + 8192] for i in range(0, len(huge), 8192)]
-    out["sse parse_stream one 16 MB event (ms, CPU)"] = cpu_ms(lambda: parse_stream(chunks), 1)
+    for url, shape in zip(sse_url.split(","), ("large chunks", "1 event/chunk")):
+        client = lattice.AnthropicClient(KEY, url)
+        out[f"sse create() 50k deltas HTTP {shape} (ms)"] = median_us(
+            lambda: client.create(request), 5, 1) / 1e3  # noqa: B023 - called right here
+    if huge:  # once per run: 0.1 takes ~10 s
+        body = (data / "huge.sse").read_bytes()
+        chunks = [body[i : i + 8192] for i in range(0, len(body), 8192)]
+        out["sse parse_stream one 16 MB event (ms, CPU)"] = cpu_ms(
+            lambda: parse_stream(chunks), 1)
     return out
 
 
@@ -210,7 +215,7 @@ def profile_loop(lattice: Any, step: Any, turns: int, queries: int) -> List[List
     return sorted(rows, key=lambda r: -r[2])
 
 
-def worker(tree: str, http_url: str, sse_url: str, data: str, profile: bool) -> None:
+def worker(tree: str, section: str, http_url: str, sse_url: str, data: str) -> None:
     # The editable install's finder would hand a module missing from an old tree over from
     # the checkout it points at: leave only the tree's own files importable as lattice.
     sys.meta_path[:] = [f for f in sys.meta_path
@@ -235,23 +240,26 @@ def worker(tree: str, http_url: str, sse_url: str, data: str, profile: bool) -> 
         """
         return text
 
-    if profile:
-        print(json.dumps({"500 turns": profile_loop(lattice, step, 500, 3),
-                          "1 turn": profile_loop(lattice, step, 1, 2000)}))
-        return
-    figures = loop_figures(lattice, step, {})
-    figures.update(tracing_figures(lattice, step))
-    figures.update(http_figures(lattice, echo, http_url))
-    figures.update(sse_figures(lattice, sse_url, Path(data)))
+    figures: Any
+    if section == "profile":
+        figures = {"500 turns": profile_loop(lattice, step, 500, 3),
+                   "1 turn": profile_loop(lattice, step, 1, 2000)}
+    elif section == "loop":
+        figures = loop_figures(lattice, step, {})
+        figures.update(tracing_figures(lattice, step))
+    elif section == "http":
+        figures = http_figures(lattice, echo, http_url)
+    else:
+        figures = sse_figures(lattice, sse_url, Path(data), huge=section == "sse+huge")
     print(json.dumps(figures))
 
 
 # -- driver ---------------------------------------------------------------------------------
-def run_worker(tree: Path, urls: List[str], data: Path, profile: bool = False) -> Any:
+def run_worker(tree: Path, section: str, urls: List[str], data: Path) -> Any:
     env = dict(os.environ, PYTHONPATH=str(tree))
     command = [sys.executable, str(Path(__file__).resolve()), "--worker", str(tree),
-               "--http-url", urls[0], "--sse-url", urls[1], "--data", str(data)] + \
-        (["--profile"] if profile else [])
+               "--section", section, "--http-url", urls[0], "--sse-url", urls[1],
+               "--data", str(data)]
     done = subprocess.run(command, env=env, cwd=str(tree), capture_output=True, text=True,
                           check=False)
     if done.returncode != 0:
@@ -277,15 +285,16 @@ def print_profiles(old: List[List[Any]], new: List[List[Any]], what: str,
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--old", default="/tmp/v01")
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--section", help=argparse.SUPPRESS)
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--http-url", help=argparse.SUPPRESS)
     parser.add_argument("--sse-url", help=argparse.SUPPRESS)
     parser.add_argument("--data", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        worker(args.worker, args.http_url, args.sse_url, args.data, args.profile)
+        worker(args.worker, args.section, args.http_url, args.sse_url, args.data)
         return 0
     old = Path(args.old).resolve()
     if not (old / "lattice" / "__init__.py").is_file():
@@ -300,15 +309,19 @@ def main() -> int:
     figures: Dict[str, List[Dict[str, float]]] = {"old": [], "new": []}
     profiles: Dict[str, Any] = {}
     with http_server() as http, sse_server(50_000, None) as sse_url, \
-            tempfile.TemporaryDirectory() as data:
+            sse_server(50_000, 130) as sse_small_url, tempfile.TemporaryDirectory() as data:
         write_streams(Path(data))
-        urls = [http(50), sse_url]
+        urls = [http(50), f"{sse_url},{sse_small_url}"]
         for round_ in range(args.rounds):
-            for name in (("old", "new") if round_ % 2 == 0 else ("new", "old")):
-                figures[name].append(run_worker(trees[name], urls, Path(data)))
+            for name in trees:
+                figures[name].append({})
+            for section in ("loop", "http", "sse+huge" if round_ == 0 else "sse"):
+                for name in (("old", "new") if round_ % 2 == 0 else ("new", "old")):
+                    figures[name][-1].update(run_worker(trees[name], section, urls,
+                                                        Path(data)))
         if args.profile:
             for name in ("old", "new"):
-                profiles[name] = run_worker(trees[name], urls, Path(data), profile=True)
+                profiles[name] = run_worker(trees[name], "profile", urls, Path(data))
     report(figures, old, args.rounds)
     if profiles:
         print_profiles(profiles["old"]["500 turns"], profiles["new"]["500 turns"],
