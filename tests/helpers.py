@@ -375,3 +375,39 @@ def errors_of(instance: Any, schema_: Any, **options: Any) -> List[str]:
     with pytest.raises(ValidationError) as info:
         schema.validate(instance, schema_, **options)
     return [str(e) for e in info.value.errors]
+
+
+# -- compaction: a model that answers summary requests (test_compaction_*.py) -------------
+
+COMPACT_MARK = "SUMMARISE-THE-TRANSCRIPT-MARKER"
+SUMMARY = "SUMMARY-TEXT-42"
+SUMMARY_USAGE = {"input_tokens": 7, "output_tokens": 3}
+BIG = {"input_tokens": 500, "output_tokens": 1}
+SMALL = {"input_tokens": 5, "output_tokens": 1}
+
+
+def is_summary(request, marker=COMPACT_MARK):
+    last = request.messages[-1] if request.messages else {}
+    return marker in json.dumps(request.system) or marker in json.dumps(last)
+
+
+class SummaryModel:
+    """Normal replies from a script; summary requests answered with SUMMARY."""
+
+    def __init__(self, *replies, summary=None, marker=COMPACT_MARK):
+        self.replies = list(replies)
+        self.summary = summary
+        self.marker = marker
+        self.normal, self.summaries = [], []
+
+    def __call__(self, request):
+        if is_summary(request, self.marker):
+            self.summaries.append(request)
+            if isinstance(self.summary, BaseException):
+                raise self.summary
+            return reply(SUMMARY, usage=SUMMARY_USAGE)
+        self.normal.append(request)
+        item = self.replies.pop(0)
+        if isinstance(item, BaseException):
+            raise item
+        return item

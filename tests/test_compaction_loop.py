@@ -151,46 +151,12 @@ def test_sweep_every_request_after_compaction_is_well_formed(keep):
 # -- SPEC 9 threshold compaction, between queries --------------------------------------------
 
 
-MARK = "SUMMARISE-THE-TRANSCRIPT-MARKER"
-
-
-SUMMARY = "SUMMARY-TEXT-42"
-
-
-SUMMARY_USAGE_SPEC = {"input_tokens": 7, "output_tokens": 3}
-
-
-BIG_SPEC = {"input_tokens": 500, "output_tokens": 1}
-
-
-SMALL_SPEC = {"input_tokens": 5, "output_tokens": 1}
-
-
-def spec_is_summary(request, marker=MARK):
-    last = request.messages[-1] if request.messages else {}
-    return marker in json.dumps(request.system) or marker in json.dumps(last)
-
-
-class SpecModel:
-    """Normal replies from a script; summary requests answered with SUMMARY."""
-
-    def __init__(self, *replies, summary=None, marker=MARK):
-        self.replies = list(replies)
-        self.summary = summary
-        self.marker = marker
-        self.normal, self.summaries = [], []
-
-    def __call__(self, request):
-        if spec_is_summary(request, self.marker):
-            self.summaries.append(request)
-            if isinstance(self.summary, BaseException):
-                raise self.summary
-            return reply(SUMMARY, usage=SUMMARY_USAGE_SPEC)
-        self.normal.append(request)
-        item = self.replies.pop(0)
-        if isinstance(item, BaseException):
-            raise item
-        return item
+from helpers import BIG as BIG_SPEC  # noqa: E402
+from helpers import COMPACT_MARK as MARK  # noqa: E402
+from helpers import SMALL as SMALL_SPEC  # noqa: E402
+from helpers import SUMMARY  # noqa: E402
+from helpers import SUMMARY_USAGE as SUMMARY_USAGE_SPEC  # noqa: E402
+from helpers import SummaryModel as SpecModel  # noqa: E402
 
 
 def assert_sendable(history):

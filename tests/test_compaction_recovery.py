@@ -2,7 +2,20 @@
 import json
 
 import pytest
-from helpers import MODEL, reply, run, tool_use
+
+# -- Overflow recovery through the loop (SPEC 9): compact once and retry, else raise the original error ---
+from helpers import (  # noqa: E402
+    BIG,
+    MODEL,
+    SMALL,
+    SUMMARY,
+    is_summary,  # noqa: E402
+    reply,
+    run,
+    tool_use,
+)
+from helpers import COMPACT_MARK as MARK  # noqa: E402
+from helpers import SummaryModel as Model  # noqa: E402
 
 from lattice import (
     Agent,
@@ -13,50 +26,6 @@ from lattice import (
     define_history_store,
 )
 from lattice.testing import FunctionModelClient, assert_well_formed
-
-# -- Overflow recovery through the loop (SPEC 9): compact once and retry, else raise the original error ---
-
-
-MARK = "SUMMARISE-THE-TRANSCRIPT-MARKER"
-
-
-SUMMARY = "SUMMARY-TEXT-42"
-
-
-SUMMARY_USAGE = {"input_tokens": 7, "output_tokens": 3}
-
-
-BIG = {"input_tokens": 500, "output_tokens": 1}
-
-
-SMALL = {"input_tokens": 5, "output_tokens": 1}
-
-
-def is_summary(request, marker=MARK):
-    last = request.messages[-1] if request.messages else {}
-    return marker in json.dumps(request.system) or marker in json.dumps(last)
-
-
-class Model:
-    """Normal replies from a script; summary requests answered with SUMMARY."""
-
-    def __init__(self, *replies, summary=None, marker=MARK):
-        self.replies = list(replies)
-        self.summary = summary
-        self.marker = marker
-        self.normal, self.summaries = [], []
-
-    def __call__(self, request):
-        if is_summary(request, self.marker):
-            self.summaries.append(request)
-            if isinstance(self.summary, BaseException):
-                raise self.summary
-            return reply(SUMMARY, usage=SUMMARY_USAGE)
-        self.normal.append(request)
-        item = self.replies.pop(0)
-        if isinstance(item, BaseException):
-            raise item
-        return item
 
 
 def make(model, store=None, **compact):

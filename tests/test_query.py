@@ -4,7 +4,9 @@ import time
 
 import pytest
 from helpers import (
-    Gates,
+    LONG,
+    QUICK,
+    blocking_client,
     function_agent,
     in_thread,
     reply,
@@ -37,35 +39,6 @@ def test_guard_released_after_success_error_and_exception():
 
 
 # -- SPEC 3: one query at a time, the guard on every way out ---------------------------------
-
-
-LONG = 10  # seconds a misbehaving client/tool would block (released at teardown)
-
-
-QUICK = 1.0  # "within about 100 ms", with a wide margin
-
-
-@pytest.fixture
-def gates():
-    g = Gates()
-    yield g
-    g.release_all()
-
-
-def blocking_client(gates, then=lambda r: reply("late reply")):
-    """A client that ignores signal and timeout: blocks until released (or LONG)."""
-    entered, release = gates.new(), gates.new()
-    requests = []
-
-    def fn(request):
-        requests.append(request)
-        entered.set()
-        release.wait(LONG)
-        out = then(request)
-        requests.append("returned")
-        return out
-
-    return fn, entered, release, requests
 
 
 def test_second_query_from_another_thread_raises_at_once(gates):
