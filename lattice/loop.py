@@ -72,6 +72,8 @@ class Loop:
         self.uses: List[Dict[str, Any]] = []  # the last reply's tool_use blocks
         self.calls: List[ToolCall] = []  # the last reply's batch
         self.waiting: List[ToolCall] = []  # those of its calls that wait for approval
+        self.may_pause = settings.requires_approval is not None or any(
+            t.requires_approval for t in settings.tools.values())
 
     def __call__(self) -> None:
         try:
@@ -261,6 +263,8 @@ class Loop:
             return [], []
         calls = resolve_calls(uses, self.settings.tools, self.run.controller.signal,
                               self.agent)
+        if not self.may_pause:
+            return calls, []
         return calls, [c for c in calls if needs_approval(c, self.settings)]
 
     def batch(self, calls: List[ToolCall], decisions: Dict[str, Any]) -> Optional[Ending]:
