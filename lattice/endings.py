@@ -66,10 +66,6 @@ class Ending:
     def kind(self) -> Kind:
         return KINDS[self.subtype]
 
-    @property
-    def is_result(self) -> bool:
-        return self.subtype not in ("closed", "raised")
-
     def to_result(self, *, last_text: Optional[str], usage: Usage,
                   stop_reason: Optional[str], num_turns: int,
                   duration_ms: int) -> ResultMessage:

@@ -411,3 +411,50 @@ class SummaryModel:
         if isinstance(item, BaseException):
             raise item
         return item
+
+
+# -- compaction inside a tool loop: summaries recognised by their transcript ---------------
+
+LOOP_BIG = {"input_tokens": 900, "output_tokens": 10}
+LOOP_SMALL = {"input_tokens": 50, "output_tokens": 10}
+LOOP_SUMMARY_USAGE = {"input_tokens": 300, "output_tokens": 40}
+
+
+def loop_is_summary(request):
+    return request.tools == [] and "<transcript>" in str(request.messages[-1]["content"])
+
+
+class LoopModel:
+    """Answers summary requests with a summary, others from a script."""
+
+    def __init__(self, script, summary="SUMMARY OF EARLIER WORK", fail_summary=None):
+        self.script = list(script)
+        self.summary = summary
+        self.fail_summary = fail_summary
+        self.requests = []
+        self.summaries = []
+
+    def __call__(self, request):
+        self.requests.append(request)
+        if loop_is_summary(request):
+            self.summaries.append(request)
+            if self.fail_summary is not None:
+                raise self.fail_summary
+            return reply(self.summary, usage=LOOP_SUMMARY_USAGE)
+        item = self.script.pop(0)
+        if isinstance(item, BaseException):
+            raise item
+        return item
+
+
+def loop_turn(i, usage=LOOP_SMALL):
+    return reply(f"working {i}", tool_use("echo", {}, f"t{i}"), usage=usage)
+
+
+def loop_agent(model, **options):
+    from lattice import Agent, AutoCompact, Tool
+    from lattice.testing import FunctionModelClient
+
+    options.setdefault("auto_compact", AutoCompact(threshold_tokens=500, keep_recent_messages=2))
+    echo = Tool("echo", "Echo.", {"type": "object"}, lambda a: "echoed")
+    return Agent(model="m", model_client=FunctionModelClient(model), tools=[echo], **options)

@@ -3,7 +3,19 @@ import json
 import logging
 
 import pytest
-from helpers import MODEL, reply, results_of, run, text_of, tool_use
+from helpers import BIG as BIG_SPEC
+from helpers import COMPACT_MARK as MARK
+from helpers import LOOP_BIG as BIG
+from helpers import LOOP_SMALL as SMALL
+from helpers import LOOP_SUMMARY_USAGE as SUMMARY_USAGE
+from helpers import MODEL, SUMMARY, reply, results_of, run, text_of, tool_use
+from helpers import SMALL as SMALL_SPEC
+from helpers import SUMMARY_USAGE as SUMMARY_USAGE_SPEC
+from helpers import LoopModel as Model
+from helpers import SummaryModel as SpecModel
+from helpers import loop_agent as agent_for
+from helpers import loop_is_summary as is_summary
+from helpers import loop_turn as turn
 
 from lattice import (
     DEFAULT_COMPACTION_PROMPT,
@@ -18,46 +30,7 @@ from lattice import (
 )
 from lattice.testing import FunctionModelClient, assert_well_formed
 
-BIG = {"input_tokens": 900, "output_tokens": 10}
-SMALL = {"input_tokens": 50, "output_tokens": 10}
-SUMMARY_USAGE = {"input_tokens": 300, "output_tokens": 40}
 echo = Tool("echo", "Echo.", {"type": "object"}, lambda a: "echoed")
-
-
-def is_summary(request):
-    return request.tools == [] and "<transcript>" in str(request.messages[-1]["content"])
-
-
-class Model:
-    """Answers summary requests with a summary, others from a script."""
-
-    def __init__(self, script, summary="SUMMARY OF EARLIER WORK", fail_summary=None):
-        self.script = list(script)
-        self.summary = summary
-        self.fail_summary = fail_summary
-        self.requests = []
-        self.summaries = []
-
-    def __call__(self, request):
-        self.requests.append(request)
-        if is_summary(request):
-            self.summaries.append(request)
-            if self.fail_summary is not None:
-                raise self.fail_summary
-            return reply(self.summary, usage=SUMMARY_USAGE)
-        item = self.script.pop(0)
-        if isinstance(item, BaseException):
-            raise item
-        return item
-
-
-def turn(i, usage=SMALL):
-    return reply(f"working {i}", tool_use("echo", {}, f"t{i}"), usage=usage)
-
-
-def agent_for(model, **options):
-    options.setdefault("auto_compact", AutoCompact(threshold_tokens=500, keep_recent_messages=2))
-    return Agent(model="m", model_client=FunctionModelClient(model), tools=[echo], **options)
 
 
 def test_threshold_compaction_between_turns():
@@ -149,14 +122,6 @@ def test_sweep_every_request_after_compaction_is_well_formed(keep):
 
 
 # -- SPEC 9 threshold compaction, between queries --------------------------------------------
-
-
-from helpers import BIG as BIG_SPEC  # noqa: E402
-from helpers import COMPACT_MARK as MARK  # noqa: E402
-from helpers import SMALL as SMALL_SPEC  # noqa: E402
-from helpers import SUMMARY  # noqa: E402
-from helpers import SUMMARY_USAGE as SUMMARY_USAGE_SPEC  # noqa: E402
-from helpers import SummaryModel as SpecModel  # noqa: E402
 
 
 def assert_sendable(history):

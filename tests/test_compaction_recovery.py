@@ -2,21 +2,15 @@
 import json
 
 import pytest
+from helpers import BIG, MODEL, SMALL, SUMMARY, LoopModel, is_summary, loop_is_summary, reply, run
+from helpers import COMPACT_MARK as MARK
+from helpers import LOOP_BIG as BIG_LOOP
+from helpers import LOOP_SMALL as SMALL_LOOP
+from helpers import SummaryModel as Model
+from helpers import loop_agent as agent_for
+from helpers import loop_turn as turn
 
 # -- Overflow recovery through the loop (SPEC 9): compact once and retry, else raise the original error ---
-from helpers import (  # noqa: E402
-    BIG,
-    MODEL,
-    SMALL,
-    SUMMARY,
-    is_summary,  # noqa: E402
-    reply,
-    run,
-    tool_use,
-)
-from helpers import COMPACT_MARK as MARK  # noqa: E402
-from helpers import SummaryModel as Model  # noqa: E402
-
 from lattice import (
     Agent,
     APIConnectionError,
@@ -162,52 +156,7 @@ def test_summary_call_abort_or_timeout_ends_the_query(how):
 # -- with a tool loop ------------------------------------------------------------------------
 
 
-BIG_LOOP = {"input_tokens": 900, "output_tokens": 10}
-
-
-SMALL_LOOP = {"input_tokens": 50, "output_tokens": 10}
-
-
-SUMMARY_USAGE_LOOP = {"input_tokens": 300, "output_tokens": 40}
-
-
 echo = Tool("echo", "Echo.", {"type": "object"}, lambda a: "echoed")
-
-
-def loop_is_summary(request):
-    return request.tools == [] and "<transcript>" in str(request.messages[-1]["content"])
-
-
-class LoopModel:
-    """Answers summary requests with a summary, others from a script."""
-
-    def __init__(self, script, summary="SUMMARY OF EARLIER WORK", fail_summary=None):
-        self.script = list(script)
-        self.summary = summary
-        self.fail_summary = fail_summary
-        self.requests = []
-        self.summaries = []
-
-    def __call__(self, request):
-        self.requests.append(request)
-        if loop_is_summary(request):
-            self.summaries.append(request)
-            if self.fail_summary is not None:
-                raise self.fail_summary
-            return reply(self.summary, usage=SUMMARY_USAGE_LOOP)
-        item = self.script.pop(0)
-        if isinstance(item, BaseException):
-            raise item
-        return item
-
-
-def turn(i, usage=SMALL_LOOP):
-    return reply(f"working {i}", tool_use("echo", {}, f"t{i}"), usage=usage)
-
-
-def agent_for(model, **options):
-    options.setdefault("auto_compact", AutoCompact(threshold_tokens=500, keep_recent_messages=2))
-    return Agent(model="m", model_client=FunctionModelClient(model), tools=[echo], **options)
 
 
 def test_prompt_too_long_recovers_by_compacting_and_retrying():

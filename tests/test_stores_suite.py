@@ -55,8 +55,7 @@ class Backend:
                 close()
 
 
-@pytest.fixture(params=ALL_KINDS)
-def backend(request, tmp_path):
+def _backend(request, tmp_path):
     kind = request.param
     if kind.startswith("postgres-"):
         pytest.importorskip(kind.split("-", 1)[1])
@@ -66,20 +65,17 @@ def backend(request, tmp_path):
     made = Backend(kind, where)
     yield made
     made.close()
+
+
+@pytest.fixture(params=ALL_KINDS)
+def backend(request, tmp_path):
+    yield from _backend(request, tmp_path)
 
 
 @pytest.fixture(params=PROCESS_KINDS)
 def shared_backend(request, tmp_path):
     """A backend that several processes can use."""
-    kind = request.param
-    if kind.startswith("postgres-"):
-        pytest.importorskip(kind.split("-", 1)[1])
-        where = request.getfixturevalue("postgres_server").conninfo
-    else:
-        where = str(tmp_path)
-    made = Backend(kind, where)
-    yield made
-    made.close()
+    yield from _backend(request, tmp_path)
 
 
 HISTORY = [
