@@ -458,3 +458,19 @@ def loop_agent(model, **options):
     options.setdefault("auto_compact", AutoCompact(threshold_tokens=500, keep_recent_messages=2))
     echo = Tool("echo", "Echo.", {"type": "object"}, lambda a: "echoed")
     return Agent(model="m", model_client=FunctionModelClient(model), tools=[echo], **options)
+
+
+def compact_agent(model, store=None, **compact):
+    """An Agent compacting at 100 tokens with COMPACT_MARK as its prompt; returns it and
+    the list of what the store was given to ``replace``."""
+    from lattice import Agent, AutoCompact, define_history_store
+    from lattice.testing import FunctionModelClient
+
+    settings = {"threshold_tokens": 100, "keep_recent_messages": 2, "prompt": COMPACT_MARK}
+    settings.update(compact)
+    replaced = []
+    if store is None:
+        store = define_history_store(replace=lambda m: replaced.append(json.loads(json.dumps(m))))
+    agent = Agent(model=MODEL, model_client=FunctionModelClient(model),
+                  auto_compact=AutoCompact(**settings), history_store=store)
+    return agent, replaced

@@ -13,6 +13,7 @@ from helpers import SMALL as SMALL_SPEC
 from helpers import SUMMARY_USAGE as SUMMARY_USAGE_SPEC
 from helpers import LoopModel as Model
 from helpers import SummaryModel as SpecModel
+from helpers import compact_agent as make
 from helpers import loop_agent as agent_for
 from helpers import loop_is_summary as is_summary
 from helpers import loop_turn as turn
@@ -26,7 +27,6 @@ from lattice import (
     SystemMessage,
     Tool,
     Usage,
-    define_history_store,
 )
 from lattice.testing import FunctionModelClient, assert_well_formed
 
@@ -129,17 +129,6 @@ def assert_sendable(history):
     roles = [m["role"] for m in history]
     assert all(a != b for a, b in zip(roles, roles[1:])), roles
     assert_well_formed(history)
-
-
-def make(model, store=None, **compact):
-    settings = {"threshold_tokens": 100, "keep_recent_messages": 2, "prompt": MARK}
-    settings.update(compact)
-    replaced = []
-    if store is None:
-        store = define_history_store(replace=lambda m: replaced.append(json.loads(json.dumps(m))))
-    agent = Agent(model=MODEL, model_client=FunctionModelClient(model),
-                  auto_compact=AutoCompact(**settings), history_store=store)
-    return agent, replaced
 
 
 def test_threshold_compaction_before_the_next_query():

@@ -7,6 +7,7 @@ from helpers import COMPACT_MARK as MARK
 from helpers import LOOP_BIG as BIG_LOOP
 from helpers import LOOP_SMALL as SMALL_LOOP
 from helpers import SummaryModel as Model
+from helpers import compact_agent as make
 from helpers import loop_agent as agent_for
 from helpers import loop_turn as turn
 
@@ -17,20 +18,8 @@ from lattice import (
     AutoCompact,
     PromptTooLongError,
     Tool,
-    define_history_store,
 )
 from lattice.testing import FunctionModelClient, assert_well_formed
-
-
-def make(model, store=None, **compact):
-    settings = {"threshold_tokens": 100, "keep_recent_messages": 2, "prompt": MARK}
-    settings.update(compact)
-    replaced = []
-    if store is None:
-        store = define_history_store(replace=lambda m: replaced.append(json.loads(json.dumps(m))))
-    agent = Agent(model=MODEL, model_client=FunctionModelClient(model),
-                  auto_compact=AutoCompact(**settings), history_store=store)
-    return agent, replaced
 
 
 def test_prompt_too_long_recovers_once():
