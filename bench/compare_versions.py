@@ -24,6 +24,7 @@ Target: new/old <= 1.10 on every row (0.1's figure or better; 10% is the noise m
 this shared 2-core machine, where rounds of the same tree differ by 5-10%).
 
     python bench/compare_versions.py [--old /tmp/v01] [--rounds 5] [--profile]
+                                     [--only loop|http|sse]
 
 ``--profile`` also runs a 500-turn ``prompt()`` loop under cProfile in each tree (the
 worker thread, by wrapping ``lattice.loop.Loop.__call__``) and prints the top costs per
@@ -287,6 +288,8 @@ def main() -> int:
     parser.add_argument("--old", default="/tmp/v01")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--only", choices=("loop", "http", "sse"),
+                        help="run one section (quicker, while working on it)")
     parser.add_argument("--section", help=argparse.SUPPRESS)
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--http-url", help=argparse.SUPPRESS)
@@ -315,7 +318,8 @@ def main() -> int:
         for round_ in range(args.rounds):
             for name in trees:
                 figures[name].append({})
-            for section in ("loop", "http", "sse+huge" if round_ == 0 else "sse"):
+            sections = ("loop", "http", "sse+huge" if round_ == 0 else "sse")
+            for section in [s for s in sections if s.startswith(args.only or "")]:
                 for name in (("old", "new") if round_ % 2 == 0 else ("new", "old")):
                     figures[name][-1].update(run_worker(trees[name], section, urls,
                                                         Path(data)))

@@ -152,6 +152,8 @@ class Agent:
 
     # -- history ---------------------------------------------------------------------------
     def _ensure_loaded(self, *, again: bool = False) -> None:
+        if self._loaded and not again:  # set once, never reset: no lock needed to read it
+            return
         with self._load_lock:
             if self._loaded and not again:
                 return
@@ -201,25 +203,30 @@ class Agent:
         return [c for c in calls if needs_approval(c, self._settings)]
 
     # -- queries ---------------------------------------------------------------------------
-    def _prepare(self, prompt: Any, approvals: Any, signal: Any, overrides: Mapping[str, Any],
-                 **fixed: Any) -> QuerySettings:
+    def _prepare(self, prompt: Any, approvals: Any, overrides: Mapping[str, Any],
+                 partial_messages: bool) -> QuerySettings:
         """Check a query's prompt and overrides (ValueError naming them) before it starts."""
-        if prompt is None and approvals is None:
-            raise ValueError("prompt is required (it may be None only with approvals=)")
-        if prompt is not None:
-            _check_prompt(prompt)
+        if type(prompt) is not str:
+            if prompt is None and approvals is None:
+                raise ValueError("prompt is required (it may be None only with approvals=)")
+            if prompt is not None:
+                _check_prompt(prompt)
         if approvals is not None and not isinstance(approvals, dict):
             raise ValueError(f"approvals must be a dict of tool_use id -> decision, "
                              f"got {approvals!r}")
-        as_signal(signal)
-        changes: Dict[str, Any] = dict(fixed)
-        for name in ("request_timeout_ms", "max_budget_tokens"):
-            if overrides[name] is not _UNSET:
-                changes[name] = optional_positive_int(name, overrides[name])
-        for name in ("max_turns", "max_tokens"):
-            if overrides[name] is not None:
-                changes[name] = positive_int(name, overrides[name])
-        return replace(self._settings, **changes)
+        settings = self._settings
+        changes: Dict[str, Any] = {}
+        if settings.include_partial_messages and not partial_messages:
+            changes["include_partial_messages"] = False
+        for name, value in overrides.items():
+            if value is _UNSET or (value is None and name in ("max_turns", "max_tokens")):
+                continue  # not given (None means "no limit" for the two optional ones)
+            check = positive_int if name in ("max_turns", "max_tokens") \
+                else optional_positive_int
+            changes[name] = check(name, value)
+        # Most queries change nothing: they share the Agent's settings (add_tools() replaces
+        # them, never edits them) instead of copying 22 fields.
+        return replace(settings, **changes) if changes else settings
 
     def query(self, prompt: Optional[Prompt] = None, *, signal: Optional[SignalLike] = None,
               request_timeout_ms: Any = _UNSET, max_turns: Optional[int] = None,
@@ -228,21 +235,22 @@ class Agent:
         """Run one query; yields ``AssistantMessage``, ``UserMessage`` (tool results),
         ``SystemMessage``, ``StreamEvent`` and, last, the ``ResultMessage``. The query
         starts now: the Agent is busy until the iterator ends or is closed."""
-        settings = self._prepare(prompt, approvals, signal, dict(
-            request_timeout_ms=request_timeout_ms, max_turns=max_turns, max_tokens=max_tokens,
-            max_budget_tokens=max_budget_tokens))
-        return Query(self, prompt, approvals, settings, as_signal(signal), lockstep=True)
+        signal = as_signal(signal)
+        settings = self._prepare(prompt, approvals, {
+            "request_timeout_ms": request_timeout_ms, "max_turns": max_turns,
+            "max_tokens": max_tokens, "max_budget_tokens": max_budget_tokens}, True)
+        return Query(self, prompt, approvals, settings, signal, lockstep=True)
 
     def prompt(self, prompt: Optional[Prompt] = None, *, signal: Optional[SignalLike] = None,
                request_timeout_ms: Any = _UNSET, max_turns: Optional[int] = None,
                max_tokens: Optional[int] = None, max_budget_tokens: Any = _UNSET,
                approvals: Optional[Dict[str, Any]] = None) -> ResultMessage:
         """Run one query to its end and return the ``ResultMessage``."""
-        settings = self._prepare(prompt, approvals, signal, dict(
-            request_timeout_ms=request_timeout_ms, max_turns=max_turns, max_tokens=max_tokens,
-            max_budget_tokens=max_budget_tokens), include_partial_messages=False)
-        return Query(self, prompt, approvals, settings, as_signal(signal),
-                     lockstep=False).result()
+        signal = as_signal(signal)
+        settings = self._prepare(prompt, approvals, {
+            "request_timeout_ms": request_timeout_ms, "max_turns": max_turns,
+            "max_tokens": max_tokens, "max_budget_tokens": max_budget_tokens}, False)
+        return Query(self, prompt, approvals, settings, signal, lockstep=False).result()
 
     def interrupt(self) -> None:
         """End the running query as ``"interrupted"``; nothing when idle."""

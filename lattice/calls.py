@@ -48,16 +48,27 @@ def not_run(tool_use_id: str, reason: str, **fields: str) -> Dict[str, Any]:
 class ToolCall:
     """One call the model asked for, as hooks and approvals see it."""
 
-    __slots__ = ("id", "name", "input", "tool", "context", "problem")
+    __slots__ = ("id", "name", "input", "tool", "problem", "_signal", "_agent", "_context")
 
     def __init__(self, id: str, name: str, input: Any, tool: Optional[Tool],
-                 context: ToolContext, problem: Optional[Dict[str, Any]] = None) -> None:
+                 signal: AbortSignal, agent: Any, problem: Optional[Dict[str, Any]] = None
+                 ) -> None:
         self.id = id
         self.name = name
         self.input = input
         self.tool = tool
-        self.context = context
         self.problem = problem  # the is_error result of an unknown tool or invalid input
+        self._signal = signal
+        self._agent = agent
+        self._context: Optional[ToolContext] = None
+
+    @property
+    def context(self) -> ToolContext:
+        """The ``ToolContext`` its handler gets (made when first asked for: most handlers
+        never take one)."""
+        if self._context is None:
+            self._context = ToolContext(self._signal, self.id, self._agent)
+        return self._context
 
     def __repr__(self) -> str:
         return f"<ToolCall {self.name} id={self.id}>"
@@ -92,8 +103,8 @@ def resolve_calls(uses: List[Dict[str, Any]], tools: Dict[str, Tool], signal: Ab
             if errors is not None:
                 problem = not_run(use_id, "invalid", name=repr(name), problems=errors)
         calls.append(ToolCall(use_id, name if isinstance(name, str) else repr(name),
-                              args if isinstance(args, dict) else {}, found,
-                              ToolContext(signal, use_id, agent), problem))
+                              args if isinstance(args, dict) else {}, found, signal, agent,
+                              problem))
     return calls
 
 
@@ -135,9 +146,10 @@ def run_call(call: ToolCall, hooks: Hooks,
             elif early is not None:
                 raise TypeError("before_tool_call must return None, a ToolResult or a dict, "
                                 f"got {type(early).__name__}")
-        value = call.tool(call.input, call.context)
-        if call.tool.is_async or (hasattr(value, "__await__") and hasattr(value, "send")):
-            value = _run_coroutine(value, call.context.signal)
+        tool = call.tool
+        value = tool(call.input, call.context if tool.takes_context else None)
+        if tool.is_async or (hasattr(value, "__await__") and hasattr(value, "send")):
+            value = _run_coroutine(value, call._signal)
     except Exception as exc:
         log.warning("tool %r raised %s: %s", call.name, type(exc).__name__, exc,
                     exc_info=True)

@@ -12,7 +12,7 @@ loop (raised from ``query``/``prompt``; see ``Ending.raised``).
 
 from __future__ import annotations
 
-from typing import Any, Dict, NamedTuple, Optional
+from typing import Any, Callable, Dict, NamedTuple, Optional
 
 from .messages import ResultMessage
 from .usage import Usage
@@ -66,7 +66,7 @@ class Ending:
     def kind(self) -> Kind:
         return KINDS[self.subtype]
 
-    def to_result(self, *, last_text: Optional[str], usage: Usage,
+    def to_result(self, *, last_text: Callable[[], Optional[str]], usage: Usage,
                   stop_reason: Optional[str], num_turns: int,
                   duration_ms: int) -> ResultMessage:
         """The public ``ResultMessage`` (raises the error of a ``raised`` ending)."""
@@ -75,7 +75,7 @@ class Ending:
             raise self.error
         result = ResultMessage(
             self.subtype, is_error=self.kind.is_error,
-            result=self.result if self.result is not None else last_text,
+            result=self.result if self.result is not None else last_text(),
             structured_result=self.structured_result, usage=usage, stop_reason=stop_reason,
             num_turns=num_turns, duration_ms=duration_ms, error=self.error)
         if self.pending is not None:

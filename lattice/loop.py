@@ -72,8 +72,7 @@ class Loop:
         self.uses: List[Dict[str, Any]] = []  # the last reply's tool_use blocks
         self.calls: List[ToolCall] = []  # the last reply's batch
         self.waiting: List[ToolCall] = []  # those of its calls that wait for approval
-        self.may_pause = settings.requires_approval is not None or any(
-            t.requires_approval for t in settings.tools.values())
+        self.may_pause: Optional[bool] = None  # can a call wait for approval? (first batch)
 
     def __call__(self) -> None:
         try:
@@ -112,8 +111,10 @@ class Loop:
         if self.turns >= s.max_turns:
             return Ending("error_max_turns", error=MaxTurnsExceededError(
                 f"reached max_turns={s.max_turns} model requests"))
+        if s.max_budget_tokens is None:
+            return None
         spent = self.usage.prompt_tokens + self.usage.output_tokens
-        if s.max_budget_tokens is not None and spent >= s.max_budget_tokens:
+        if spent >= s.max_budget_tokens:
             return Ending("error_max_budget", error=BudgetExceededError(
                 f"used {spent} tokens, max_budget_tokens={s.max_budget_tokens}"))
         return None
@@ -147,7 +148,8 @@ class Loop:
             model=s.model, messages=list(self.history.sendable) if messages is None else messages,
             system=None if summary else s.system,
             tools=[] if summary else list(s.tool_definitions), max_tokens=s.max_tokens,
-            timeout_ms=s.request_timeout_ms, on_event=on_event, extra=dict(s.extra))
+            timeout_ms=s.request_timeout_ms, on_event=on_event, extra=dict(s.extra),
+            signal=self.run.controller.signal)  # call() gives it the request's own
         if s.output_native and s.output is not None and not summary:
             request.output_format = s.output.json_schema
         if s.prompt_caching and not summary:  # a summary's prefix is never read again
@@ -200,7 +202,7 @@ class Loop:
         if self.waiting:  # SDK keys: kept by stores, never sent
             reply["pending_approval"] = True
             reply["pending_approval_ids"] = [c.id for c in self.waiting]
-        self.write(reply, self.item(AssistantMessage, reply))
+        self.write(reply, AssistantMessage(reply) if self.run.lockstep else None)
         self.last_reply = reply
         usage = Usage.from_dict(reply.get("usage"))
         self.usage += usage
@@ -263,6 +265,10 @@ class Loop:
             return [], []
         calls = resolve_calls(uses, self.settings.tools, self.run.controller.signal,
                               self.agent)
+        if self.may_pause is None:
+            s = self.settings
+            self.may_pause = s.requires_approval is not None or any(
+                t.requires_approval for t in s.tools.values())
         if not self.may_pause:
             return calls, []
         return calls, [c for c in calls if needs_approval(c, self.settings)]

@@ -113,19 +113,24 @@ def normalize_reply(raw: Any) -> Message:
         kind = block.get("type")
         if kind == "text" and type(block.get("text")) is str:
             continue  # the common case, flat
-        if too_deep(block, MAX_DEPTH - 2):
-            from .errors import APIConnectionError
+        for value in block.values():  # the block's own level inline: a tool_use is flat
+            nested = type(value)
+            if (nested is dict or nested is list) and too_deep(value, MAX_DEPTH - 3):
+                from .errors import APIConnectionError
 
-            raise APIConnectionError(f"the model's reply is nested deeper than {MAX_DEPTH} "
-                                     "levels; refused")
+                raise APIConnectionError(f"the model's reply is nested deeper than "
+                                         f"{MAX_DEPTH} levels; refused")
         if kind == "tool_use" and (type(block.get("id")) is not str or not block["id"]):
             content[n] = {**block, "id": f"toolu_lattice_{uuid.uuid4().hex[:20]}"}
     entry: Message = {"role": "assistant", "content": content}
-    for key in ("model", "provider_response_id", "stop_reason", "usage"):
+    for key in _REPLY_KEYS:
         value = raw.get(key)
         if value is not None:
             entry[key] = value
     return entry
+
+
+_REPLY_KEYS = ("model", "provider_response_id", "stop_reason", "usage")
 
 
 def tool_result(tool_use_id: str, content: Any, is_error: bool = False) -> Dict[str, Any]:

@@ -96,6 +96,8 @@ class Query(Iterator[SDKMessage]):
             self._release(None)
 
     def __del__(self) -> None:
+        if getattr(self, "_done", True):  # ended (the usual case), or never made
+            return
         try:
             self.close()
         except Exception:  # pragma: no cover - interpreter shutdown
@@ -103,8 +105,10 @@ class Query(Iterator[SDKMessage]):
 
     def result(self) -> ResultMessage:
         """Run to the end and return the ``ResultMessage`` (``prompt()``)."""
+        if self._steps is None and not self._done:
+            self._steps = self._run_query()
         last: Any = None
-        for last in self:  # noqa: B007
+        for last in self._steps or ():  # noqa: B007 - the generator itself, not __next__
             pass
         assert isinstance(last, ResultMessage)
         return last
@@ -123,8 +127,9 @@ class Query(Iterator[SDKMessage]):
             if settings.observers:
                 observers = ObserverGroup(settings.observers)
                 token = observers.query_start(settings.model, self._prompt)
-            lock = self._take_lock()
-            agent._ensure_loaded(again=history.stale())
+            if history.store is not None:
+                lock = self._take_lock()
+                agent._ensure_loaded(again=history.stale())
             resume = self._begin()
             loop = Loop(run, settings, history, agent=agent, observers=observers,
                         query_token=token, resume=resume)
@@ -141,7 +146,7 @@ class Query(Iterator[SDKMessage]):
                 yield UserMessage(repair)  # copies when read
             last = loop.last_reply
             result = ending.to_result(
-                last_text=loop.last_text(), usage=loop.usage,
+                last_text=loop.last_text, usage=loop.usage,
                 stop_reason=last.get("stop_reason") if last else None, num_turns=loop.turns,
                 duration_ms=int((time.monotonic() - started) * 1000))
             if observers is not None:

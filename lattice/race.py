@@ -56,8 +56,10 @@ class QueryRun:
     - ``requested``: the consumer, each time it asks for the next item (lockstep).
     - ``phase``, ``request_no``, ``deadline``: the worker (the timer reads them).
     - ``interrupted``: ``interrupt()`` from any thread; the worker reads it.
-    - ``partial``, ``started``: the tool threads of the current batch; the consumer reads
-      them after the end, to answer every call of a cut batch.
+    - ``partial``, ``started``: replaced by the worker (``start_tools``) under ``cond``;
+      filled by the tool threads of the current batch without it (one atomic dict/set
+      store each); the consumer reads them after the end, to answer every call of a cut
+      batch.
     """
 
     def __init__(self, signal: Optional[AbortSignal], *, lockstep: bool) -> None:
@@ -277,8 +279,10 @@ class QueryRun:
             self.started = set()
 
     def record(self, tool_use_id: str, block: Dict[str, Any]) -> None:
-        with self.cond:
-            self.partial[tool_use_id] = block
+        # One dict store is atomic: no lock on the hot path. The consumer reads ``partial``
+        # only after the end, under ``cond``; a result recorded later is not in the repair,
+        # exactly as if it had come a moment later under the lock.
+        self.partial[tool_use_id] = block
 
     def mark_started(self, tool_use_id: str) -> None:
         self.started.add(tool_use_id)  # set.add is atomic: no lock on the hot path

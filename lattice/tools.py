@@ -54,7 +54,7 @@ class Tool:
     """
 
     __slots__ = ("name", "description", "input_schema", "handler", "_call", "_validator",
-                 "definition", "strict", "requires_approval", "is_async")
+                 "definition", "strict", "requires_approval", "is_async", "takes_context")
 
     def __init__(self, name: str, description: str, input_schema: Dict[str, Any],
                  handler: Callable[..., Any], *, strict: bool = False,
@@ -78,7 +78,7 @@ class Tool:
         self.input_schema = input_schema
         self.handler = handler
         self._validator = schema.compile(input_schema)  # SchemaError names a broken schema
-        self._call = self._caller(handler)
+        self._call, self.takes_context = self._caller(handler)
         self.strict = strict
         self.requires_approval = requires_approval
         self.is_async = inspect.iscoroutinefunction(handler)
@@ -88,15 +88,18 @@ class Tool:
             self.definition["strict"] = True
 
     @staticmethod
-    def _caller(handler: Callable[..., Any]) -> Callable[[Dict[str, Any], ToolContext], Any]:
+    def _caller(handler: Callable[..., Any]
+                ) -> Tuple[Callable[[Dict[str, Any], Any], Any], bool]:
+        """How to call ``handler`` with ``(input, context)``, and whether it reads the
+        context (if not, the loop never makes one)."""
         try:
             params = [p for p in inspect.signature(handler).parameters.values()
                       if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
         except (TypeError, ValueError):  # builtins without a signature
             params = []
         if len(params) >= 2:
-            return lambda args, ctx: handler(args, ctx)
-        return lambda args, ctx: handler(args)
+            return (lambda args, ctx: handler(args, ctx)), True
+        return (lambda args, ctx: handler(args)), False
 
     def validation_errors(self, args: Any) -> Optional[str]:
         """None when ``args`` fits the input schema, else the errors as text."""
@@ -112,7 +115,7 @@ class Tool:
             return str(exc)
         return None
 
-    def __call__(self, args: Dict[str, Any], context: ToolContext) -> Any:
+    def __call__(self, args: Dict[str, Any], context: Optional[ToolContext] = None) -> Any:
         return self._call(args, context)
 
     def __repr__(self) -> str:
@@ -137,6 +140,7 @@ def _function_tool(fn: Callable[..., Any], name: Optional[str],
     made = Tool(name or fn.__name__, description if description is not None
                 else doc_description, input_schema, handler, **flags)
     made.handler = fn  # what the user wrote, for introspection
+    made.takes_context = context_name is not None
     made.is_async = inspect.iscoroutinefunction(fn)
     return made
 

@@ -31,9 +31,11 @@ class Usage:
         if not data:
             return cls()
         get = data.get
-        return cls(_count(get("input_tokens")), _count(get("output_tokens")),
-                   _count(get("cache_creation_input_tokens")),
-                   _count(get("cache_read_input_tokens")))
+        i, o = get("input_tokens"), get("output_tokens")
+        w, r = get("cache_creation_input_tokens"), get("cache_read_input_tokens")
+        # _count inlined for the common case (once per turn): ``type(n) is int`` is no bool.
+        return cls(i if type(i) is int else _count(i), o if type(o) is int else _count(o),
+                   w if type(w) is int else _count(w), r if type(r) is int else _count(r))
 
     @property
     def prompt_tokens(self) -> int:
