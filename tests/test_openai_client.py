@@ -337,9 +337,9 @@ def test_key_never_in_repr_errors_or_logs(caplog: pytest.LogCaptureFixture) -> N
 
 
 def test_translation_cache_reuses_unchanged_history_dicts_only() -> None:
-    from lattice.models.chat_wire import chat_messages
+    from lattice.models.chat_wire import Translations, chat_messages
 
-    cache: Dict[int, Any] = {}
+    cache = Translations()
     history = [{"role": "user", "content": "hi"},
                {"role": "assistant", "content": [{"type": "tool_use", "id": "c", "name": "f",
                                                   "input": {"a": 1}}]}]
@@ -350,3 +350,37 @@ def test_translation_cache_reuses_unchanged_history_dicts_only() -> None:
     assert chat_messages(None, history, cache)[1] == {"role": "assistant",
                                                       "content": "replaced by a hook"}
     assert chat_messages(None, history) == chat_messages(None, history, cache)
+
+
+def test_translation_memo_translates_only_the_new_tail_and_follows_any_change() -> None:
+    from lattice.models import chat_wire
+    from lattice.models.chat_wire import Translations, chat_messages
+
+    cache = Translations()
+    history: List[Dict[str, Any]] = [{"role": "user", "content": f"m{i}"} for i in range(3)]
+    assert chat_messages("sys", history, cache) == chat_messages("sys", history)
+    calls: List[Any] = []
+    original = chat_wire._message
+    chat_wire._message = lambda m: calls.append(m) or original(m)  # type: ignore[assignment]
+    try:
+        history = history + [{"role": "assistant", "content": "a"}]
+        out = chat_messages("sys", history, cache)
+        assert calls == [history[-1]]  # the prefix came from the last request
+        assert out == chat_messages("sys", history)
+        # A different system, a dropped first message, a shorter list: still right.
+        for system, messages in (("other", history), ("sys", history[1:]),
+                                 ("sys", history[:2]), (None, history)):
+            assert chat_messages(system, messages, cache) == chat_messages(system, messages)
+    finally:
+        chat_wire._message = original  # type: ignore[assignment]
+
+
+def test_translated_tools_are_reused_while_the_definitions_are_the_same() -> None:
+    from lattice.models.chat_wire import Translations, _tools, chat_tools
+
+    cache = Translations()
+    tools = [{"name": "f", "description": "d", "input_schema": {"type": "object"}}]
+    first = _tools(list(tools), cache)
+    assert _tools(list(tools), cache) is first and first == chat_tools(tools)
+    other = tools + [{"name": "g", "input_schema": {"type": "object"}}]
+    assert _tools(other, cache) == chat_tools(other)

@@ -11,6 +11,7 @@ since a ``tool`` message holds text only.
 from __future__ import annotations
 
 import json
+import operator
 import uuid
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
@@ -26,7 +27,7 @@ from .base import ModelRequest
 from .status import error_message, load_json
 
 __all__ = [
-    "Cache",
+    "Translations",
     "chat_body",
     "chat_messages",
     "chat_tools",
@@ -54,12 +55,31 @@ _FINISH = {
 # -- requests ------------------------------------------------------------------------------
 
 
-Cache = Dict[int, Tuple[Dict[str, Any], List[Dict[str, Any]]]]
 _CACHE_MAX = 8192
 
 
+class Translations:
+    """One client's memory of what it translated, so a long conversation is not translated
+    again on every request: the loop sends the same history dicts turn after turn and
+    never edits them (SPEC 6).
+
+    ``by_id`` maps a history dict's id to ``(the dict, its Chat messages)``; holding the
+    dict keeps the id unique. ``last`` is the last request's ``(system, messages,
+    translation)``: a request whose messages start with the same dicts (by identity, a
+    C-speed check) reuses that translation and translates only the new tail. Each is
+    replaced whole (one atomic store), so threads sharing a client never see half of one.
+    """
+
+    __slots__ = ("by_id", "last", "tools")
+
+    def __init__(self) -> None:
+        self.by_id: Dict[int, Tuple[Dict[str, Any], List[Dict[str, Any]]]] = {}
+        self.last: Tuple[Any, Tuple[Any, ...], Tuple[Dict[str, Any], ...]] = (None, (), ())
+        self.tools: Tuple[Tuple[Any, ...], List[Dict[str, Any]]] = ((), [])
+
+
 def chat_body(request: ModelRequest, *, stream: bool, max_tokens_field: str,
-              cache: Optional[Cache] = None) -> Tuple[bytes, bool]:
+              cache: Optional[Translations] = None) -> Tuple[bytes, bool]:
     """The JSON body for ``request`` and whether it asks for a stream (``extra`` wins)."""
     if not request.model:
         raise ValueError("OpenAIChatClient needs ModelRequest.model (the model name)")
@@ -67,7 +87,7 @@ def chat_body(request: ModelRequest, *, stream: bool, max_tokens_field: str,
                             "messages": chat_messages(request.system, request.messages, cache),
                             max_tokens_field: request.max_tokens}
     if request.tools:
-        body["tools"] = chat_tools(request.tools)
+        body["tools"] = _tools(request.tools, cache)
     if request.output_format is not None:
         body["response_format"] = {"type": "json_schema", "json_schema": {
             "name": "output", "schema": request.output_format, "strict": True}}
@@ -77,6 +97,16 @@ def chat_body(request: ModelRequest, *, stream: bool, max_tokens_field: str,
     body.update(request.extra)
     data = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
     return data, body.get("stream") is True
+
+
+def _tools(tools: List[Dict[str, Any]], cache: Optional[Translations]) -> List[Dict[str, Any]]:
+    if cache is None:
+        return chat_tools(tools)
+    seen, translated = cache.tools
+    if len(seen) != len(tools) or not all(map(operator.is_, seen, tools)):
+        translated = chat_tools(tools)
+        cache.tools = (tuple(tools), translated)
+    return translated
 
 
 def chat_tools(tools: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
@@ -101,29 +131,41 @@ def _system_text(system: Any) -> str:
                        if isinstance(b, dict) and b.get("type") == "text")
 
 
-def chat_messages(system: Any, messages: List[Dict[str, Any]], cache: Optional[Cache] = None
+def chat_messages(system: Any, messages: List[Dict[str, Any]], cache: Optional[Translations] = None
                   ) -> List[Dict[str, Any]]:
     """The history (Messages shape) as Chat Completions messages, ``system`` first.
 
-    ``cache`` (one per client) keeps each history dict's translation: the loop sends the
-    same dicts turn after turn and never edits them (SPEC 6), so a long conversation is
-    not translated again on every request. An entry holds its dict, so ids stay unique.
+    ``cache`` (one per client, see ``Translations``) spares translating again what an
+    earlier request of the conversation already sent.
     """
-    out: List[Dict[str, Any]] = []
-    if system:
-        out.append({"role": "system", "content": _system_text(system)})
-    for message in messages:
-        if cache is not None:
-            hit = cache.get(id(message))
-            if hit is not None and hit[0] is message:
-                out.extend(hit[1])
-                continue
+    if cache is None:
+        out: List[Dict[str, Any]] = []
+        if system:
+            out.append({"role": "system", "content": _system_text(system)})
+        for message in messages:
+            out.extend(_message(message))
+        return out
+    last_system, last_in, last_out = cache.last
+    done = len(last_in)
+    if done and len(messages) >= done and last_system == system and \
+            all(map(operator.is_, last_in, messages)):
+        out = list(last_out)
+    else:
+        done, out = 0, []
+        if system:
+            out.append({"role": "system", "content": _system_text(system)})
+    by_id = cache.by_id
+    for message in messages[done:]:
+        hit = by_id.get(id(message))
+        if hit is not None and hit[0] is message:
+            out.extend(hit[1])
+            continue
         translated = _message(message)
-        if cache is not None:
-            if len(cache) >= _CACHE_MAX:
-                cache.clear()
-            cache[id(message)] = (message, translated)
+        if len(by_id) >= _CACHE_MAX:
+            by_id.clear()
+        by_id[id(message)] = (message, translated)
         out.extend(translated)
+    cache.last = (system, tuple(messages), tuple(out))
     return out
 
 

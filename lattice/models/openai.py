@@ -15,7 +15,7 @@ from .._version import __version__
 from ..errors import APIConnectionError, APIStatusError
 from .base import ModelRequest, ReplyDict
 from .chat_stream import parse_chat_stream
-from .chat_wire import Cache, chat_body, reply_from_completion
+from .chat_wire import Translations, chat_body, reply_from_completion
 from .client import HTTPModelClient
 from .http import EventCallback, Transport
 from .options import (
@@ -125,7 +125,7 @@ class OpenAIChatClient(HTTPModelClient):
         self.max_tokens_field = max_tokens_field
         url = self.base_url + "/chat/completions"
         self._query_secrets = secrets_of({k: v for k, v in query.items()})
-        self._cache: Cache = {}  # history dict id -> its translation (see chat_messages)
+        self._cache = Translations()  # what earlier requests translated (chat_wire)
         self._transport = Transport(
             url + ("?" + urlencode(query) if query else ""), ChatCodec(self.base_url, url),
             session=session, retry_policy=retry_policy or RetryPolicy(max_retries=max_retries),
