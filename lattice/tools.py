@@ -50,7 +50,9 @@ class Tool:
     """A tool the model can call.
 
     ``handler`` is called as ``handler(input)`` or, if it takes two parameters,
-    ``handler(input, context)``. ``@tool`` builds Tools whose handler gets keyword arguments.
+    ``handler(input, context)``. ``@tool`` builds Tools whose handler gets keyword arguments
+    (and the context in the parameter annotated ``ToolContext``, if any). ``takes_context``
+    says whether the handler receives a context; the loop makes one only then.
     """
 
     __slots__ = ("name", "description", "input_schema", "handler", "_call", "_validator",
