@@ -6,7 +6,7 @@ It answers ``initialize`` (with the protocol version it is told, default 2025-06
 ``tools/list`` (one tool, ``work``) properly, then misbehaves on ``tools/call`` as MODE says:
 
 - ``exit``: writes to stderr, exits with code 3 (mid-call).
-- ``silent``: never answers (cancellations are noted on stderr).
+- ``silent``: never answers (each call and cancellation is noted on stderr).
 - ``garbage``: writes lines that are not JSON instead of an answer.
 - ``huge``: answers with ``arguments["size"]`` bytes of text on one line.
 - ``child``: starts a grandchild that sleeps (its pid on stderr), then never answers.
@@ -62,6 +62,9 @@ def ask_client(request_id: Any) -> None:
 
 
 def call(request_id: Any, args: Dict[str, Any]) -> None:
+    if MODE == "silent":  # the test may wait for this line: the call is now pending
+        sys.stderr.write(f"call {request_id}\n")
+        sys.stderr.flush()
     if MODE == "exit":
         sys.stderr.write("fatal: out of cheese\n")
         sys.stderr.flush()

@@ -278,7 +278,9 @@ def test_interrupt_holding_tool_reply_with_partial_messages():
         for message in agent.query("x"):
             messages.append(message)
             if message.type == "assistant":
-                time.sleep(0.1)  # a loop that ran ahead would run the batch meanwhile
+                # Not a wait for anything: a window in which a loop that ran ahead would
+                # run the batch (ran != []); the lockstep must keep it from happening.
+                time.sleep(0.1)
                 agent.interrupt()
         assert any(m.type == "stream_event" for m in messages)
         assert ran == [] and messages[-1].subtype == "interrupted"

@@ -164,7 +164,7 @@ def test_request_timeout_unset_means_none():
 
 def test_request_timeout_is_per_request_not_per_query():
     def slowish(request):
-        time.sleep(0.06)
+        time.sleep(0.06)  # the model's own slowness, which the timeout measures: not a wait
         return reply(tool_use("t", {}, f"t{len(request.messages)}")) if len(request.messages) < 5 \
             else reply("done")
 
@@ -219,7 +219,7 @@ def test_abort_while_holding_the_assistant_message():
 
 def test_signal_bounds_the_whole_query_not_each_request():
     def fn(request):
-        time.sleep(0.03)
+        time.sleep(0.03)  # slow model work, that the signal's 150 ms must cut: not a wait
         return reply(tool_use("t", {}, f"t{len(request.messages)}"))
 
     agent, client = function_agent(fn, tools=[Tool("t", "T.", {"type": "object"},

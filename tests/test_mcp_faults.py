@@ -194,7 +194,10 @@ def test_a_call_waiting_when_close_is_called_returns_at_once():
     results = []
     caller = threading.Thread(target=lambda: results.append(work({}, context())))
     caller.start()
-    time.sleep(0.2)
+    deadline = time.monotonic() + 5
+    while "call 3" not in server.stderr_tail() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert "call 3" in server.stderr_tail()  # the server has the call: it is waiting
     server.close()
     caller.join(5)
     assert results and results[0].is_error and "was closed" in results[0].content

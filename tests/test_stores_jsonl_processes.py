@@ -81,7 +81,7 @@ def test_kill_9_mid_append_loses_at_most_the_last_line(tmp_path, caplog):
     for round_, tag in enumerate("abcde"):
         proc = child(APPEND_FOREVER, path, tag, 1 << 22)
         acked = int(proc.stdout.readline())
-        time.sleep(0.004 * round_)
+        time.sleep(0.004 * round_)  # a different moment to kill at each round: not a wait
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         rest = proc.stdout.read().split()
@@ -141,6 +141,7 @@ def test_four_processes_appending_64kb_lines_never_interleave(tmp_path):
         path, go, tag, count = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
         store = JsonlHistoryStore(path)
         halfway = os.path.join(os.path.dirname(go), "half-")
+        print("ready", flush=True)
         while not os.path.exists(go):  # start together
             time.sleep(0.001)
         for i in range(count):
@@ -151,7 +152,8 @@ def test_four_processes_appending_64kb_lines_never_interleave(tmp_path):
             store.append({"role": "user", "content": "", "tag": tag, "i": i, "pad": tag * 65536})
     """
     procs = [child(code, path, go, tag, per_writer) for tag in "wxyz"]
-    time.sleep(0.3)
+    for proc in procs:  # every writer has started and waits for the go
+        assert proc.stdout.readline().strip() == "ready"
     go.touch()
     for proc in procs:
         assert proc.wait(60) == 0

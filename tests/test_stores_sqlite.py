@@ -189,6 +189,7 @@ def test_processes_on_the_same_and_different_sessions(tmp_path):
         path, go, n, count = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
         shared = SqliteHistoryStore(path, "shared")
         own = shared.with_session("p" + n)
+        print("ready", flush=True)
         while not os.path.exists(go):
             time.sleep(0.001)
         for i in range(count):
@@ -198,12 +199,14 @@ def test_processes_on_the_same_and_different_sessions(tmp_path):
     """
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     procs = [subprocess.Popen([sys.executable, "-c", textwrap.dedent(code), str(path), str(go),
-                               str(n), str(per_proc)], env=env) for n in range(4)]
-    import time
-
-    time.sleep(0.3)
+                               str(n), str(per_proc)], env=env, stdout=subprocess.PIPE,
+                              text=True) for n in range(4)]
+    for proc in procs:  # every process has started and waits for the go
+        assert proc.stdout.readline().strip() == "ready"
     go.touch()
     assert [p.wait(60) for p in procs] == [0, 0, 0, 0]
+    for proc in procs:
+        proc.stdout.close()
     store = SqliteHistoryStore(path, "shared")
     loaded = [m["content"] for m in store.load()]
     assert len(loaded) == 4 * per_proc
@@ -284,9 +287,25 @@ def test_a_lease_held_past_its_ttl_is_renewed_and_a_dead_one_expires(tmp_path, m
 
     monkeypatch.setattr(lease, "TTL_S", 1.0)
     monkeypatch.setattr(lease, "RENEW_S", 0.1)
-    store = SqliteHistoryStore(tmp_path / "h.db", "s")
+    # A renewer of its own: one left running by an earlier test sleeps the old RENEW_S (1 s)
+    # before its next renewal, as long as the TTL here.
+    monkeypatch.setattr(lease, "_renewer", lease._Renewer())
+    path = tmp_path / "h.db"
+
+    def expires_at() -> float:
+        db = sqlite3.connect(path)
+        try:
+            [(value,)] = db.execute("SELECT expires_at FROM lattice_history_leases").fetchall()
+        finally:
+            db.close()
+        return float(value)
+
+    store = SqliteHistoryStore(path, "s")
     with store.lock():
-        time.sleep(2.5)  # well past the TTL: only the renewals keep it
+        first = expires_at()
+        # Holding it past its first expiry is the point: only the renewals keep it.
+        time.sleep(max(0.0, first + 0.2 - time.time()))
+        assert expires_at() > first + 0.2  # renewed
         with pytest.raises(lattice.ConcurrentQueryError):
             with SqliteHistoryStore(tmp_path / "h.db", "s").lock():
                 pass

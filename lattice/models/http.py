@@ -3,7 +3,8 @@
 This is the only module that imports ``requests`` (lazily, on first use, so that
 ``import lattice`` stays free of it), and the one place its exceptions are translated
 into lattice's. A client is a codec (what to send, how to read a reply or an error; see
-``Codec``) on a ``Transport`` (session, retries, deadlines, cutting, reading chunks).
+``Codec``) on a ``Transport`` (session, retries, deadlines, cutting); ``body.py`` reads
+a streamed body's chunks.
 
 Cancelling a blocked read: an abort or the request deadline shuts the socket down from
 the thread that fires (see ``cutoff.py``), so the reading thread's ``recv`` returns at
@@ -15,7 +16,6 @@ as is; there a call can be cut only once the headers came.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import re
@@ -38,6 +38,7 @@ from typing import (
 from ..cancellation import call_later
 from ..errors import AbortError, APIConnectionError, APIError, APIStatusError, RequestTimeoutError
 from .base import ModelRequest, ReplyDict
+from .body import finish_stream, read_chunks
 from .cutoff import HeldCall, attach, cut_if_needed, detach
 from .retry import RetryPolicy
 from .status import clean_request_id, redact
@@ -56,7 +57,6 @@ _log = logging.getLogger("lattice")
 
 _CONNECT_TIMEOUT, _READ_TIMEOUT = 10.0, 600.0
 _POOL_SIZE = 64  # one pooled connection per concurrently calling thread, up to this many
-_CHUNK = 1 << 16
 
 EventCallback = Callable[[Dict[str, Any]], None]
 
@@ -188,9 +188,9 @@ class Transport:
                 raise _Retry(codec.error(response.status_code, response.headers,
                                          response.content, call.secrets), response.headers)
             if streaming and "text/event-stream" in response.headers.get("content-type", ""):
-                chunks = _chunks(response, deadline, clock)
+                chunks = read_chunks(response, deadline, clock)
                 reply = codec.read_stream(chunks, call.request.on_event)
-                _finish_stream(response, chunks, errors, clock)
+                finish_stream(response, chunks, errors, clock)
                 return reply
             return codec.read_json(response.content)
         except errors as exc:
@@ -244,50 +244,6 @@ class _Retry(Exception):
         super().__init__(str(error))
         self.error = error
         self.headers = headers
-
-
-# -- reading responses ------------------------------------------------------------------
-
-
-def _chunks(response: Any, deadline: Optional[float], clock: Any) -> Iterator[bytes]:
-    raw = response.raw
-    read1 = getattr(raw, "read1", None)
-    if read1 is not None and not getattr(raw, "chunked", True):
-        # Without chunked encoding, iter_content blocks until a whole chunk is filled;
-        # read1 hands over what has arrived.
-        source: Iterator[bytes] = iter(lambda: read1(_CHUNK, decode_content=True) or b"", b"")
-    else:
-        source = response.iter_content(_CHUNK)
-    for chunk in source:
-        yield chunk
-        # A server that trickles bytes never trips the read timeout: check the wall.
-        if deadline is not None and clock() > deadline:
-            raise RequestTimeoutError("model request timed out while streaming")
-
-
-_END_GRACE = 0.1  # s a finished stream may take to end its body before we hang up
-
-
-def _finish_stream(response: Any, chunks: Iterator[bytes],
-                   errors: Tuple[Type[BaseException], ...], clock: Any) -> None:
-    """After the stream's last event (``message_stop``, ``[DONE]``): read the end of the
-    body if it is already on its way, so the connection goes back to the pool; a server
-    that keeps the body open (pings after the end) gets ``_END_GRACE`` s, then the
-    response is closed (``close()`` drops a connection whose body was not read)."""
-    sock = getattr(getattr(response.raw, "_connection", None), "sock", None)
-    if sock is None:
-        return  # nothing to bound a read with: close rather than risk waiting
-    end, previous = clock() + _END_GRACE, sock.gettimeout()
-    try:
-        sock.settimeout(_END_GRACE)
-        for _ in chunks:
-            if clock() > end:
-                return
-    except (RequestTimeoutError,) + errors:  # the reply is complete; the rest is noise
-        pass
-    finally:  # a pooled connection may send its next request with it (older urllib3)
-        with contextlib.suppress(OSError):
-            sock.settimeout(previous)
 
 
 # -- translating foreign exceptions ---------------------------------------------------------

@@ -16,12 +16,14 @@ killed holder frees its session as soon as the server notices the closed socket.
 is held, the store runs every statement on that connection: a statement still running in
 the server when its client dies ends before the backend notices, so the session is not
 free until a killed holder's last write has committed.
+
+``pg_sql.py`` holds the statements below the methods (the table's DDL, running one
+statement or one transaction), ``pg_driver.py`` the connections and their pool.
 """
 
 from __future__ import annotations
 
 import copy
-import hashlib
 import json
 import re
 import threading
@@ -39,6 +41,15 @@ from .pg_driver import (
     shared_pool,
     sqlstate,
 )
+from .pg_sql import (
+    UNDEFINED_TABLE,
+    create_table,
+    fetch,
+    in_transaction,
+    lock_key,
+    roll_back,
+    single,
+)
 from .shape import keep_messages
 
 __all__ = ["PostgresHistoryStore"]
@@ -48,7 +59,6 @@ T = TypeVar("T")
 _PART = r"[A-Za-z_][A-Za-z0-9_]{0,62}"
 _TABLE = re.compile(rf"^(?:{_PART}\.)?{_PART}$")
 _CHUNK = 500  # rows per INSERT in replace
-_UNDEFINED_TABLE = "42P01"
 
 
 class PostgresHistoryStore:
@@ -109,7 +119,7 @@ class PostgresHistoryStore:
             self._shown = repr(redacted(params))
             self._pool = shared_pool(conninfo, params, driver)
         self._index = f"{table.rsplit('.', 1)[-1][:50]}_session_idx"
-        self._lock_key = _lock_key(table, session_id)
+        self._lock_key = lock_key(table, session_id)
         self._held: Optional[_AdvisoryLock] = None  # while locked: run statements there
 
     def __repr__(self) -> str:
@@ -119,7 +129,7 @@ class PostgresHistoryStore:
         """A store for another session of the same table, sharing this one's connections."""
         other = copy.copy(self)  # same table, pool, policy
         other.session_id = _check_session(session_id)
-        other._lock_key = _lock_key(self.table, session_id)
+        other._lock_key = lock_key(self.table, session_id)
         other._held = None
         return other
 
@@ -128,9 +138,9 @@ class PostgresHistoryStore:
     def load(self) -> List[Message]:
         """The session's messages in order (rows that are not JSON, or not history
         messages, are skipped and counted in a warning)."""
-        rows = self._run(lambda cur: _fetch(cur, f"SELECT message FROM {self.table} "
-                                                 "WHERE session_id = %s ORDER BY id",
-                                            (self.session_id,)), retry=True, own_cursor=True)
+        rows = self._run(lambda cur: fetch(cur, f"SELECT message FROM {self.table} "
+                                                "WHERE session_id = %s ORDER BY id",
+                                           (self.session_id,)), retry=True, own_cursor=True)
         values = _parse_rows(rows)
         return keep_messages(values, self._where(), unit="row",
                              unreadable=len(rows) - len(values))
@@ -167,8 +177,8 @@ class PostgresHistoryStore:
 
     def version(self) -> Optional[int]:
         """The session's largest row id (None when it holds nothing): one indexed read."""
-        rows = self._run(lambda cur: _fetch(cur, f"SELECT max(id) FROM {self.table} "
-                                                 "WHERE session_id = %s", (self.session_id,)),
+        rows = self._run(lambda cur: fetch(cur, f"SELECT max(id) FROM {self.table} "
+                                                "WHERE session_id = %s", (self.session_id,)),
                          retry=True)
         return None if rows[0][0] is None else int(rows[0][0])
 
@@ -176,7 +186,7 @@ class PostgresHistoryStore:
 
     def list_sessions(self) -> List[str]:
         """Every session id with at least one message, sorted."""
-        rows = self._run(lambda cur: _fetch(
+        rows = self._run(lambda cur: fetch(
             cur, f"SELECT DISTINCT session_id FROM {self.table} ORDER BY session_id", ()),
             retry=True)
         return [str(sid) for (sid,) in rows]
@@ -225,12 +235,12 @@ class PostgresHistoryStore:
             try:
                 self._ensure_table(conn)
                 if transaction:
-                    result = _in_transaction(conn, op)
+                    result = in_transaction(conn, op)
                 else:
-                    result = _single(conn, op, own_cursor=own_cursor)
+                    result = single(conn, op, own_cursor=own_cursor)
             except Exception as exc:
                 conn.close()
-                if attempts > 0 and sqlstate(exc) == _UNDEFINED_TABLE:
+                if attempts > 0 and sqlstate(exc) == UNDEFINED_TABLE:
                     self._pool.ready_tables.discard(self.table)
                     continue
                 if attempts > 0 and reused and (
@@ -245,19 +255,9 @@ class PostgresHistoryStore:
         if self.table in self._pool.ready_tables:
             return
 
-        def create(cur: Any) -> None:
-            # Concurrent CREATE ... IF NOT EXISTS can still collide in the catalog; the
-            # transaction-scoped advisory lock makes the creators take turns.
-            cur.execute("SELECT pg_advisory_xact_lock(%s)", (_DDL_KEY,))
-            cur.execute(f"CREATE TABLE IF NOT EXISTS {self.table} ("
-                        "id BIGSERIAL PRIMARY KEY, session_id TEXT NOT NULL, "
-                        "message TEXT NOT NULL)")
-            cur.execute(f"CREATE INDEX IF NOT EXISTS {self._index} "
-                        f"ON {self.table} (session_id, id)")
-
-        exists = _single(conn, lambda cur: _fetch(cur, "SELECT to_regclass(%s)", (self.table,)))
+        exists = single(conn, lambda cur: fetch(cur, "SELECT to_regclass(%s)", (self.table,)))
         if exists[0][0] is None:
-            _in_transaction(conn, create)
+            in_transaction(conn, lambda cur: create_table(cur, self.table, self._index))
         self._pool.ready_tables.add(self.table)
 
 
@@ -265,19 +265,6 @@ def _check_session(session_id: Any) -> str:
     if not isinstance(session_id, str) or not session_id:
         raise ValueError(f"session_id must be a non-empty str, got {session_id!r}")
     return session_id
-
-
-def _key(text: str) -> int:
-    """A signed 64-bit advisory-lock key for ``text``."""
-    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "big",
-                          signed=True)
-
-
-def _lock_key(table: str, session_id: str) -> int:
-    return _key(f"{table}\0{session_id}")
-
-
-_DDL_KEY = _key("lattice ddl")
 
 
 def _parse_rows(rows: List[Any]) -> List[Any]:
@@ -296,53 +283,6 @@ def _parse_rows(rows: List[Any]) -> List[Any]:
     return values
 
 
-def _fetch(cur: Any, sql: str, params: Any) -> List[Any]:
-    cur.execute(sql, params)
-    return list(cur.fetchall())
-
-
-def _single(conn: Connection, op: Callable[[Any], T], *, own_cursor: bool = False) -> T:
-    """``op(cursor)`` as one statement (committed, if the driver has no autocommit)."""
-    cur = conn.raw.cursor() if own_cursor else conn.cursor()
-    try:
-        result = op(cur)
-    finally:
-        if own_cursor:
-            cur.close()
-    if not conn.autocommit:
-        conn.raw.commit()
-    return result
-
-
-def _in_transaction(conn: Connection, op: Callable[[Any], T]) -> T:
-    """``op`` in one transaction. On error the caller closes the connection, which rolls
-    the transaction back on the server."""
-    cur = conn.cursor()
-    if conn.autocommit:
-        cur.execute("BEGIN")
-    result = op(cur)
-    if conn.autocommit:
-        cur.execute("COMMIT")
-    else:
-        conn.raw.commit()
-    return result
-
-
-def _roll_back(conn: Connection) -> None:
-    """End a failed transaction on a connection that stays open (it holds the lock)."""
-    try:
-        if conn.autocommit:
-            cur = conn.raw.cursor()
-            try:
-                cur.execute("ROLLBACK")
-            finally:
-                cur.close()
-        else:
-            conn.raw.rollback()
-    except Exception:
-        pass  # not in a transaction, or the connection is going: the next use tells
-
-
 class _AdvisoryLock:
     """The context manager ``PostgresHistoryStore.lock`` returns."""
 
@@ -358,8 +298,8 @@ class _AdvisoryLock:
         key = self.store._lock_key
 
         def try_once(conn: Connection) -> bool:
-            rows = _single(conn, lambda cur: _fetch(cur, "SELECT pg_try_advisory_lock(%s)",
-                                                    (key,)))
+            rows = single(conn, lambda cur: fetch(cur, "SELECT pg_try_advisory_lock(%s)",
+                                                  (key,)))
             return bool(rows[0][0])
 
         pool = self.store._pool
@@ -394,7 +334,7 @@ class _AdvisoryLock:
             for attempt in (1, 2):
                 try:
                     self.store._ensure_table(conn)
-                    return (_in_transaction(conn, op) if transaction else _single(conn, op),)
+                    return (in_transaction(conn, op) if transaction else single(conn, op),)
                 except Exception as exc:
                     if connection_lost(exc, conn):
                         self._conn = None
@@ -404,8 +344,8 @@ class _AdvisoryLock:
                         if retry or ended_by_server(exc):
                             return None
                         raise
-                    _roll_back(conn)
-                    if attempt == 1 and sqlstate(exc) == _UNDEFINED_TABLE:
+                    roll_back(conn)
+                    if attempt == 1 and sqlstate(exc) == UNDEFINED_TABLE:
                         self.store._pool.ready_tables.discard(self.store.table)
                         continue
                     raise
@@ -419,8 +359,8 @@ class _AdvisoryLock:
         if conn is None:
             return
         try:
-            rows = _single(conn, lambda cur: _fetch(cur, "SELECT pg_advisory_unlock(%s)",
-                                                    (self.store._lock_key,)))
+            rows = single(conn, lambda cur: fetch(cur, "SELECT pg_advisory_unlock(%s)",
+                                                  (self.store._lock_key,)))
         except Exception:
             conn.close()  # the server frees the lock with the connection
             raise

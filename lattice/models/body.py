@@ -1,0 +1,63 @@
+"""Reading a streamed response body: chunks under a wall-clock deadline, and the end.
+
+``read_chunks`` hands over the bytes of a response as they arrive and gives up at the
+request's deadline even when a server trickles bytes slowly enough never to trip a read
+timeout. ``finish_stream`` reads what is left once the reply is complete, briefly, so the
+connection can go back to the pool. The response is duck-typed (``raw``,
+``iter_content``, as ``requests`` has) and the transport's exception classes are passed
+in: nothing here imports ``requests`` (``http.py`` is the one module that does).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Callable, Iterator, Optional, Tuple, Type
+
+from ..errors import RequestTimeoutError
+
+__all__ = ["read_chunks", "finish_stream", "CHUNK_SIZE", "END_GRACE"]
+
+CHUNK_SIZE = 1 << 16
+END_GRACE = 0.1  # s a finished stream may take to end its body before we hang up
+
+
+def read_chunks(response: Any, deadline: Optional[float], clock: Callable[[], float]
+                ) -> Iterator[bytes]:
+    """The body of ``response`` as it arrives; ``RequestTimeoutError`` past ``deadline``."""
+    raw = response.raw
+    read1 = getattr(raw, "read1", None)
+    if read1 is not None and not getattr(raw, "chunked", True):
+        # Without chunked encoding, iter_content blocks until a whole chunk is filled;
+        # read1 hands over what has arrived.
+        source: Iterator[bytes] = iter(lambda: read1(CHUNK_SIZE, decode_content=True) or b"",
+                                       b"")
+    else:
+        source = response.iter_content(CHUNK_SIZE)
+    for chunk in source:
+        yield chunk
+        # A server that trickles bytes never trips the read timeout: check the wall.
+        if deadline is not None and clock() > deadline:
+            raise RequestTimeoutError("model request timed out while streaming")
+
+
+def finish_stream(response: Any, chunks: Iterator[bytes],
+                  errors: Tuple[Type[BaseException], ...], clock: Callable[[], float]) -> None:
+    """After the stream's last event (``message_stop``, ``[DONE]``): read the end of the
+    body if it is already on its way, so the connection goes back to the pool; a server
+    that keeps the body open (pings after the end) gets ``END_GRACE`` s, then the
+    response is closed (``close()`` drops a connection whose body was not read).
+    ``errors`` are the transport's exception classes, ignored here."""
+    sock = getattr(getattr(response.raw, "_connection", None), "sock", None)
+    if sock is None:
+        return  # nothing to bound a read with: close rather than risk waiting
+    end, previous = clock() + END_GRACE, sock.gettimeout()
+    try:
+        sock.settimeout(END_GRACE)
+        for _ in chunks:
+            if clock() > end:
+                return
+    except (RequestTimeoutError,) + errors:  # the reply is complete; the rest is noise
+        pass
+    finally:  # a pooled connection may send its next request with it (older urllib3)
+        with contextlib.suppress(OSError):
+            sock.settimeout(previous)
