@@ -163,15 +163,18 @@ def test_request_timeout_unset_means_none():
 
 
 def test_request_timeout_is_per_request_not_per_query():
+    # Three requests of 0.2 s under a 0.5 s timeout: each fits with 0.3 s to spare, while the
+    # query (0.6 s) outlives it, so a per-query deadline would end it as error_timeout.
     def slowish(request):
-        time.sleep(0.06)  # the model's own slowness, which the timeout measures: not a wait
+        time.sleep(0.2)  # the model's own slowness, which the timeout measures: not a wait
         return reply(tool_use("t", {}, f"t{len(request.messages)}")) if len(request.messages) < 5 \
             else reply("done")
 
-    agent, client = function_agent(slowish, request_timeout_ms=1000,
+    agent, client = function_agent(slowish, request_timeout_ms=500,
                                    tools=[Tool("t", "T.", {"type": "object"}, lambda i: "x")])
+    started = time.monotonic()
     assert agent.prompt("go").subtype == "success"
-    assert len(client.requests) == 3
+    assert len(client.requests) == 3 and time.monotonic() - started > 0.5
 
 
 @pytest.mark.parametrize("value", [0, -1, True, False, 2.5, "100"])
