@@ -26,22 +26,10 @@ from ..errors import (
 from .base import ModelRequest
 from .status import error_message, load_json
 
-__all__ = [
-    "Translations",
-    "chat_body",
-    "chat_messages",
-    "chat_tools",
-    "reply_from_completion",
-    "usage_from_chat",
-    "stop_reason_from_finish",
-    "tool_input",
-    "new_call_id",
-    "content_parts",
-    "assemble",
-    "call_block",
-    "finished",
-    "error_from_chat",
-]
+__all__ = ["Translations", "chat_body", "chat_messages", "chat_tools",
+           "reply_from_completion", "usage_from_chat", "stop_reason_from_finish",
+           "tool_input", "new_call_id", "content_parts", "assemble", "call_block",
+           "finished", "error_from_chat"]
 
 _FINISH = {
     "stop": "end_turn",
