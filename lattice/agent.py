@@ -219,11 +219,10 @@ class Agent:
         if settings.include_partial_messages and not partial_messages:
             changes["include_partial_messages"] = False
         for name, value in overrides.items():
-            if value is _UNSET or (value is None and name in ("max_turns", "max_tokens")):
-                continue  # not given (None means "no limit" for the two optional ones)
-            check = positive_int if name in ("max_turns", "max_tokens") \
-                else optional_positive_int
-            changes[name] = check(name, value)
+            required = name in ("max_turns", "max_tokens")  # the others take None: no limit
+            if value is _UNSET or (required and value is None):
+                continue  # not given: the Agent's value applies
+            changes[name] = (positive_int if required else optional_positive_int)(name, value)
         # Most queries change nothing: they share the Agent's settings (add_tools() replaces
         # them, never edits them) instead of copying 22 fields.
         return replace(settings, **changes) if changes else settings

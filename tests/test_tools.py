@@ -313,3 +313,31 @@ def test_tool_context_type_annotation_works_with_decorator():
     agent, _ = scripted([reply(tool_use("check", {}, "1")), "done"], tools=[check])
     agent.prompt("go")
     assert result_text(results_of(agent.get_history()[2])[0]) == "AbortSignal"
+
+
+def test_a_context_is_made_only_for_handlers_that_take_one_and_hooks_always_see_it():
+    @tool
+    def plain(n: int) -> str:
+        """No context."""
+        return f"plain {n}"
+
+    @tool
+    def aware(n: int, ctx: ToolContext) -> str:
+        """Reads its context."""
+        return f"aware {ctx.tool_use_id} {ctx.signal.aborted}"
+
+    two_args = Tool("two", "Two parameters.", {"type": "object"},
+                    lambda args, ctx: type(ctx).__name__)
+    one_arg = Tool("one", "One parameter.", {"type": "object"}, lambda args: "one")
+    assert (plain.takes_context, aware.takes_context) == (False, True)
+    assert (two_args.takes_context, one_arg.takes_context) == (True, False)
+    seen = []
+    agent, _ = scripted([reply(tool_use("plain", {"n": 1}, "a"), tool_use("aware", {"n": 2}, "b"),
+                               tool_use("two", {}, "c"), tool_use("one", {}, "d")), "done"],
+                        tools=[plain, aware, two_args, one_arg],
+                        before_tool_call=lambda call: seen.append(call.context) and None)
+    assert agent.prompt("go").result == "done"
+    assert [c["content"] for c in results_of(agent.get_history()[2])] == [
+        "plain 1", "aware b False", "ToolContext", "one"]
+    assert [(type(c).__name__, c.tool_use_id) for c in seen] == [
+        ("ToolContext", i) for i in "abcd"]
