@@ -189,14 +189,8 @@ def bare_chat_loop(url: str, turns: int, stream: bool, tools: List[Dict[str, Any
             reply = session.post(url + "/v1/chat/completions", data=data,
                                  headers=headers).json()["choices"][0]["message"]
         calls = reply.get("tool_calls") or []
-        messages.append({"role": "assistant", "content": reply.get("content"),
-                         **({"tool_calls": calls} if calls else {})})
-        if not calls:
-            assert turn == turns, turn
+        if not _answer_calls(messages, reply.get("content"), calls, turn, turns):
             break
-        for call in calls:
-            text = json.loads(call["function"]["arguments"])["text"]
-            messages.append({"role": "tool", "tool_call_id": call["id"], "content": text})
     session.close()
 
 
@@ -222,24 +216,32 @@ def sdk_chat_loop(url: str, turns: int, stream: bool, tools: List[Dict[str, Any]
                         call["args"].append(fragment.function.arguments or "")
             found = [{"id": c["id"], "type": "function", "function": {
                 "name": "echo", "arguments": "".join(c["args"])}} for c in calls.values()]
-            message: Dict[str, Any] = {"role": "assistant", "content": "".join(text)}
+            content: Any = "".join(text)
         else:
             reply = client.chat.completions.create(model=MODEL, messages=messages,
                                                    tools=chat_tools,
                                                    max_completion_tokens=8192)
             choice_message = reply.choices[0].message
             found = [c.model_dump() for c in choice_message.tool_calls or ()]
-            message = {"role": "assistant", "content": choice_message.content}
-        if found:
-            message["tool_calls"] = found
-        messages.append(message)
-        if not found:
-            assert turn == turns, turn
+            content = choice_message.content
+        if not _answer_calls(messages, content, found, turn, turns):
             break
-        for call in found:
-            text_arg = json.loads(call["function"]["arguments"])["text"]
-            messages.append({"role": "tool", "tool_call_id": call["id"], "content": text_arg})
     client.close()
+
+
+def _answer_calls(messages: List[Any], content: Any, calls: List[Dict[str, Any]], turn: int,
+                  turns: int) -> bool:
+    """Append the assistant message and one ``tool`` message per call (the echo's answer);
+    False when the reply has no calls (the last turn)."""
+    messages.append({"role": "assistant", "content": content,
+                     **({"tool_calls": calls} if calls else {})})
+    if not calls:
+        assert turn == turns, turn
+        return False
+    for call in calls:
+        text = json.loads(call["function"]["arguments"])["text"]
+        messages.append({"role": "tool", "tool_call_id": call["id"], "content": text})
+    return True
 
 
 def bare_loop(url: str, turns: int, stream: bool, tools: List[Dict[str, Any]]) -> None:

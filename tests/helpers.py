@@ -164,6 +164,20 @@ def trigger_when(event, action):
     return box
 
 
+def read_log(path):
+    """The JSON lines of an event log written by child processes (none if it does not
+    exist yet); a line cut by kill -9 is skipped."""
+    events = []
+    if os.path.exists(path):
+        with open(path) as f:
+            for line in f:
+                try:
+                    events.append(json.loads(line))
+                except ValueError:
+                    pass  # a line cut by kill -9
+    return events
+
+
 def lattice_threads():
     return [t for t in threading.enumerate()
             if t.name.startswith(("lattice-query", "lattice-tool"))]

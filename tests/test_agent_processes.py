@@ -32,6 +32,7 @@ import time
 import zlib
 
 import pytest
+from helpers import read_log
 from store_kinds import ROOT, TESTS, make_store
 
 pytestmark = pytest.mark.skipif(os.name == "nt", reason="POSIX processes and signals")
@@ -154,18 +155,6 @@ def worker(kind, where, sessions, me, log_path):
 
 
 # -- the parent -------------------------------------------------------------------------
-
-def read_log(path):
-    events = []
-    if os.path.exists(path):
-        with open(path) as f:
-            for line in f:
-                try:
-                    events.append(json.loads(line))
-                except ValueError:
-                    pass  # a line cut by kill -9
-    return events
-
 
 def in_a_query(path):
     """Whether the worker logging to ``path`` is inside a query (its last event a start)."""

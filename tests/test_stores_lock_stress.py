@@ -9,13 +9,13 @@ Workers run until the parent creates a stop file, not for a fixed time: on a loa
 a timed worker could end by itself just before its kill -9 and look like a survivor.
 """
 
-import json
 import os
 import random
 import signal
 import time
 
 import pytest
+from helpers import read_log
 from store_kinds import PROCESS_KINDS, child, make_store
 
 pytestmark = pytest.mark.skipif(os.name == "nt", reason="POSIX processes and signals")
@@ -55,17 +55,6 @@ WORKER = """
         except ConcurrentQueryError:
             pass
 """
-
-
-def read_log(path):
-    events = []
-    with open(path) as f:
-        for line in f:
-            try:
-                events.append(json.loads(line))
-            except ValueError:
-                pass  # a line cut by kill -9
-    return events
 
 
 @pytest.mark.parametrize("kind", PROCESS_KINDS)

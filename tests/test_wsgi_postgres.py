@@ -95,17 +95,23 @@ def test_the_wsgi_app_keeps_conversations_in_postgres(pg_app, postgres_server):
     assert [m["content"] for m in history[::2]] == ["My name is Ada.", "What is my name?"]
 
 
-def test_simultaneous_requests_of_one_user_take_turns(pg_app, postgres_server):
-    user = f"bob-{uuid.uuid4().hex[:8]}"
-    post(pg_app, user, "hello")
+def post_at_once(app, user, count):
+    """``count`` messages of one user sent by as many threads at once; every reply a success."""
     replies = []
-    threads = [threading.Thread(target=lambda n=n: replies.append(post(pg_app, user, f"m{n}")))
-               for n in range(8)]
+    threads = [threading.Thread(target=lambda n=n: replies.append(post(app, user, f"m{n}")))
+               for n in range(count)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join(60)
-    assert len(replies) == 8 and all(r["subtype"] == "success" for r in replies)
+    assert len(replies) == count and all(r["subtype"] == "success" for r in replies)
+    return replies
+
+
+def test_simultaneous_requests_of_one_user_take_turns(pg_app, postgres_server):
+    user = f"bob-{uuid.uuid4().hex[:8]}"
+    post(pg_app, user, "hello")
+    replies = post_at_once(pg_app, user, 8)
     check_taking_turns(postgres_server.conninfo, user, replies, before=1)
 
 
@@ -135,14 +141,7 @@ def test_two_gunicorn_workers_on_postgres_serve_one_user_in_turn(postgres_server
             seen += line
         base = re.search(r"Listening at: (http://127\.0\.0\.1:\d+)", seen).group(1)
         user = f"carol-{uuid.uuid4().hex[:8]}"
-        replies = []
-        threads = [threading.Thread(target=lambda n=n: replies.append(post(base, user, f"m{n}")))
-                   for n in range(12)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(60)
-        assert len(replies) == 12 and all(r["subtype"] == "success" for r in replies)
+        replies = post_at_once(base, user, 12)
         check_taking_turns(postgres_server.conninfo, user, replies, before=0)
     finally:
         process.terminate()
