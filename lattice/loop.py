@@ -202,7 +202,7 @@ class Loop:
         if self.waiting:  # SDK keys: kept by stores, never sent
             reply["pending_approval"] = True
             reply["pending_approval_ids"] = [c.id for c in self.waiting]
-        self.write(reply, AssistantMessage(reply) if self.run.lockstep else None)
+        self.write(reply, self.item(AssistantMessage, reply))
         self.last_reply = reply
         usage = Usage.from_dict(reply.get("usage"))
         self.usage += usage
