@@ -2,7 +2,7 @@
 SDK client, against the same server, in the same run.
 
 Each client starts its own copy of the server (``examples/_mcp_echo_server.py``, a small
-hand-written server, by default; ``--server sdk`` uses tests/mcp_sdk_server.py, built with
+hand-written server, by default; ``--server sdk`` uses tests/mcp/sdk_server.py, built with
 the SDK), warms up, then makes N sequential ``echo`` calls; the rounds alternate between
 the clients so drift on a shared machine hits both alike. Reported: median µs per call for
 each client and the ratio lattice / SDK (below 1: lattice is faster). Target (issue 16):
@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT))
 from lattice.mcp import MCPServerStdio  # noqa: E402
 
 SERVERS = {"echo": [str(ROOT / "examples" / "_mcp_echo_server.py")],
-           "sdk": [str(ROOT / "tests" / "mcp_sdk_server.py"), "stdio"]}
+           "sdk": [str(ROOT / "tests" / "mcp" / "sdk_server.py"), "stdio"]}
 
 
 def lattice_round(args: List[str], calls: int) -> float:

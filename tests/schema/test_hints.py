@@ -21,7 +21,7 @@ import pytest
 from lattice import schema
 from lattice.errors import SchemaError
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 EXEC_CODE = '''
 from typing import List, Optional, TypedDict

@@ -21,7 +21,7 @@ from lattice.testing import assert_well_formed
 
 pytest.importorskip("psycopg")
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "wsgi_app.py"
 SAID = re.compile(r"You said '(.*)'; that is message (\d+) from you")
 

@@ -1,7 +1,7 @@
 """An MCP server built with the official ``mcp`` Python SDK (2.x), for tests/test_mcp_sdk.py.
 
-    python tests/mcp_sdk_server.py stdio
-    python tests/mcp_sdk_server.py http [--json]   # prints "PORT <n>", then serves
+    python tests/mcp/sdk_server.py stdio
+    python tests/mcp/sdk_server.py http [--json]   # prints "PORT <n>", then serves
 
 It uses the SDK's low-level ``Server`` because the high-level one cannot paginate
 ``tools/list``: the tools come two per page. Tools: ``echo`` (text), ``image`` (text and

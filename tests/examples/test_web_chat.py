@@ -23,7 +23,7 @@ import pytest
 from lattice import SqliteHistoryStore
 from lattice.testing import assert_well_formed
 
-APP_PATH = Path(__file__).resolve().parents[1] / "examples" / "web_chat" / "app.py"
+APP_PATH = Path(__file__).resolve().parents[2] / "examples" / "web_chat" / "app.py"
 
 
 def load_app_module() -> Any:

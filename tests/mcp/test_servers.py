@@ -21,7 +21,7 @@ from lattice import AbortSignal, Agent
 from lattice.mcp import MCPServerStdio
 from lattice.testing import ScriptedModelClient, assert_well_formed
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 EVERYTHING = Path(os.environ.get("LATTICE_MCP_EVERYTHING", ROOT / "build" / "npm")) \
     / "node_modules" / "@modelcontextprotocol" / "server-everything" / "dist" / "index.js"
 

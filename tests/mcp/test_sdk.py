@@ -1,4 +1,4 @@
-"""lattice.mcp against a server built with the official ``mcp`` SDK (tests/mcp_sdk_server.py),
+"""lattice.mcp against a server built with the official ``mcp`` SDK (tests/mcp/sdk_server.py),
 over stdio and over Streamable HTTP (SSE and JSON responses), on 127.0.0.1."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from lattice.testing import ScriptedModelClient
 
 pytest.importorskip("mcp.server.lowlevel", reason="needs the mcp SDK 2.x (the test extra, Python 3.10+)")
 
-SERVER = str(Path(__file__).with_name("mcp_sdk_server.py"))
+SERVER = str(Path(__file__).with_name("sdk_server.py"))
 TOOLS = ["echo", "image", "weather", "structured_only", "fail", "explode", "slow", "chatty",
          "ask_client", "kinds"]
 

@@ -1,6 +1,6 @@
 """A deliberately broken MCP stdio server, for tests/test_mcp_faults.py.
 
-    python tests/mcp_broken_server.py MODE
+    python tests/mcp/broken_server.py MODE
 
 It answers ``initialize`` (with the protocol version it is told, default 2025-06-18) and
 ``tools/list`` (one tool, ``work``) properly, then misbehaves on ``tools/call`` as MODE says:

@@ -1,4 +1,4 @@
-"""A broken stdio server (tests/mcp_broken_server.py): every fault is an is_error result or
+"""A broken stdio server (tests/mcp/broken_server.py): every fault is an is_error result or
 an MCPError naming the server and the cause, in bounded time; nothing is left running."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import pytest
 from lattice import AbortController, ToolContext
 from lattice.mcp import MCPError, MCPServerStdio
 
-BROKEN = str(Path(__file__).with_name("mcp_broken_server.py"))
+BROKEN = str(Path(__file__).with_name("broken_server.py"))
 
 
 def broken(mode: str, **options) -> MCPServerStdio:
@@ -212,7 +212,7 @@ def test_nothing_is_left_running_at_interpreter_exit(tmp_path):
         dropped = MCPServerStdio(sys.executable, [{BROKEN!r}, "silent"]).start()
         print(kept._transport.process.pid, dropped._transport.process.pid, flush=True)
     """))
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
                           env=env, timeout=30)
     assert done.returncode == 0, done.stderr

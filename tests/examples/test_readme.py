@@ -7,7 +7,7 @@ from pathlib import Path
 from lattice import Agent
 from lattice.testing import MockMessagesServer, ScriptedModelClient
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 def fake_model(body):

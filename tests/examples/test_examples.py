@@ -27,7 +27,7 @@ from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 TIMEOUT_S = 60
 SLOW_S = 3.0  # an example should stay quick to run

@@ -17,7 +17,7 @@ from typing import Iterator, List, Set, Tuple
 
 import pytest
 
-DOCS = Path(__file__).resolve().parents[1] / "docs"
+DOCS = Path(__file__).resolve().parents[2] / "docs"
 BUILDS_ON = "The code blocks on this page build on each other"
 FENCE = re.compile(r"^```python[ \t]*\n(.*?)^```[ \t]*$", re.MULTILINE | re.DOTALL)
 

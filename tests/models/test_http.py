@@ -29,7 +29,7 @@ from lattice.models.openai import OpenAIChatClient
 from lattice.models.sse import iter_lines
 from lattice.testing import MockMessagesServer
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 KEY = "sk-test-0123456789abcdef-SECRET"
 ENV = {"anthropic": ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "https://api.anthropic.com",
                      "/v1/messages"),
