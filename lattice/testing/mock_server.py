@@ -28,7 +28,8 @@ Streams emit what the real API does: ``message_start``, ``content_block_start``,
 ``Content-Length`` for JSON and chunked SSE, and writes each response in one send.
 
 Like the real API it answers 400 ``invalid_request_error`` to a request the API refuses
-(``_mock_checks.request_problem``; not recorded, no scripted reply used up), unless made
+(``_mock_checks.request_problem``, ``chat_request_problem`` on the Chat Completions
+route; not recorded, no scripted reply used up), unless made
 with ``strict=False``; and it serves ``POST /v1/messages/count_tokens``.
 """
 
@@ -46,8 +47,8 @@ from typing import Any, Dict, List, Mapping, Optional, Set
 from ..models.wire import message_events
 from . import _mock_script as faults
 from ._mock_cache import PromptCache, breakpoint_problem
-from ._mock_chat import CHAT_PATHS, answer_chat, messages_view
-from ._mock_checks import COUNT_TOKENS_PATH, count_tokens, request_problem
+from ._mock_chat import CHAT_PATHS, answer_chat, messages_view, refuse_chat
+from ._mock_checks import COUNT_TOKENS_PATH, chat_request_problem, count_tokens, request_problem
 from ._mock_script import _ERROR_TYPES, _FAULT_MAKERS, DEFAULT_TEXT, Fault, _check_reply
 
 __all__ = ["MockMessagesServer", "Fault", "message_events"]
@@ -282,6 +283,10 @@ class _Handler(BaseHTTPRequestHandler):
                    if mock.strict and not chat else None)
         if problem is not None:  # refused as the real API would: not recorded, no reply used
             self._error(Fault("error", status=400, message=problem))
+            return
+        chat_problem = chat_request_problem(body) if mock.strict and chat else None
+        if chat_problem is not None:
+            refuse_chat(self, chat_problem)
             return
         if counting:
             self._json(200, {"input_tokens": count_tokens(body)})
