@@ -15,6 +15,7 @@ its class, an ``error`` frame (``:error-code``, ``:error-message``) likewise.
 
 from __future__ import annotations
 
+import base64
 import binascii
 import json
 from json.scanner import make_scanner
@@ -131,7 +132,7 @@ def exception_error(headers: Mapping[str, Any], payload: bytes) -> APIStatusErro
 _PREFIX, _SUFFIX = b'{"bytes":"', b'"}'
 
 
-def _chunk_event(payload: bytes, scan: Any) -> Optional[Dict[str, Any]]:
+def _chunk_event(payload: bytes, scan: Any) -> Dict[str, Any]:
     """The Messages event a ``chunk`` payload carries (base64 in ``bytes``)."""
     if payload.startswith(_PREFIX) and payload.endswith(_SUFFIX) and (
             payload.find(b'"', 10) == len(payload) - 2):
@@ -145,11 +146,14 @@ def _chunk_event(payload: bytes, scan: Any) -> Optional[Dict[str, Any]]:
         if not isinstance(encoded, str):
             raise APIConnectionError(f"malformed chunk in Bedrock stream: {payload[:200]!r}")
     try:
-        raw = binascii.a2b_base64(encoded)
+        raw = base64.b64decode(encoded, validate=True)
     except (binascii.Error, ValueError):
+        raw = b""
+    event: Optional[Dict[str, Any]] = load_data(ServerSentEvent("chunk", raw), scan) if (
+        raw) else None
+    if event is None:
         raise APIConnectionError(
             f"malformed base64 in Bedrock stream chunk: {payload[:200]!r}") from None
-    event: Optional[Dict[str, Any]] = load_data(ServerSentEvent("chunk", raw), scan)
     return event
 
 
@@ -166,8 +170,6 @@ def parse_event_stream(chunks: Iterable[bytes], on_event: Optional[EventCallback
             if headers.get(":event-type") != "chunk":
                 continue  # other event types carry nothing for the message
             event = _chunk_event(payload, scan)
-            if event is None:
-                continue
             if on_event is not None:
                 on_event(event)
             feed(event)

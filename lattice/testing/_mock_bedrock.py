@@ -44,7 +44,7 @@ __all__ = ["is_cloud_path", "answer_cloud", "bedrock_frames", "DEFAULT_BEDROCK_C
 DEFAULT_BEDROCK_CREDENTIALS = ("mock-access-key-id", "mock-secret-access-key")
 _BEDROCK = re.compile(r"^/model/([^/]+)/(invoke|invoke-with-response-stream)$")
 _VERTEX = re.compile(r"^(?:/v1)?/projects/([^/]+)/locations/([^/]+)/publishers/anthropic/"
-                     r"models/([^/:]+):(rawPredict|streamRawPredict)$")
+                     r"models/([^/]+):(rawPredict|streamRawPredict)$")
 _AUTH = re.compile(r"AWS4-HMAC-SHA256 Credential=([^/]+)/(\d{8})/([^/]+)/([^/]+)/aws4_request,"
                    r"\s*SignedHeaders=([^,]+),\s*Signature=([0-9a-f]{64})$")
 _NAMES = {400: "ValidationException", 403: "AccessDeniedException",
