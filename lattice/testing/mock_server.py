@@ -14,7 +14,9 @@ Replies come from a script, one per request, in order; each may be
   or a dict naming one: ``{"fault": "error", "status": 529}``.
 
 When the script runs out every further request gets the text reply ``"(mock) ok"``
-(``DEFAULT_TEXT``), so a loop that asks once more than planned still finishes.
+(``DEFAULT_TEXT``), so a loop that asks once more than planned still finishes; with
+``repeat=True`` it starts over instead (each reply used goes back to its end), so
+``MockMessagesServer([model_fn], repeat=True)`` answers every request with ``model_fn``.
 Usage is made up but realistic: ``input_tokens`` is the request body's length // 4.
 A request with ``cache_control`` marks is billed against a simulated prompt cache (cache
 reads and writes, as ``lattice.testing._mock_cache`` says); more than 4 marks get a 400.
@@ -91,9 +93,13 @@ class MockMessagesServer:
         model: str = "claude-mock-1",
         record: bool = True,
         strict: bool = True,
+        repeat: bool = False,
         bedrock_credentials: Tuple[str, str] = DEFAULT_BEDROCK_CREDENTIALS,
         vertex_token: Optional[str] = None,
     ) -> None:
+        if not isinstance(repeat, bool):
+            raise ValueError(f"MockMessagesServer: repeat must be a bool, got {repeat!r}")
+        self.repeat = repeat
         # Bedrock routes check SigV4 against these; Vertex routes want this bearer token
         # (None: any). See _mock_bedrock.py.
         self.bedrock_credentials = tuple(bedrock_credentials)
@@ -183,7 +189,12 @@ class MockMessagesServer:
             problem = breakpoint_problem(body)  # refused like the API: no reply used
             if problem is not None:
                 return Fault("error", status=400, message=problem)
-            reply = self._replies.pop(0) if self._replies else DEFAULT_TEXT
+            if self._replies:
+                reply = self._replies.pop(0)
+                if self.repeat:  # the script starts over when it runs out
+                    self._replies.append(reply)
+            else:
+                reply = DEFAULT_TEXT
         while callable(reply):  # a chat request's script sees it in Messages shape
             reply = reply(body if script_body is None else script_body)
         try:
