@@ -2,7 +2,8 @@
 
 It answers ``POST /v1/messages`` with JSON, or with SSE when the request body says
 ``"stream": true`` (``stream=True|False`` forces one). ``POST /v1/chat/completions`` (and
-``/chat/completions``) get the same script in Chat Completions form (``_mock_chat.py``).
+``/chat/completions``) get the same script in Chat Completions form (``_mock_chat.py``),
+``POST /v1/responses`` and the Azure OpenAI routes in their forms (``_mock_responses.py``).
 Replies come from a script, one per request, in order; each may be
 
 * a string: a text reply;
@@ -48,6 +49,7 @@ from . import _mock_script as faults
 from ._mock_cache import PromptCache, breakpoint_problem
 from ._mock_chat import CHAT_PATHS, answer_chat, messages_view
 from ._mock_checks import COUNT_TOKENS_PATH, count_tokens, request_problem
+from ._mock_responses import serve as serve_responses
 from ._mock_script import _ERROR_TYPES, _FAULT_MAKERS, DEFAULT_TEXT, Fault, _check_reply
 
 __all__ = ["MockMessagesServer", "Fault", "message_events"]
@@ -268,6 +270,8 @@ class _Handler(BaseHTTPRequestHandler):
         raw = self.rfile.read(int(self.headers.get("content-length") or 0))
         path = self.path.split("?")[0].rstrip("/")
         chat = path in CHAT_PATHS  # Chat Completions
+        if not chat and serve_responses(self, raw):  # Responses API and Azure routes
+            return
         if path not in ("/v1/messages", COUNT_TOKENS_PATH) and not chat:
             self._error(Fault("error", status=404, message=f"no route {self.path}"))
             return
