@@ -201,15 +201,20 @@ def _part(block: Dict[str, Any]) -> Dict[str, Any]:
     if kind == "text":
         return {"type": "input_text", "text": block.get("text", "")}
     source = block.get("source") or {}
-    url = source.get("url") if source.get("type") == "url" else \
+    where = source.get("type")
+    url = source.get("url") if where == "url" else \
         f"data:{source.get('media_type', '')};base64,{source.get('data', '')}"
     if kind == "image":
+        if where == "file":  # uploaded with the Files API
+            return {"type": "input_image", "file_id": source.get("file_id"), "detail": "auto"}
         return {"type": "input_image", "image_url": url, "detail": "auto"}
-    if kind == "document" and source.get("type") == "text":
+    if kind == "document" and where == "text":
         return {"type": "input_text", "text": source.get("data", "")}
-    if kind == "document" and source.get("type") == "url":
+    if kind == "document" and where == "file":
+        return {"type": "input_file", "file_id": source.get("file_id")}
+    if kind == "document" and where == "url":
         return {"type": "input_file", "file_url": url}
-    if kind == "document" and source.get("type") == "base64":
+    if kind == "document" and where == "base64":
         return {"type": "input_file", "filename": block.get("title") or "document.pdf",
                 "file_data": url}
     raise ValueError(f"a {kind!r} content block cannot be sent to the Responses API "
@@ -217,17 +222,17 @@ def _part(block: Dict[str, Any]) -> Dict[str, Any]:
 
 
 def _tool_output(block: Dict[str, Any]) -> Any:
+    """A str result as text; a list of blocks as a list of parts (images included)."""
     content = block.get("content")
     error = bool(block.get("is_error"))
     if isinstance(content, list):
         parts = [_part(item) for item in content if isinstance(item, dict)]
-        if any(p["type"] != "input_text" for p in parts):  # images: a list of parts
-            if error and parts and parts[0]["type"] == "input_text":
-                parts[0] = dict(parts[0], text=_error_text(parts[0]["text"]))
-            return parts
-        text = "\n".join(p["text"] for p in parts)
-    else:
-        text = "" if content is None else str(content)
+        if error and parts and parts[0]["type"] == "input_text":
+            parts[0] = dict(parts[0], text=_error_text(parts[0]["text"]))
+        elif error:
+            parts.insert(0, {"type": "input_text", "text": "Error"})
+        return parts
+    text = "" if content is None else str(content)
     return _error_text(text) if error else text
 
 
