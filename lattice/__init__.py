@@ -57,7 +57,9 @@ from .usage import Usage
 
 if TYPE_CHECKING:  # the real classes for type checkers; at run time loaded on first use
     from .models.anthropic import AnthropicClient
+    from .models.azure import AzureOpenAIChatClient, AzureOpenAIResponsesClient
     from .models.openai import OpenAIChatClient
+    from .models.responses import OpenAIResponsesClient
 
 __all__ = [
     "__version__",
@@ -86,6 +88,9 @@ __all__ = [
     "ModelRequest",
     "AnthropicClient",
     "OpenAIChatClient",
+    "OpenAIResponsesClient",
+    "AzureOpenAIChatClient",
+    "AzureOpenAIResponsesClient",
     "RetryPolicy",
     # history
     "HistoryStore",
@@ -131,4 +136,12 @@ def __getattr__(name: str) -> Any:
         from .models.openai import OpenAIChatClient
 
         return OpenAIChatClient
+    if name == "OpenAIResponsesClient":
+        from .models.responses import OpenAIResponsesClient
+
+        return OpenAIResponsesClient
+    if name in ("AzureOpenAIChatClient", "AzureOpenAIResponsesClient"):
+        from .models import azure
+
+        return getattr(azure, name)
     raise AttributeError(f"module 'lattice' has no attribute {name!r}")
