@@ -26,7 +26,17 @@ import time
 from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional
 from urllib.parse import parse_qs
 
-from ._mock_chat import _chunk, _error_body, _start, _stream, _write, answer_chat, messages_view
+from ._mock_chat import (
+    _chunk,
+    _error_body,
+    _start,
+    _stream,
+    _write,
+    answer_chat,
+    messages_view,
+    refuse_chat,
+)
+from ._mock_checks import chat_request_problem
 from ._mock_responses_checks import encrypt, responses_problem, responses_view
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -61,6 +71,10 @@ def serve(handler: _Handler, raw: bytes) -> bool:
         return True
     mock = handler.server.mock
     if azure_chat:
+        refused = chat_request_problem(body) if mock.strict else None
+        if refused is not None:
+            refuse_chat(handler, refused)
+            return True
         reply = mock._take(body, headers, messages_view(body))
         stream = body.get("stream") is True if mock.stream is None else mock.stream
         answer_chat(handler, reply, body, len(raw), stream)
