@@ -58,8 +58,10 @@ from .usage import Usage
 if TYPE_CHECKING:  # the real classes for type checkers; at run time loaded on first use
     from .models.anthropic import AnthropicClient
     from .models.azure import AzureOpenAIChatClient, AzureOpenAIResponsesClient
+    from .models.bedrock import AnthropicBedrockClient
     from .models.openai import OpenAIChatClient
     from .models.responses import OpenAIResponsesClient
+    from .models.vertex import AnthropicVertexClient
 
 __all__ = [
     "__version__",
@@ -91,6 +93,8 @@ __all__ = [
     "OpenAIResponsesClient",
     "AzureOpenAIChatClient",
     "AzureOpenAIResponsesClient",
+    "AnthropicBedrockClient",
+    "AnthropicVertexClient",
     "RetryPolicy",
     # history
     "HistoryStore",
@@ -144,4 +148,12 @@ def __getattr__(name: str) -> Any:
         from .models import azure
 
         return getattr(azure, name)
+    if name == "AnthropicBedrockClient":
+        from .models.bedrock import AnthropicBedrockClient
+
+        return AnthropicBedrockClient
+    if name == "AnthropicVertexClient":
+        from .models.vertex import AnthropicVertexClient
+
+        return AnthropicVertexClient
     raise AttributeError(f"module 'lattice' has no attribute {name!r}")
