@@ -21,7 +21,7 @@ from ..errors import (
     error_class_for_type,
     is_prompt_too_long,
 )
-from ..usage import USAGE_FIELDS
+from ..usage import USAGE_FIELDS, token_count
 from .base import ModelRequest
 from .status import error_from_response, load_json, redact
 
@@ -80,14 +80,10 @@ def reply_from_message(message: Mapping[str, Any]) -> Dict[str, Any]:
         "role": "assistant",
         "content": list(message.get("content") or []),
         "stop_reason": message.get("stop_reason"),
-        "usage": {key: _count(usage.get(key)) for key in USAGE_FIELDS},
+        "usage": {key: token_count(usage.get(key)) for key in USAGE_FIELDS},
         "model": message.get("model"),
         "provider_response_id": message.get("id"),
     }
-
-
-def _count(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def message_from_json(content: bytes) -> Dict[str, Any]:
