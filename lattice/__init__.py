@@ -57,7 +57,9 @@ from .usage import Usage
 
 if TYPE_CHECKING:  # the real classes for type checkers; at run time loaded on first use
     from .models.anthropic import AnthropicClient
+    from .models.bedrock import AnthropicBedrockClient
     from .models.openai import OpenAIChatClient
+    from .models.vertex import AnthropicVertexClient
 
 __all__ = [
     "__version__",
@@ -86,6 +88,8 @@ __all__ = [
     "ModelRequest",
     "AnthropicClient",
     "OpenAIChatClient",
+    "AnthropicBedrockClient",
+    "AnthropicVertexClient",
     "RetryPolicy",
     # history
     "HistoryStore",
@@ -131,4 +135,12 @@ def __getattr__(name: str) -> Any:
         from .models.openai import OpenAIChatClient
 
         return OpenAIChatClient
+    if name == "AnthropicBedrockClient":
+        from .models.bedrock import AnthropicBedrockClient
+
+        return AnthropicBedrockClient
+    if name == "AnthropicVertexClient":
+        from .models.vertex import AnthropicVertexClient
+
+        return AnthropicVertexClient
     raise AttributeError(f"module 'lattice' has no attribute {name!r}")

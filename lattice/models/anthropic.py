@@ -45,7 +45,6 @@ class MessagesCodec:
 
     api = "Messages API"
     request_id_header = "request-id"
-    stream_types: Tuple[str, ...] = ("text/event-stream",)
 
     def __init__(self, base_url: str) -> None:
         self.base_url = base_url

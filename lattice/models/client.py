@@ -1,6 +1,6 @@
 """What every built-in HTTP client shares: the transport, the pooled session, the lifetime
 (``close``/``with``), ``create`` and the options of the transport (``_make_transport``:
-retries, timeout, ``max_response_bytes``, a signer). A client adds its codec: the headers
+retries, timeout, ``max_response_bytes``). A client adds its codec: the headers
 it sends and how a ``ModelRequest`` becomes a request body."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple, TypeVar
 
 from .base import ModelRequest, ReplyDict
 from .body import DEFAULT_MAX_RESPONSE_BYTES
-from .http import Codec, Signer, Transport
+from .http import Codec, Transport
 from .retry import RetryPolicy
 from .urls import shown_url
 
@@ -31,14 +31,12 @@ class HTTPModelClient:
 
     def _make_transport(self, url: str, codec: Codec, *, session: Optional[requests.Session],
                         retry_policy: Optional[RetryPolicy], max_retries: int,
-                        timeout_ms: Optional[float], max_response_bytes: Any,
-                        sign: Optional[Signer] = None) -> None:
+                        timeout_ms: Optional[float], max_response_bytes: Any) -> None:
         """Set ``self._transport`` (options already checked but ``max_response_bytes``)."""
         self._transport = Transport(
             url, codec, session=session,
             retry_policy=retry_policy or RetryPolicy(max_retries=max_retries),
-            timeout_ms=timeout_ms, max_response_bytes=check_max_bytes(max_response_bytes),
-            sign=sign)
+            timeout_ms=timeout_ms, max_response_bytes=check_max_bytes(max_response_bytes))
 
     @property
     def max_response_bytes(self) -> int:

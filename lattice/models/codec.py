@@ -3,16 +3,16 @@
 A provider is a codec (how replies and errors read) plus, where its API needs one, a
 signer (how each attempt is authenticated), never a second transport:
 
-* ``Codec``: ``read_json`` for a whole body, ``read_stream`` for the content types in
-  ``stream_types`` (SSE, or a binary frame format such as
-  ``application/vnd.amazon.eventstream``: the codec gets the raw byte chunks and the
-  ``limit`` no line, event or frame may exceed), ``error`` for an HTTP error status.
-* ``Signer``: ``sign(outgoing)`` runs before every attempt, retries included, with the
-  ``Outgoing`` request (method, URL, headers, body bytes); it may add headers (a SigV4
-  signature, a fresh bearer token) and puts any secret it adds in ``outgoing.secrets``
-  so errors never show it. Pass it as ``Transport(..., sign=...)`` (through
-  ``HTTPModelClient._make_transport``).
-* ``Transport.send(..., url=...)``: a per-call URL (a model id in the path).
+* ``Codec``: ``read_json`` for a whole body, ``read_stream`` for a streamed body of
+  content type ``stream_type`` (an optional attribute, default ``text/event-stream``; a
+  binary frame format such as ``application/vnd.amazon.eventstream`` works alike: the
+  codec gets the raw byte chunks and the ``limit`` no line, event or frame may exceed),
+  ``error`` for an HTTP error status.
+* ``Signer``: ``sign(url, body, headers)`` returns the headers of one attempt; the
+  transport calls it before every attempt, retries included (a SigV4 signature covers
+  the time). Secrets it uses go in the ``secrets`` given to ``send`` (never shown).
+* ``Transport.send(..., url=..., sign=...)``: a per-call URL (a model id in the path)
+  and signer.
 """
 
 from __future__ import annotations
@@ -22,37 +22,23 @@ from typing import (
     Callable,
     Dict,
     Iterator,
-    List,
     Mapping,
     Optional,
     Protocol,
     Sequence,
-    Tuple,
 )
 
 from ..errors import APIStatusError
 from .base import ReplyDict
 
-__all__ = ["Codec", "Outgoing", "Signer", "EventCallback"]
+__all__ = ["Codec", "Signer", "EventCallback"]
 
 EventCallback = Callable[[Dict[str, Any]], None]
 
 
-class Outgoing:
-    """One attempt as it is about to be sent; a ``Signer`` may add headers and secrets."""
-
-    __slots__ = ("method", "url", "headers", "body", "secrets")
-
-    def __init__(self, method: str, url: str, headers: Dict[str, str], body: bytes,
-                 secrets: List[str]) -> None:
-        self.method = method
-        self.url = url
-        self.headers = headers
-        self.body = body
-        self.secrets = secrets
-
-
-Signer = Callable[[Outgoing], None]
+# (url, body, headers) -> the headers of one attempt: a signer (AWS SigV4) signs each
+# attempt afresh, since the signature covers the time.
+Signer = Callable[[str, bytes, Dict[str, str]], Dict[str, str]]
 
 
 class Codec(Protocol):
@@ -60,7 +46,6 @@ class Codec(Protocol):
 
     api: str  # names the API in log lines, e.g. "Messages API"
     request_id_header: str  # e.g. "request-id" or "x-request-id"
-    stream_types: Tuple[str, ...]  # content types read_stream reads, e.g. text/event-stream
 
     def read_json(self, content: bytes) -> ReplyDict:
         """The assistant dict in a 2xx body that is not a stream."""

@@ -11,14 +11,13 @@ URL secrets out of what is shown. ``lattice.mcp`` uses ``new_session``,
 
 Extension points for a new provider (never a second transport):
 
-* ``Transport(..., sign=fn)``: ``fn(outgoing)`` runs before *every* attempt (retries
-  included) with the ``Outgoing`` request (method, URL, headers, body bytes) and may add
-  headers, e.g. a SigV4 signature or a fresh bearer token; values it adds that are
-  secrets go in ``outgoing.secrets`` (redacted from errors).
-* ``send(..., url=...)``: a per-call URL (a model id in the path).
-* ``Codec.stream_types``: the content types read with ``Codec.read_stream`` (say
-  ``application/vnd.amazon.eventstream``); ``read_stream`` gets the raw byte chunks and
-  ``limit`` (``max_response_bytes``: no frame, line or event may be larger).
+* ``send(..., sign=fn)``: ``fn(url, body, headers)`` returns the headers of *each*
+  attempt (retries included), e.g. with a SigV4 signature over the time, URL and body;
+* ``send(..., url=...)``: a per-call URL (a model id in the path);
+* ``Codec.stream_type``: the content type read with ``Codec.read_stream`` (default
+  ``text/event-stream``; Bedrock's ``application/vnd.amazon.eventstream``), which gets
+  the raw byte chunks and ``limit`` (``max_response_bytes``: no frame, line or event may
+  be larger). See ``codec.py``.
 
 Cancelling a blocked read: an abort or the request deadline shuts the socket down from
 the thread that fires (see ``cutoff.py``), so the reading thread's ``recv`` returns at
@@ -51,7 +50,7 @@ from ..cancellation import call_later
 from ..errors import AbortError, APIConnectionError, APIError, APIStatusError, RequestTimeoutError
 from .base import ModelRequest, ReplyDict
 from .body import DEFAULT_MAX_RESPONSE_BYTES, finish_stream, read_body, read_chunks
-from .codec import Codec, EventCallback, Outgoing, Signer
+from .codec import Codec, EventCallback, Signer
 from .cutoff import HeldCall, attach, cut_if_needed, detach
 from .retry import RetryPolicy, status_is_retryable
 from .status import clean_request_id, readable, valid_header_value
@@ -60,12 +59,13 @@ from .urls import hide_queries_from_urllib3, redact, shown_url, url_secrets
 if TYPE_CHECKING:  # pragma: no cover
     import requests
 
-__all__ = ["Codec", "Transport", "EventCallback", "Outgoing", "Signer", "new_session",
+__all__ = ["Codec", "Transport", "EventCallback", "Signer", "new_session",
            "transport_failure", "transport_errors", "DEFAULT_MAX_RESPONSE_BYTES"]
 
 _log = logging.getLogger("lattice")
 
 _CONNECT_TIMEOUT, _READ_TIMEOUT = 10.0, 600.0
+_SSE = "text/event-stream"
 _POOL_SIZE = 64  # one pooled connection per concurrently calling thread, up to this many
 
 class Transport:
@@ -78,13 +78,11 @@ class Transport:
         retry_policy: when and how long to wait before retrying.
         timeout_ms: the default deadline of one ``send()`` (retries included).
         max_response_bytes: the most one body, SSE line or event may hold (decoded).
-        sign: called with each attempt's ``Outgoing`` before it is sent.
     """
 
     def __init__(self, url: str, codec: Codec, *, session: Optional[requests.Session],
                  retry_policy: RetryPolicy, timeout_ms: Optional[float],
-                 max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
-                 sign: Optional[Signer] = None) -> None:
+                 max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES) -> None:
         self.url = url
         self.shown_url = shown_url(url)  # password and query values: never shown
         self.url_secrets = url_secrets(url)
@@ -92,7 +90,6 @@ class Transport:
         self.retry_policy = retry_policy
         self.timeout_ms = timeout_ms
         self.max_response_bytes = max_response_bytes
-        self.sign = sign
         self.own_session = session is None
         self.session = session
         self._lock = threading.Lock()
@@ -116,9 +113,12 @@ class Transport:
                 session.close()
 
     def send(self, request: ModelRequest, body: bytes, headers: Dict[str, str],
-             secrets: List[str], streaming: bool, *, url: Optional[str] = None) -> ReplyDict:
-        """POST ``body`` (to ``url``, default the transport's); return the codec's reply
-        (nothing partial), retrying as allowed."""
+             secrets: List[str], streaming: bool, *, url: Optional[str] = None,
+             sign: Optional[Signer] = None) -> ReplyDict:
+        """POST ``body``; return the codec's reply (nothing partial), retrying as allowed.
+
+        ``url`` replaces the transport's URL for this call (Bedrock: the model is in the
+        path); ``sign`` makes each attempt's headers."""
         signal = request.signal
         signal.throw_if_aborted()
         target = url or self.url
@@ -142,7 +142,8 @@ class Transport:
                     raise RequestTimeoutError(f"model request timed out after {timeout_ms} ms",
                                               kind="request")
                 try:
-                    return self._attempt(call, target, shown, body, headers, streaming)
+                    attempt = headers if sign is None else sign(target, body, headers)
+                    return self._attempt(call, target, shown, body, attempt, streaming)
                 except _Retry as failure:
                     error, cause = failure.error, failure.__cause__
                     status = error.status_code if isinstance(error, APIStatusError) else None
@@ -167,17 +168,11 @@ class Transport:
 
     def _post(self, call: HeldCall, url: str, shown: str, body: bytes,
               headers: Dict[str, str]) -> requests.Response:
-        """Send one attempt (signed, if the transport signs); ``_Retry`` if it never got
-        an answer."""
+        """Send one attempt; ``_Retry`` if it never got an answer."""
         timeout = (_CONNECT_TIMEOUT, _READ_TIMEOUT)
         if call.deadline is not None:
             remaining = max(0.001, call.deadline - self.retry_policy.clock())
             timeout = (min(_CONNECT_TIMEOUT, remaining), remaining)
-        if self.sign is not None:
-            outgoing = Outgoing("POST", url, dict(headers), body, call.secrets)
-            self.sign(outgoing)
-            url, headers, body = outgoing.url, outgoing.headers, outgoing.body
-            call.secrets = sorted(set(outgoing.secrets), key=len, reverse=True)
         session = self.get_session()
         try:
             return session.post(url, data=body, headers=headers, timeout=timeout, stream=True)
@@ -204,7 +199,7 @@ class Transport:
                     raise _Retry(error, response.headers)
                 raise error
             kind = response.headers.get("content-type", "")
-            if streaming and any(t in kind for t in codec.stream_types):
+            if streaming and getattr(codec, "stream_type", _SSE) in kind:
                 chunks = read_chunks(response, deadline, clock)
                 on_event = call.request.on_event if call.request is not None else None
                 reply = codec.read_stream(chunks, on_event, limit)

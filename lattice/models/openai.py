@@ -45,7 +45,6 @@ class ChatCodec:
 
     api = "Chat Completions API"
     request_id_header = "x-request-id"
-    stream_types: Tuple[str, ...] = ("text/event-stream",)
 
     def __init__(self, base_url: str, url: str) -> None:
         self.base_url = base_url

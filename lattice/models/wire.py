@@ -21,13 +21,15 @@ from ..errors import (
     error_class_for_type,
     is_prompt_too_long,
 )
-from ..usage import USAGE_FIELDS
+from ..usage import USAGE_FIELDS, token_count
 from .base import ModelRequest
 from .status import error_from_response, load_json, redact
 
 __all__ = [
     "USAGE_FIELDS",
     "request_body",
+    "request_dict",
+    "dump_body",
     "reply_from_message",
     "message_from_json",
     "error_from_response",
@@ -44,6 +46,16 @@ def request_body(request: ModelRequest, *, stream: bool) -> Tuple[bytes, bool]:
     ``output_config.format``; ``extra`` keys are sent as given and win over ours
     (including ``stream``).
     """
+    body = request_dict(request, stream=stream)
+    return dump_body(body), body.get("stream") is True
+
+
+def dump_body(body: Mapping[str, Any]) -> bytes:
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def request_dict(request: ModelRequest, *, stream: bool) -> Dict[str, Any]:
+    """``request_body``'s dict, before it is made JSON (Bedrock and Vertex edit it)."""
     if not request.model:
         raise ValueError("AnthropicClient needs ModelRequest.model (the model name)")
     body: Dict[str, Any] = {"model": request.model, "max_tokens": request.max_tokens}
@@ -58,8 +70,7 @@ def request_body(request: ModelRequest, *, stream: bool) -> Tuple[bytes, bool]:
     if stream:
         body["stream"] = True
     body.update(request.extra)
-    data = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-    return data, body.get("stream") is True
+    return body
 
 
 def reply_from_message(message: Mapping[str, Any]) -> Dict[str, Any]:
@@ -69,14 +80,10 @@ def reply_from_message(message: Mapping[str, Any]) -> Dict[str, Any]:
         "role": "assistant",
         "content": list(message.get("content") or []),
         "stop_reason": message.get("stop_reason"),
-        "usage": {key: _count(usage.get(key)) for key in USAGE_FIELDS},
+        "usage": {key: token_count(usage.get(key)) for key in USAGE_FIELDS},
         "model": message.get("model"),
         "provider_response_id": message.get("id"),
     }
-
-
-def _count(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def message_from_json(content: bytes) -> Dict[str, Any]:

@@ -101,30 +101,31 @@ def test_timeout_kind_is_checked() -> None:
 
 
 @responses.activate
-def test_signer_runs_before_every_attempt_and_its_secrets_are_redacted() -> None:
+def test_signer_runs_before_every_attempt_and_secrets_are_redacted() -> None:
     url = "https://api.anthropic.com/v1/messages"
-    signature = "sig-0123456789-SECRET"
+    signing_key = "signing-key-0123456789-SECRET"
     responses.add(responses.POST, url, status=503, json={"error": {"message": "busy"}})
     responses.add(responses.POST, url, status=400,
                   json={"error": {"type": "invalid_request_error",
-                                  "message": f"bad signature {signature}"}})
+                                  "message": f"bad signature {signing_key}"}})
     signed: List[Dict[str, Any]] = []
 
-    def sign(outgoing: http.Outgoing) -> None:
-        signed.append({"url": outgoing.url, "body": outgoing.body})
-        outgoing.headers["authorization"] = f"Signed {signature}-{len(signed)}"
-        outgoing.secrets.append(f"{signature}")
+    def sign(url: str, body: bytes, headers: Dict[str, str]) -> Dict[str, str]:
+        signed.append({"url": url, "body": body})
+        return {**headers, "authorization": f"Signed {len(signed)}"}
 
     model = AnthropicClient(SECRET, stream=False)
-    model._transport.sign = sign
     model._transport.retry_policy = type(model.retry_policy)(max_retries=1, sleep=lambda s: None)
+    body, streaming = model._body(request())
+    headers, secrets = model._headers()
     with pytest.raises(BadRequestError) as info:
-        model.create(request())
+        model._transport.send(request(), body, headers, secrets + [signing_key], streaming,
+                              sign=sign)
     assert len(signed) == 2 and all(s["url"] == url for s in signed)
     assert json.loads(signed[0]["body"])["model"] == "claude-test"
     sent = [c.request.headers["authorization"] for c in responses.calls]
-    assert sent == [f"Signed {signature}-1", f"Signed {signature}-2"]
-    assert signature not in str(info.value) and "***" in str(info.value)
+    assert sent == ["Signed 1", "Signed 2"]
+    assert signing_key not in str(info.value) and "***" in str(info.value)
 
 
 @responses.activate
@@ -146,7 +147,7 @@ def test_a_codec_names_the_content_types_it_reads_as_streams() -> None:
     seen: List[Any] = []
 
     class FramesCodec(MessagesCodec):
-        stream_types = ("application/x-frames",)
+        stream_type = "application/x-frames"
 
         def read_stream(self, chunks: Any, on_event: Any, limit: int) -> Dict[str, Any]:
             seen.append((b"".join(chunks), limit))
