@@ -57,8 +57,10 @@ from .usage import Usage
 
 if TYPE_CHECKING:  # the real classes for type checkers; at run time loaded on first use
     from .models.anthropic import AnthropicClient
+    from .models.azure import AzureOpenAIChatClient, AzureOpenAIResponsesClient
     from .models.bedrock import AnthropicBedrockClient
     from .models.openai import OpenAIChatClient
+    from .models.responses import OpenAIResponsesClient
     from .models.vertex import AnthropicVertexClient
 
 __all__ = [
@@ -88,6 +90,9 @@ __all__ = [
     "ModelRequest",
     "AnthropicClient",
     "OpenAIChatClient",
+    "OpenAIResponsesClient",
+    "AzureOpenAIChatClient",
+    "AzureOpenAIResponsesClient",
     "AnthropicBedrockClient",
     "AnthropicVertexClient",
     "RetryPolicy",
@@ -135,6 +140,14 @@ def __getattr__(name: str) -> Any:
         from .models.openai import OpenAIChatClient
 
         return OpenAIChatClient
+    if name == "OpenAIResponsesClient":
+        from .models.responses import OpenAIResponsesClient
+
+        return OpenAIResponsesClient
+    if name in ("AzureOpenAIChatClient", "AzureOpenAIResponsesClient"):
+        from .models import azure
+
+        return getattr(azure, name)
     if name == "AnthropicBedrockClient":
         from .models.bedrock import AnthropicBedrockClient
 
