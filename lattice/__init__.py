@@ -23,6 +23,7 @@ from .errors import (
     HistoryStoreError,
     InternalServerError,
     LatticeError,
+    LockLostError,
     MaxTurnsExceededError,
     MissingOutputError,
     NotFoundError,
@@ -100,6 +101,7 @@ __all__ = [
     # errors
     "LatticeError",
     "ConcurrentQueryError",
+    "LockLostError",
     "MissingOutputError",
     "MaxTurnsExceededError",
     "BudgetExceededError",
