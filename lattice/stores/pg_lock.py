@@ -20,6 +20,7 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any, Callable, Optional, Tuple, TypeVar
 
+from .idle import Loan
 from .locks import poll
 from .pg_driver import Connection, connection_lost, ended_by_server, sqlstate
 from .pg_sql import UNDEFINED_TABLE, fetch, in_transaction, roll_back, single
@@ -42,7 +43,7 @@ class AdvisoryLock:
     """The context manager ``PostgresHistoryStore.lock`` returns; ``token`` is this
     acquisition's fencing token, ``lost`` True once the session was found taken over."""
 
-    __slots__ = ("store", "wait_s", "token", "lost", "_conn", "_mutex")
+    __slots__ = ("store", "wait_s", "token", "lost", "_conn", "_loan", "_mutex")
 
     def __init__(self, store: PostgresHistoryStore, wait_s: float) -> None:
         self.store = store
@@ -50,19 +51,21 @@ class AdvisoryLock:
         self.token = 0
         self.lost = False
         self._conn: Optional[Connection] = None
+        self._loan: Optional[Loan[Connection]] = None  # how _conn came, to give it back
         self._mutex = threading.Lock()  # one statement at a time on the connection
 
     def __enter__(self) -> AdvisoryLock:
         key = self.store._lock_key
         pool = self.store._pool
         for attempt in (1, 2):  # a connection found broken by the first try: once more
-            conn, reused = pool.borrow()
+            loan = pool.borrow()
+            conn = loan.conn
             try:
                 got = _try_lock(conn, key)
                 break
             except Exception as exc:
                 conn.close()
-                if attempt == 2 or not reused or not connection_lost(exc, conn):
+                if attempt == 2 or not loan.reused or not connection_lost(exc, conn):
                     raise
         try:
             if not got:
@@ -73,7 +76,7 @@ class AdvisoryLock:
         except BaseException:
             conn.close()  # a connection that may hold the lock must not go back to the pool
             raise
-        self._conn = conn
+        self._conn, self._loan = conn, loan
         self.store._held = self
         return self
 
@@ -112,7 +115,7 @@ class AdvisoryLock:
             return None  # the connection kept breaking: the caller's own retries decide
 
     def _drop(self, conn: Connection) -> None:
-        self._conn = None
+        self._conn = self._loan = None
         conn.close()  # the server freed the lock with it (or will)
 
     def _retake(self, fenced: bool) -> bool:
@@ -121,17 +124,18 @@ class AdvisoryLock:
         False, or ``LockLostError`` for a ``fenced`` write."""
         store = self.store
         try:
-            conn, _ = store._pool.borrow()
+            loan = store._pool.borrow()
         except Exception:
             if fenced:
                 raise
             return False  # the server is unreachable: a read tries the pool, and fails
+        conn = loan.conn
         try:
             if _try_lock(conn, store._lock_key):
                 sql = f"SELECT {store._tables.fence_ok}"
                 rows = single(conn, lambda cur: fetch(cur, sql, (store.session_id, self.token)))
                 if rows[0][0]:
-                    self._conn = conn
+                    self._conn, self._loan = conn, loan
                     return True
         except Exception:
             conn.close()
@@ -147,6 +151,7 @@ class AdvisoryLock:
     def __exit__(self, *exc_info: object) -> None:
         with self._mutex:
             conn, self._conn = self._conn, None
+            loan, self._loan = self._loan, None
             if self.store._held is self:
                 self.store._held = None
         if conn is None:
@@ -157,7 +162,7 @@ class AdvisoryLock:
         except Exception:
             conn.close()  # the server frees the lock with the connection
             raise
-        if rows[0][0]:
-            self.store._pool.give_back(conn)
+        if rows[0][0] and loan is not None:
+            self.store._pool.give_back(loan)
         else:
             conn.close()

@@ -305,7 +305,8 @@ class PostgresHistoryStore:
         attempts = 2
         while True:
             attempts -= 1
-            conn, reused = self._pool.borrow()
+            loan = self._pool.borrow()
+            conn = loan.conn
             try:
                 self._ensure_table(conn)
                 if transaction:
@@ -317,12 +318,12 @@ class PostgresHistoryStore:
                 if attempts > 0 and sqlstate(exc) == UNDEFINED_TABLE:
                     self._pool.ready_tables.discard(self.table)
                     continue
-                if attempts > 0 and reused and (
+                if attempts > 0 and loan.reused and (
                     ended_by_server(exc) or (retry and connection_lost(exc, conn))
                 ):
                     continue
                 raise
-            self._pool.give_back(conn)
+            self._pool.give_back(loan)
             return result
 
     def _ensure_table(self, conn: Connection) -> None:
