@@ -97,6 +97,8 @@ class AzureOpenAIChatClient(OpenAIChatClient):
         Others as ``OpenAIChatClient``.
     """
 
+    provider_name = "azure.ai.openai"  # gen_ai.provider.name in traces
+
     def __init__(
         self,
         *,
@@ -151,6 +153,7 @@ class AzureOpenAIResponsesClient(OpenAIResponsesClient):
     ``model`` is the deployment name. Others as ``OpenAIResponsesClient``."""
 
     api_name = "AzureOpenAIResponsesClient"
+    provider_name = "azure.ai.openai"
 
     def __init__(
         self,

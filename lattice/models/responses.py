@@ -122,6 +122,7 @@ class OpenAIResponsesClient(HTTPModelClient):
     """
 
     api_name = "OpenAIResponsesClient"
+    provider_name = "openai"  # gen_ai.provider.name in traces
 
     def __init__(
         self,
