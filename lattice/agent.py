@@ -10,7 +10,8 @@ from dataclasses import replace
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Union
 
 from . import compaction
-from .calls import ToolCall, needs_approval, resolve_calls
+from .approval import needs_approval
+from .calls import ToolCall, resolve_calls
 from .cancellation import AbortSignal, SignalLike, as_signal
 from .errors import ConcurrentQueryError
 from .history import History
