@@ -152,6 +152,8 @@ class AzureOpenAIResponsesClient(OpenAIResponsesClient):
     ``api_version`` is given. Credentials as ``AzureOpenAIChatClient``; the request's
     ``model`` is the deployment name. Others as ``OpenAIResponsesClient``."""
 
+    provider_name = "azure.ai.openai"  # gen_ai.provider.name in traces
+
     api_name = "AzureOpenAIResponsesClient"
     provider_name = "azure.ai.openai"
 

@@ -121,6 +121,8 @@ class OpenAIResponsesClient(HTTPModelClient):
             (Microsoft Entra ID on Azure; the provider caches); ``api_key`` wins over it.
     """
 
+    provider_name = "openai"  # gen_ai.provider.name in traces
+
     api_name = "OpenAIResponsesClient"
     provider_name = "openai"  # gen_ai.provider.name in traces
 
