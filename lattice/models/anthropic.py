@@ -92,6 +92,8 @@ class AnthropicClient(HTTPModelClient):
             response is closed. Default 32 MiB.
     """
 
+    provider_name = "anthropic"  # gen_ai.provider.name in traces
+
     def __init__(
         self,
         api_key: Optional[str] = None,

@@ -101,6 +101,8 @@ class OpenAIChatClient(HTTPModelClient):
             response is closed. Default 32 MiB.
     """
 
+    provider_name = "openai"  # gen_ai.provider.name in traces
+
     def __init__(
         self,
         api_key: Optional[str] = None,
