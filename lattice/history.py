@@ -93,6 +93,8 @@ class History:
         if action not in _CONSEQUENCE:  # a failed write or load: memory only, this query
             if self.store is not None:  # what the store holds: memory up to here
                 self.saved = len(self.messages)
+                if action != "load":
+                    self._own_version()
             self.store = None
         if self._warned:
             return
@@ -100,6 +102,18 @@ class History:
         log.warning("history store %s failed: %s: %s (store: %s); %s", action,
                     type(exc).__name__, exc, describe_store(store),
                     _CONSEQUENCE.get(action, _LEFT_BEHIND), exc_info=exc)
+
+    def _own_version(self) -> None:
+        """A failed write may have landed in part (a short write on a full disk): the
+        version it left is this Agent's own doing, not another writer's (the session lock
+        is held), so ``rejoin`` compares with it. Unreadable (the store is down): the
+        version seen before stands."""
+        version = getattr(self.home, "version", None)
+        if callable(version):
+            try:
+                self.version = version()
+            except Exception:  # noqa: BLE001 - the failure is already being reported
+                pass
 
     def new_query(self) -> None:
         """A query starts: its first store failure is logged again."""
