@@ -28,10 +28,14 @@ import signal
 import sys
 import tempfile
 import threading
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
 from ._version import __version__
 from .agent import Agent
+from .cli_openai import PROVIDERS as OPENAI_PROVIDERS
+from .cli_openai import REAL_KEY as OPENAI_KEYS
+from .cli_openai import make_client as make_openai_client
+from .cli_openai import missing_credentials
 from .cli_session import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
@@ -83,10 +87,11 @@ def _parser() -> argparse.ArgumentParser:
                         help="keep the conversation in this JSONL file and resume from it")
     parser.add_argument("--max-turns", metavar="N", help="model requests per prompt (50)")
     parser.add_argument("--timeout-ms", metavar="MS", help="deadline of each model request")
-    parser.add_argument("--provider", choices=("anthropic", "openai"),
+    parser.add_argument("--provider", choices=("anthropic", "openai") + OPENAI_PROVIDERS,
                         default=os.environ.get("LATTICE_PROVIDER") or "anthropic",
-                        help="API to speak: the Anthropic Messages API or OpenAI-compatible "
-                        "Chat Completions (default: $LATTICE_PROVIDER or %(default)s)")
+                        help="API to speak: the Anthropic Messages API, OpenAI-compatible "
+                        "Chat Completions, OpenAI's Responses API or Azure OpenAI (default: "
+                        "$LATTICE_PROVIDER or %(default)s)")
     parser.add_argument("--base-url", help="API base URL (default: $ANTHROPIC_BASE_URL or "
                         "https://api.anthropic.com; with --provider openai, "
                         "$OPENAI_BASE_URL or https://api.openai.com/v1)")
@@ -115,17 +120,23 @@ def _positive_int(parser: argparse.ArgumentParser, option: str,
     return value
 
 
-def _mock_reply(delay: float) -> Any:
+# What to set instead of --mock, per provider (the mock's reply says it).
+REAL_KEY = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY", **OPENAI_KEYS}
+
+
+def _mock_reply(delay: float, provider: str = "anthropic") -> Any:
     """The offline model: echoes the prompt, counting the prompts it was sent, which shows
     that a resumed ``--session`` sends the whole conversation."""
     from .testing import MockMessagesServer
+
+    how = f"set {REAL_KEY[provider]}" if provider in REAL_KEY else "give your credentials"
 
     def reply(body: Dict[str, Any]) -> Any:
         prompts = [m["content"] for m in body.get("messages", [])
                    if m.get("role") == "user" and isinstance(m.get("content"), str)]
         last = prompts[-1] if prompts else ""
         text = (f"(mock) You said: {last!r}. That is prompt {len(prompts)} of this "
-                f"conversation. Drop --mock and set ANTHROPIC_API_KEY to talk to "
+                f"conversation. Drop --mock and {how} to talk to "
                 f"{body.get('model')}.")
         return MockMessagesServer.delay(delay, text) if delay > 0 else text
 
@@ -150,6 +161,13 @@ def _build_agent(parser: argparse.ArgumentParser, args: argparse.Namespace, *,
                                                        options.pop("base_url"))
         except ValueError as exc:
             parser.error(str(exc))
+    elif args.provider in OPENAI_PROVIDERS:
+        try:
+            options["model_client"] = make_openai_client(
+                args.provider, model=args.model, api_key=options.pop("api_key"),
+                base_url=options.pop("base_url"))
+        except ValueError as exc:
+            parser.error(str(exc))
     if args.session:  # fail_on_error: a failing file is reported, not silently dropped
         options["history_store"] = create_jsonl_history_store(args.session,
                                                               fail_on_error=True)
@@ -170,17 +188,24 @@ def main(argv: Optional[List[str]] = None) -> int:
     except KeyboardInterrupt:
         sys.stderr.write("\n")
         return EXIT_INTERRUPTED
+    except ImportError as exc:  # a package the chosen client needs: one line, not a traceback
+        sys.stderr.write(f"lattice: {exc}\n")
+        return EXIT_USAGE
 
 
 def _main(parser: argparse.ArgumentParser, argv: Optional[List[str]]) -> int:
     args = parser.parse_args(argv)
-    if args.provider not in ("anthropic", "openai"):  # from $LATTICE_PROVIDER
-        parser.error(f"LATTICE_PROVIDER must be anthropic or openai, got {args.provider!r}")
+    if args.provider not in ("anthropic", "openai") + OPENAI_PROVIDERS:  # $LATTICE_PROVIDER
+        parser.error("LATTICE_PROVIDER must be anthropic, openai, openai-responses or azure, "
+                     f"got {args.provider!r}")
     args.model = args.model or os.environ.get("LATTICE_MODEL") or (
-        DEFAULT_OPENAI_MODEL if args.provider == "openai" else DEFAULT_MODEL)
+        os.environ.get("AZURE_OPENAI_DEPLOYMENT") if args.provider == "azure" else None) or (
+        DEFAULT_OPENAI_MODEL if args.provider != "anthropic" else DEFAULT_MODEL)
     chat = args.words == ["chat"]
     if args.words == ["-"]:
         prompt = sys.stdin.read().strip()
+        if not prompt:
+            parser.error("'-' reads the prompt from stdin, and stdin held no text")
     else:
         prompt = " ".join(args.words).strip()
     if not chat and not prompt:
@@ -205,6 +230,11 @@ def _main(parser: argparse.ArgumentParser, argv: Optional[List[str]]) -> int:
         if not args.mock and not keyless and not os.environ.get("OPENAI_API_KEY"):
             sys.stderr.write(NO_OPENAI_KEY)
             return EXIT_USAGE
+    elif args.provider in OPENAI_PROVIDERS:
+        missing = None if args.mock else missing_credentials(args.provider, args.base_url)
+        if missing is not None:
+            sys.stderr.write(missing)
+            return EXIT_USAGE
     elif not args.mock and not (os.environ.get("ANTHROPIC_API_KEY")
                                 or os.environ.get("ANTHROPIC_AUTH_TOKEN")):
         sys.stderr.write(NO_KEY)
@@ -212,20 +242,16 @@ def _main(parser: argparse.ArgumentParser, argv: Optional[List[str]]) -> int:
 
     with contextlib.ExitStack() as stack:
         base_url, api_key = args.base_url, None
-        before_turn: Optional[Callable[[], None]] = None
         if args.mock:
             from .testing import MockMessagesServer
 
-            server = stack.enter_context(MockMessagesServer())
+            server = stack.enter_context(MockMessagesServer(
+                [_mock_reply(delay, args.provider)], repeat=True))
             base_url, api_key = server.base_url, "offline-mock-key"
-            reply = _mock_reply(delay)
-            # One scripted reply per prompt: the CLI has no tools, so a prompt is one request.
-            before_turn = lambda: server.add(reply)  # noqa: E731
         agent = _build_agent(parser, args, base_url=base_url, api_key=api_key,
                              max_turns=max_turns, timeout_ms=timeout_ms)
         session = Session(agent, as_json=args.json, out=sys.stdout, err=sys.stderr,
-                           verbose=args.verbose,
-                           before_turn=before_turn)
+                           verbose=args.verbose)
         _install_sigint(stack, session)
         if not chat:
             return session.turn(prompt)
