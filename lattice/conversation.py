@@ -17,11 +17,11 @@ import copy
 import threading
 from typing import Any, Dict, List, Optional
 
-from .calls import ToolCall, needs_approval, resolve_calls
+from . import approval
+from .calls import ToolCall
 from .cancellation import AbortSignal
 from .errors import ConcurrentQueryError
 from .history import History
-from .messages import pending_tail, tool_uses_of
 from .race import QueryRun
 from .settings import QuerySettings
 from .stores.repair import repair_history
@@ -153,12 +153,4 @@ class Conversation:
         """The calls of the last reply that wait for a decision (loads the store first);
         ``owner`` (the Agent) is what their ``ToolContext.agent`` holds."""
         self.ensure_loaded()
-        tail = pending_tail(self.history.messages)
-        if tail is None:
-            return []
-        calls = resolve_calls(copy.deepcopy(tool_uses_of(tail["content"])), settings.tools,
-                              AbortSignal(), owner)
-        ids = tail.get("pending_approval_ids")
-        if isinstance(ids, list):  # decided when the query paused
-            return [c for c in calls if c.id in ids]
-        return [c for c in calls if needs_approval(c, settings)]
+        return approval.pending_calls(self.history.messages, settings, owner)

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Dict, Generator, Iterator, List, Optional
+from typing import TYPE_CHECKING, Any, Dict, Generator, Iterator, Optional
 
-from .calls import not_run
+from . import approval
 from .conversation import Conversation
 from .endings import Ending
 from .loop import Loop
@@ -24,34 +24,17 @@ from .messages import (
     SDKMessage,
     UserMessage,
     pending_tail,
-    tool_uses_of,
     unanswered_tool_uses,
 )
 from .observe import ObserverGroup
 from .settings import QuerySettings
 from .stores.repair import repair_history
 from .stores.session import SessionHold
-from .tools import ToolResult
 
 if TYPE_CHECKING:  # pragma: no cover
     from .cancellation import AbortSignal
 
 __all__ = ["Query"]
-
-
-def check_approvals(pending: List[str], approvals: Dict[str, Any]) -> None:
-    """``approvals`` must answer exactly the calls waiting for approval (ValueError)."""
-    if not pending:
-        raise ValueError("approvals= given, but no tool call is waiting for approval")
-    missing = [i for i in pending if i not in approvals]
-    unknown = [i for i in approvals if i not in pending]
-    if missing or unknown:
-        raise ValueError(f"approvals must answer exactly the pending calls: missing "
-                         f"{missing}, unknown {unknown}")
-    for key, decision in approvals.items():
-        if not isinstance(decision, (bool, str, ToolResult)):
-            raise ValueError(f"approvals[{key!r}] must be True, False, a str or a "
-                             f"ToolResult, got {decision!r}")
 
 
 class Query(Iterator[SDKMessage]):
@@ -180,7 +163,7 @@ class Query(Iterator[SDKMessage]):
     def _check_approvals(self) -> None:
         assert self._approvals is not None
         pending = self._conversation.pending_calls(self._settings, self._owner)
-        check_approvals([c.id for c in pending], self._approvals)
+        approval.check_decisions([c.id for c in pending], self._approvals)
 
     def _begin(self) -> Optional[Dict[str, Any]]:
         """Put the prompt in the history; settle calls that wait for approval."""
@@ -191,8 +174,7 @@ class Query(Iterator[SDKMessage]):
             self._check_approvals()  # again, under the session lock
             return {"reply": tail, "decisions": dict(approvals), "prompt": prompt}
         if tail is not None:  # the user moved on: answer the pending calls first
-            history.append({"role": "user", "content": [
-                not_run(u.get("id", ""), "moved_on") for u in tool_uses_of(tail["content"])]})
+            history.append(approval.moved_on(tail))
         elif unanswered_tool_uses(history.messages):  # e.g. a store failed mid-batch
             messages, _ = repair_history(history.messages)
             for message in messages[len(history.messages):]:
