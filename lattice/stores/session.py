@@ -9,7 +9,7 @@ raises the store's error; ``lattice.history`` applies the store-failure policy
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import Any, Optional
 
 from .base import describe_store, logger
 from .locks import check_wait
@@ -33,6 +33,18 @@ class SessionHold:
         """False for a store without ``lock``, a lock that could not be taken and was
         forgiven (``fail_on_error`` False), or once released."""
         return self._cm is not None
+
+    @property
+    def token(self) -> Optional[int]:
+        """The fencing token of this acquisition (None without a held lock)."""
+        token = getattr(self._cm, "token", None)
+        return token if isinstance(token, int) else None
+
+    @property
+    def lost(self) -> bool:
+        """True once the store found that another holder took the session over (SPEC 18):
+        the query ends at its next step with ``LockLostError``."""
+        return bool(getattr(self._cm, "lost", False))
 
     def release(self) -> None:
         with self._mutex:
