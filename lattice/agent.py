@@ -100,7 +100,7 @@ class Agent:
         if tracing or os.environ.get("LATTICE_TRACING"):  # else tracing is never imported
             from .tracing import tracing_observer
 
-            made = tracing_observer(tracing, trace_content)
+            made = tracing_observer(tracing, trace_content, client=model_client)
             if made is not None:
                 watchers.append(made)
         if model_client is None:

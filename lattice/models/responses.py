@@ -121,7 +121,10 @@ class OpenAIResponsesClient(HTTPModelClient):
             (Microsoft Entra ID on Azure; the provider caches); ``api_key`` wins over it.
     """
 
+    provider_name = "openai"  # gen_ai.provider.name in traces
+
     api_name = "OpenAIResponsesClient"
+    provider_name = "openai"  # gen_ai.provider.name in traces
 
     def __init__(
         self,

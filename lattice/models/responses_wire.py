@@ -32,6 +32,7 @@ from ..errors import (
     error_class_for_type,
     is_prompt_too_long,
 )
+from ..messages import MAX_DEPTH, too_deep
 from .base import ModelRequest
 from .chat_wire import Translations, call_block
 from .status import error_message
@@ -311,7 +312,14 @@ def reply_from_response(body: Any) -> Dict[str, Any]:
     if not isinstance(output, list):
         raise APIConnectionError(
             f"the reply has no output list (not a response?): {json.dumps(body)[:200]}")
+    for field in ("id", "model"):
+        if body.get(field) is not None and not isinstance(body[field], str):
+            raise APIConnectionError(f"the reply's {field} is not a string: "
+                                     f"{str(body[field])[:100]!r}")
     content, kept, refused = _content(output)
+    if kept and too_deep(kept, MAX_DEPTH - 2):
+        raise APIConnectionError(f"the reply's output items are nested deeper than "
+                                 f"{MAX_DEPTH} levels; refused")
     stop: Any = "end_turn"
     if any(b["type"] == "tool_use" for b in content):
         stop = "tool_use"
