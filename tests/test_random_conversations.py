@@ -84,6 +84,7 @@ def test_random_conversations_keep_history_well_formed(seed):
                 assert history[-1]["role"] == "user"
 
 
+@pytest.mark.slow
 def test_random_cancellation_storm():
     """Abort, interrupt, request timeouts and closed generators at random moments: during
     model calls, between turns, inside tools, inside parallel batches."""

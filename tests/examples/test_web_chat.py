@@ -156,6 +156,7 @@ def test_bad_requests_are_400_naming_the_problem(served):
     assert len(json.loads(call(base, "/history", "dave")[2])["pending"]) == 1
 
 
+@pytest.mark.slow
 def test_under_gunicorn_with_two_workers(tmp_path):
     """Works as ``app:app`` under gunicorn; the approval may land in another worker."""
     pytest.importorskip("gunicorn", reason="gunicorn is not installed (optional here)")
