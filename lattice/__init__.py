@@ -23,6 +23,7 @@ from .errors import (
     HistoryStoreError,
     InternalServerError,
     LatticeError,
+    LockLostError,
     MaxTurnsExceededError,
     MissingOutputError,
     NotFoundError,
@@ -57,8 +58,10 @@ from .usage import Usage
 
 if TYPE_CHECKING:  # the real classes for type checkers; at run time loaded on first use
     from .models.anthropic import AnthropicClient
+    from .models.azure import AzureOpenAIChatClient, AzureOpenAIResponsesClient
     from .models.bedrock import AnthropicBedrockClient
     from .models.openai import OpenAIChatClient
+    from .models.responses import OpenAIResponsesClient
     from .models.vertex import AnthropicVertexClient
 
 __all__ = [
@@ -88,6 +91,9 @@ __all__ = [
     "ModelRequest",
     "AnthropicClient",
     "OpenAIChatClient",
+    "OpenAIResponsesClient",
+    "AzureOpenAIChatClient",
+    "AzureOpenAIResponsesClient",
     "AnthropicBedrockClient",
     "AnthropicVertexClient",
     "RetryPolicy",
@@ -104,6 +110,7 @@ __all__ = [
     # errors
     "LatticeError",
     "ConcurrentQueryError",
+    "LockLostError",
     "MissingOutputError",
     "MaxTurnsExceededError",
     "BudgetExceededError",
@@ -135,6 +142,14 @@ def __getattr__(name: str) -> Any:
         from .models.openai import OpenAIChatClient
 
         return OpenAIChatClient
+    if name == "OpenAIResponsesClient":
+        from .models.responses import OpenAIResponsesClient
+
+        return OpenAIResponsesClient
+    if name in ("AzureOpenAIChatClient", "AzureOpenAIResponsesClient"):
+        from .models import azure
+
+        return getattr(azure, name)
     if name == "AnthropicBedrockClient":
         from .models.bedrock import AnthropicBedrockClient
 

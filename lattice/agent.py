@@ -10,7 +10,8 @@ from dataclasses import replace
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Union
 
 from . import compaction
-from .calls import ToolCall, needs_approval, resolve_calls
+from .approval import needs_approval
+from .calls import ToolCall, resolve_calls
 from .cancellation import AbortSignal, SignalLike, as_signal
 from .errors import ConcurrentQueryError
 from .history import History
@@ -99,7 +100,7 @@ class Agent:
         if tracing or os.environ.get("LATTICE_TRACING"):  # else tracing is never imported
             from .tracing import tracing_observer
 
-            made = tracing_observer(tracing, trace_content)
+            made = tracing_observer(tracing, trace_content, client=model_client)
             if made is not None:
                 watchers.append(made)
         if model_client is None:

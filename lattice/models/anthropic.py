@@ -87,6 +87,8 @@ class AnthropicClient(HTTPModelClient):
         retry_policy: a ``RetryPolicy``; it replaces ``max_retries`` when given.
     """
 
+    provider_name = "anthropic"  # gen_ai.provider.name in traces
+
     def __init__(
         self,
         api_key: Optional[str] = None,

@@ -97,6 +97,8 @@ class OpenAIChatClient(HTTPModelClient):
         retry_policy: a ``RetryPolicy``; it replaces ``max_retries`` when given.
     """
 
+    provider_name = "openai"  # gen_ai.provider.name in traces
+
     def __init__(
         self,
         api_key: Optional[str] = None,

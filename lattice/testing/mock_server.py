@@ -2,7 +2,8 @@
 
 It answers ``POST /v1/messages`` with JSON, or with SSE when the request body says
 ``"stream": true`` (``stream=True|False`` forces one). ``POST /v1/chat/completions`` (and
-``/chat/completions``) get the same script in Chat Completions form (``_mock_chat.py``).
+``/chat/completions``) get the same script in Chat Completions form (``_mock_chat.py``),
+``POST /v1/responses`` and the Azure OpenAI routes in their forms (``_mock_responses.py``).
 Replies come from a script, one per request, in order; each may be
 
 * a string: a text reply;
@@ -52,6 +53,7 @@ from ._mock_bedrock import DEFAULT_BEDROCK_CREDENTIALS, answer_cloud, is_cloud_p
 from ._mock_cache import PromptCache, breakpoint_problem
 from ._mock_chat import CHAT_PATHS, answer_chat, messages_view, refuse_chat
 from ._mock_checks import COUNT_TOKENS_PATH, chat_request_problem, count_tokens, request_problem
+from ._mock_responses import serve as serve_responses
 from ._mock_script import _ERROR_TYPES, _FAULT_MAKERS, DEFAULT_TEXT, Fault, _check_reply
 
 __all__ = ["MockMessagesServer", "Fault", "message_events"]
@@ -289,6 +291,8 @@ class _Handler(BaseHTTPRequestHandler):
         chat = path in CHAT_PATHS  # Chat Completions
         if is_cloud_path(path):  # Bedrock and Vertex routes
             answer_cloud(self, raw, path)
+            return
+        if not chat and serve_responses(self, raw):  # Responses API and Azure routes
             return
         if path not in ("/v1/messages", COUNT_TOKENS_PATH) and not chat:
             self._error(Fault("error", status=404, message=f"no route {self.path}"))
