@@ -57,8 +57,9 @@ class BedrockCodec:
     def read_json(self, content: bytes) -> ReplyDict:
         return reply_from_message(message_from_json(content))
 
-    def read_stream(self, chunks: Iterator[bytes], on_event: Optional[EventCallback]
-                    ) -> ReplyDict:
+    def read_stream(self, chunks: Iterator[bytes], on_event: Optional[EventCallback],
+                    limit: int) -> ReplyDict:
+        # Frames are bounded by the event-stream format's own limits (eventstream.py).
         return reply_from_message(parse_event_stream(chunks, on_event))
 
     def error(self, status: int, headers: Mapping[str, str], content: bytes,
