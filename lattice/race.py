@@ -16,6 +16,7 @@ nobody waits for it once the query has ended: the signal bounds the whole query.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections import deque
@@ -25,9 +26,51 @@ from .cancellation import AbortController, AbortSignal, call_later, needs_pollin
 from .endings import Ending
 from .errors import AbortError, LatticeError, RequestTimeoutError
 
-__all__ = ["QueryRun", "Stopped", "EVENT_POLL_S"]
+__all__ = ["QueryRun", "Stopped", "EVENT_POLL_S", "ABANDONED_AFTER_S", "abandoned_workers"]
+
+log = logging.getLogger("lattice")
 
 EVENT_POLL_S = 0.02
+ABANDONED_AFTER_S = 1.0  # a worker still running this long after its query ended ignored it
+ABANDONED_WARN_EVERY = 10
+
+
+class _Abandoned:
+    """The process's worker threads that ignored their query's end (a tool or a client that
+    does not watch its signal, or code holding the GIL): they run on as daemons. Past 10
+    alive, one WARNING, then one per 10 more (SPEC 16a)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.alive = 0
+        self.warned = 0  # the count at the last warning; 0 again once all have finished
+
+    def add(self) -> None:
+        with self.lock:
+            self.alive += 1
+            alive = self.alive
+            warn = alive > ABANDONED_WARN_EVERY and alive >= self.warned + ABANDONED_WARN_EVERY
+            if warn:
+                self.warned = alive
+        if warn:
+            log.warning("%d lattice worker threads are still running after their queries "
+                        "ended (a tool or model client that ignores its signal, or code "
+                        "holding the GIL); they cannot be stopped and keep their resources",
+                        alive)
+
+    def remove(self) -> None:
+        with self.lock:
+            self.alive -= 1
+            if self.alive == 0:
+                self.warned = 0
+
+
+_ABANDONED = _Abandoned()
+
+
+def abandoned_workers() -> int:
+    """How many query worker threads are running on after their query ended."""
+    return _ABANDONED.alive
 
 IDLE, MODEL, TOOLS = "idle", "model", "tools"
 
@@ -82,6 +125,10 @@ class QueryRun:
         self._unlink: Optional[Callable[[], None]] = None
         self._request_done: Callable[[], None] = _nothing
         self.writing = False  # the worker is in a store write (commit's ``save``)
+        self.working = False  # the worker thread is running the loop
+        # ... and was still running ABANDONED_AFTER_S after the end: counted there
+        self.abandoned: Optional[_Abandoned] = None
+        self._look_again: Callable[[], None] = _nothing  # cancels that look
         self._after_write: List[Callable[[], None]] = []
         if signal is not None and not self.poll:
             callback = signal.add_callback(self.abort_from_user)
@@ -132,6 +179,32 @@ class QueryRun:
         if self._unlink is not None:
             self._unlink()
             self._unlink = None
+        with self.cond:  # the worker may be stuck where no signal reaches: look again later
+            if self.working:
+                registry = _ABANDONED
+                self._look_again = call_later(ABANDONED_AFTER_S,
+                                              lambda: self._check_abandoned(registry))
+
+    # -- the worker thread's life --------------------------------------------------------
+    def worker_enter(self) -> None:
+        # No lock: a release() that misses it ends the query before the loop's first check.
+        self.working = True
+
+    def worker_exit(self) -> None:
+        with self.cond:
+            self.working = False
+            counted, self.abandoned = self.abandoned, None
+            look_again, self._look_again = self._look_again, _nothing
+        look_again()  # the timer must not keep this run alive
+        if counted is not None:
+            counted.remove()
+
+    def _check_abandoned(self, registry: _Abandoned) -> None:
+        with self.cond:
+            if not self.working or self.abandoned is not None:
+                return
+            self.abandoned = registry
+        registry.add()
 
     # -- worker side -------------------------------------------------------------------
     def check(self) -> None:
