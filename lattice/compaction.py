@@ -1,9 +1,9 @@
 """Automatic compaction: the policy, the history surgery, and the ``Compactor``.
 
 ``Compactor`` is what the loop talks to: ``between_turns()`` (the threshold check, SPEC
-9) and ``recover(error)`` (overflow recovery, once per query). It runs the summary call
-through the loop's ``summarise`` callable (the model call, raced and billed by the loop)
-and writes the new history through the query's ``commit``. Everything else here is pure
+9) and ``recover(error)`` (overflow recovery, once per query). It makes the summary call
+through the query's ``ModelCaller`` (raced, and billed to the query) and writes the new
+history through the query's ``commit``. Everything else here is pure
 functions that decide and rewrite::
 
     if should_compact(settings, last_usage):
@@ -24,7 +24,7 @@ import json
 import logging
 from dataclasses import dataclass, fields
 from functools import partial
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence
 
 __all__ = [
     "DEFAULT_COMPACTION_PROMPT",
@@ -46,6 +46,7 @@ from .usage import USAGE_FIELDS, Usage
 
 if TYPE_CHECKING:  # pragma: no cover
     from .history import History
+    from .model_call import ModelCaller
     from .race import QueryRun
 
 log = logging.getLogger("lattice")
@@ -336,19 +337,28 @@ def rebuild(summary: str, kept: Sequence[Message]) -> List[Message]:
 class Compactor:
     """Compaction and overflow recovery for one query.
 
-    ``summarise(messages)`` makes the summary model call and returns its reply (the loop
-    races it against the query's signal and adds its usage to the query's). The new
-    history goes through ``run.commit``: the store gets ``replace``, memory the new list,
-    the consumer a ``SystemMessage("compaction")``.
+    The summary call goes through the query's ``ModelCaller`` (raced against the query's
+    signal, its usage billed to the query's). The new history goes through
+    ``run.commit``: the store gets ``replace``, memory the new list, the consumer a
+    ``SystemMessage("compaction")``.
     """
 
+    __slots__ = ("policy", "history", "run", "model", "recovered")
+
     def __init__(self, policy: Optional[AutoCompact], history: History, run: QueryRun,
-                 summarise: Callable[[List[Message]], Dict[str, Any]]) -> None:
+                 model: ModelCaller) -> None:
         self.policy = policy
         self.history = history
         self.run = run
-        self.summarise = summarise
+        self.model = model
         self.recovered = False  # overflow recovery happens once per query
+
+    @classmethod
+    def of(cls, policy: Optional[AutoCompact], history: History, run: QueryRun,
+           model: ModelCaller) -> Compactor:
+        """The query's compactor; without a policy, one that never compacts (shared: it
+        has no state)."""
+        return cls(policy, history, run, model) if policy is not None else _NEVER
 
     def between_turns(self) -> bool:
         """Compact if the last reply's prompt size passed the threshold; True if it did.
@@ -389,7 +399,9 @@ class Compactor:
         cut = find_cut(messages, policy.keep_recent_messages)
         if cut is None:
             return False
-        reply = self.summarise(summary_messages(messages[:cut], policy.effective_prompt))
+        model = self.model
+        reply = model.call(model.summary_request(
+            summary_messages(messages[:cut], policy.effective_prompt)))
         rebuilt = rebuild(summary_text(reply), messages[cut:])
 
         def keep() -> None:
@@ -399,7 +411,26 @@ class Compactor:
         def diverged() -> None:  # stored, but the query ended first: resynced next time
             history.diverged = True
 
-        item = SystemMessage("compaction", cut, Usage.from_dict(reply.get("usage")))
+        item = SystemMessage("compaction", cut, model.last_usage)
         self.run.commit(partial(history.save, "replace", rebuilt), keep,
                         item if self.run.lockstep else None, late=diverged)
         return True
+
+
+class _Never(Compactor):
+    """``auto_compact`` off: nothing to compact, and an overflow is raised as it is."""
+
+    __slots__ = ()
+
+    def __init__(self) -> None:
+        self.policy = None
+        self.recovered = False
+
+    def between_turns(self) -> bool:
+        return False
+
+    def recover(self, error: PromptTooLongError) -> None:
+        raise error
+
+
+_NEVER = _Never()

@@ -15,12 +15,15 @@ from __future__ import annotations
 import dataclasses
 import json
 import typing
-from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, NamedTuple, Optional, Tuple
 
 from .calls import not_run
 from .endings import Ending
 from .errors import MissingOutputError
 from .messages import text_of, tool_result
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .settings import QuerySettings
 
 __all__ = ["SUBMIT_OUTPUT_TOOL_NAME", "OutputSchema", "resolve_output_schema",
            "OutputContract", "Verdict"]
@@ -122,6 +125,14 @@ class OutputContract:
         self.retries = retries
         self.bad = 0  # invalid outputs so far, this query
 
+    @classmethod
+    def of(cls, settings: QuerySettings) -> OutputContract:
+        """The contract of a query run with ``settings``. Without an output schema it has
+        no state (``bad`` is counted only against a schema): one instance serves all."""
+        if settings.output is None:
+            return _NO_OUTPUT
+        return cls(settings.output, settings.output_native, settings.max_output_retries)
+
     def submits(self, uses: List[Dict[str, Any]]) -> bool:
         """Whether a batch holds a ``submit_output`` call (then it is the contract's, not a
         batch of tools)."""
@@ -173,6 +184,9 @@ class OutputContract:
             return Ending("error_max_output_retries", error=MissingOutputError(
                 f"no valid output after {self.bad} attempts (max_output_retries={limit})"))
         return None
+
+
+_NO_OUTPUT = OutputContract(None, False, None)
 
 
 def _missing(text: str, why: str) -> Ending:
