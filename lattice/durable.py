@@ -13,6 +13,7 @@ each open call).
 from __future__ import annotations
 
 import json
+import threading
 import time
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
 
@@ -179,6 +180,7 @@ class Journal:
         self.run_id: str = record["run_id"]
         self._save = save
         self._next: Dict[str, int] = {}  # attempts decided by settle (a call run again)
+        self._mutex = threading.Lock()  # a parallel batch journals from several threads
 
     @property
     def started(self) -> Dict[str, int]:
@@ -194,6 +196,153 @@ class Journal:
         return self._next.get(call_id, 1)
 
     def start(self, call_id: str) -> None:
-        self.started[call_id] = self.attempt(call_id)
-        self.record["updated_at"] = time.time()
+        with self._mutex:
+            self.started[call_id] = self.attempt(call_id)
+            self.record["updated_at"] = time.time()
+            self._save(self.record)
+
+
+class Keeper:
+    """One query's part in durable runs, on a store that records runs (SPEC 17, 21a).
+
+    Made when the query is called (``plan``: a bad run id or another prompt fail there).
+    Under the session lock, ``under_lock`` reads the run again, closes any other run the
+    session left running (``supersede``), and says whether the run had ended meanwhile.
+    Then the query begins as a new run (``start``, before the prompt enters the history),
+    continues one (``resume``), or runs approvals (``approve``); ``journal`` is handed to
+    the loop; ``end`` records the result.
+    """
+
+    def __init__(self, history: Any, run_id: Optional[str], prompt: Any) -> None:
+        self.history = history
+        self.run_id = run_id
+        self.prompt = prompt
+        self.plan = plan(history.home, run_id, prompt) if run_id is not None else None
+        self.record: Optional[Record] = self.plan.record if self.plan is not None else None
+        self.journal: Optional[Journal] = None
+        self.turns = 0
+        self.usage = Usage()
+
+    # -- under the session lock -------------------------------------------------------------
+    def under_lock(self, own: Optional[str]) -> Optional[Record]:
+        """Read run ``own`` again (None: this query has no record yet) and supersede every
+        other running run. Returns ``own``'s record if it has ended (to replay)."""
+        home = self.history.home
+        if own is not None:
+            self.record = home.load_run(own)
+            if self.record is not None and self.record.get("state") == "ended":
+                return self.record
+        for other in running_runs(home):
+            if other.get("run_id") != own:
+                self.supersede(other)
+        return None
+
+    def supersede(self, record: Record) -> None:
+        """Close a run another query takes the conversation from: its open calls answered
+        without running anything (never started: not run; started: unknown), and its
+        record ended ``interrupted``."""
+        from .calls import not_run
+
+        history = self.history
+        raw = self._raw()
+        started = record.get("started_calls") or {}
+        tail = raw[-1] if raw else None
+        uses = [u for u in tool_uses_of(tail.get("content")) if isinstance(u.get("id"), str)
+                ] if tail is not None and tail.get("role") == "assistant" else []
+        waiting = tail is not None and tail.get("pending_approval") and not started
+        if uses and not waiting:  # a paused reply no call of which ran: section 12 rules
+            history.append({"role": "user", "content": [
+                not_run(u["id"], "uncertain") if u["id"] in started
+                else not_run(u["id"], "ended", why=SUPERSEDED_WHY) for u in uses]})
+        history.save("save_run", superseded(record, history.messages, None))
+
+    def _raw(self) -> List[Dict[str, Any]]:
+        """The stored history as it is, not repaired (memory follows it)."""
+        loaded = self.history.load()
+        if loaded is not None:
+            self.history.keep_all(loaded)
+        return list(self.history.messages)
+
+    # -- beginning ----------------------------------------------------------------------------
+    def start(self, index: int) -> None:
+        """A new run: its record, before the prompt enters the history at ``index``."""
+        assert self.run_id is not None
+        self.record = new_record(self.run_id, self.prompt, index)
         self._save(self.record)
+        self.journal = Journal(self.record, self._save)
+
+    def approve(self, tail: Dict[str, Any], approvals: Dict[str, Any],
+                calls: List[Any]) -> Dict[str, Any]:
+        """Approvals resumed: the run record that journals them (this run's, or one of
+        their own), and the decisions for the batch, calls a crash left started settled
+        by the journal."""
+        rid = self.run_id or approval_run_id(tail)
+        record = self.record or new_record(rid, self.prompt, len(self.history.messages))
+        record["approved"] = sorted(set(record.get("approved") or []) |
+                                    {k for k, v in approvals.items() if v is True})
+        self.record = record
+        self._save(record)
+        self.journal = Journal(record, self._save)
+        return dict(approvals, **self._settled(calls, set(approvals)))
+
+    def resume(self, settings: Any, owner: Any) -> Optional[Dict[str, Any]]:
+        """Continue this running run from the store: the prompt appended if it never got
+        there, then the last stored reply settled (None: the next step is a request)."""
+        from .approval import pending_calls
+        from .calls import resolve_calls
+        from .cancellation import AbortSignal
+        from .endings import Ending
+
+        record = self.record
+        assert record is not None
+        self.journal = Journal(record, self._save)
+        raw = self._raw()
+        index = record.get("index")
+        index = index if isinstance(index, int) and index >= 0 else len(raw)
+        if len(raw) <= index:  # stopped before its prompt was stored
+            self.history.append({"role": "user", "content": self.prompt})
+            return None
+        self.turns, self.usage = totals(raw, index)
+        tail = raw[-1]
+        uses = tool_uses_of(tail.get("content")) if tail.get("role") == "assistant" else []
+        if tail.get("role") != "assistant":
+            return None
+        if not uses:
+            return {"reply": tail, "final": True}
+        if tail.get("pending_approval") and not record.get("approved"):
+            return {"ending": Ending("awaiting_approval",
+                                     pending=pending_calls(raw, settings, owner))}
+        calls = resolve_calls(uses, settings.tools, AbortSignal(), owner)
+        approved = record.get("approved")
+        decisions: Dict[str, Any] = {}
+        if tail.get("pending_approval") and isinstance(approved, list):
+            decisions = {c.id: False for c in calls if c.id not in approved}
+        decisions.update(self._settled(calls, set(decisions)))
+        return {"reply": tail, "decisions": decisions, "prompt": None}
+
+    def _settled(self, calls: List[Any], decided: Any) -> Dict[str, Any]:
+        """Decisions for calls the journal knows started: run again, or the unknown text."""
+        from .calls import NOT_RUN, settle
+
+        assert self.journal is not None
+        out: Dict[str, Any] = {}
+        for call in calls:
+            if call.id in decided:
+                continue
+            kind, attempt = settle(call, self.journal.started)
+            if kind == "again":
+                self.journal.again(call.id, attempt)
+            elif kind == "uncertain":
+                out[call.id] = NOT_RUN["uncertain"]
+        return out
+
+    # -- the end ---------------------------------------------------------------------------
+    def end(self, result: ResultMessage) -> None:
+        """The query ended with ``result``: its run (if any) is recorded as ended."""
+        if self.record is None:
+            return
+        result.run_id = self.run_id
+        self._save(ended_record(self.record, result))
+
+    def _save(self, record: Record) -> None:
+        self.history.save("save_run", record)
