@@ -156,7 +156,7 @@ class Agent:
 
     # -- queries ---------------------------------------------------------------------------
     def _prepare(self, prompt: Any, approvals: Any, overrides: Mapping[str, Any],
-                 partial_messages: bool) -> QuerySettings:
+                 *, partial_messages: bool) -> QuerySettings:
         """Check a query's prompt and overrides (ValueError naming them) before it starts."""
         if type(prompt) is not str:
             if prompt is None and approvals is None:
@@ -189,7 +189,8 @@ class Agent:
         signal = as_signal(signal)
         settings = self._prepare(prompt, approvals, {
             "request_timeout_ms": request_timeout_ms, "max_turns": max_turns,
-            "max_tokens": max_tokens, "max_budget_tokens": max_budget_tokens}, True)
+            "max_tokens": max_tokens, "max_budget_tokens": max_budget_tokens},
+            partial_messages=True)
         return Query(self._conversation, settings, prompt, approvals, signal, lockstep=True,
                      owner=self)
 
@@ -201,7 +202,8 @@ class Agent:
         signal = as_signal(signal)
         settings = self._prepare(prompt, approvals, {
             "request_timeout_ms": request_timeout_ms, "max_turns": max_turns,
-            "max_tokens": max_tokens, "max_budget_tokens": max_budget_tokens}, False)
+            "max_tokens": max_tokens, "max_budget_tokens": max_budget_tokens},
+            partial_messages=False)
         return Query(self._conversation, settings, prompt, approvals, signal, lockstep=False,
                      owner=self).result()
 

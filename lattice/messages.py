@@ -148,7 +148,7 @@ def normalize_reply(raw: Any) -> Message:
 _REPLY_KEYS = ("model", "provider_response_id", "stop_reason", "usage", "openai_items")
 
 
-def tool_result(tool_use_id: str, content: Any, is_error: bool = False) -> Dict[str, Any]:
+def tool_result(tool_use_id: str, content: Any, *, is_error: bool = False) -> Dict[str, Any]:
     """A ``tool_result`` block."""
     block: Dict[str, Any] = {"type": "tool_result", "tool_use_id": tool_use_id,
                              "content": content}
