@@ -18,6 +18,7 @@ import time
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
 
 from . import errors
+from .endings import KINDS
 from .messages import ResultMessage, tool_uses_of
 from .stores.base import describe_store
 from .stores.runs import records_runs
@@ -105,8 +106,10 @@ def replay(record: Record, output: Any, pending: Callable[[List[str]], List[Any]
             structured = parse(structured)
         except Exception:  # noqa: BLE001 - the schema changed since: give the JSON back
             pass
+    subtype = data.get("subtype")
     result = ResultMessage(
-        str(data.get("subtype", "success")), is_error=bool(data.get("is_error")),
+        subtype if subtype in KINDS else "success",
+        is_error=bool(data.get("is_error")),
         result=data.get("result"), structured_result=structured,
         usage=Usage.from_dict(data.get("usage")), stop_reason=data.get("stop_reason"),
         num_turns=int(data.get("num_turns") or 0), duration_ms=int(data.get("duration_ms") or 0),
