@@ -230,14 +230,18 @@ class Keeper:
     def under_lock(self, own: Optional[str]) -> Optional[Record]:
         """Read run ``own`` again (None: this query has no record yet) and supersede every
         other running run. Returns ``own``'s record if it has ended (to replay)."""
-        home = self.history.home
+        history = self.history
+        home = history.home
         if own is not None:
             self.record = home.load_run(own)
             if self.record is not None and self.record.get("state") == "ended":
                 return self.record
+        elif history.no_running_runs_at == history.loads:
+            return None  # none was left running, and nobody else wrote since we looked
         for other in running_runs(home):
             if other.get("run_id") != own:
                 self.supersede(other)
+        history.no_running_runs_at = None if own is not None else history.loads
         return None
 
     def supersede(self, record: Record) -> None:
@@ -346,6 +350,7 @@ class Keeper:
             return
         result.run_id = self.run_id
         self._save(ended_record(self.record, result))
+        self.history.no_running_runs_at = self.history.loads  # the others were closed first
 
     def _save(self, record: Record) -> None:
         self.history.save("save_run", record)

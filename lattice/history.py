@@ -69,6 +69,10 @@ class History:
         # The store's version after this Agent's last read/write (None: the store was empty).
         self.version: Any = _UNREAD
         self.read_once = False  # a load succeeded: the store's content is known
+        self.loads = 0  # successful loads: a new one may bring runs another process left
+        # ``loads`` when the store was last known to hold no running durable run
+        # (durable.Keeper: then a query need not look again until the next load).
+        self.no_running_runs_at: Optional[int] = None
         self.saved = 0  # while left behind: how many messages of memory the store holds
         self._warned = False  # this query logged its store failure
         self.hold: Optional[SessionHold] = None  # this query's session lock, while held
@@ -172,6 +176,7 @@ class History:
                 self.version = before if method == "load" else self._read_version()
             if method == "load":
                 self.read_once = True
+                self.loads += 1
             return out
         except LockLostError:
             self._lose()
