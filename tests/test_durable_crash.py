@@ -29,7 +29,8 @@ import uuid
 import pytest
 from store_kinds import ROOT, TESTS, make_store
 
-pytestmark = pytest.mark.skipif(os.name == "nt", reason="POSIX processes and signals")
+pytestmark = [pytest.mark.skipif(os.name == "nt", reason="POSIX processes and signals"),
+              pytest.mark.slow]
 
 TURNS = 3
 REQUESTS = TURNS + 1  # an uninterrupted run's model requests
@@ -315,7 +316,6 @@ def random_crashes(kind, where, log_path, seed):
     return session, attempts.crashes, run_ids
 
 
-@pytest.mark.slow
 def test_kill_9_at_random_points_at_least_100_times_per_store(tmp_path, request):
     """The three stores' loops run at once, each driving its own processes."""
     import threading

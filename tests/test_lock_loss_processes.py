@@ -20,7 +20,8 @@ from store_kinds import child, make_store
 
 from lattice.testing import history_problems
 
-pytestmark = pytest.mark.skipif(os.name == "nt", reason="POSIX processes and signals")
+pytestmark = [pytest.mark.skipif(os.name == "nt", reason="POSIX processes and signals"),
+              pytest.mark.slow]
 
 HOLDER = """
     import sys, time
