@@ -134,7 +134,7 @@ class Conversation:
 
     def _run_left_running(self) -> bool:
         try:
-            return bool(running_runs(self.history.home))
+            return bool(running_runs(self.history))
         except Exception:  # noqa: BLE001 - cannot tell: then do not write (reads never write)
             return True
 
@@ -167,7 +167,7 @@ class Conversation:
         if pending and records_runs(self.history.home):
             # An approved call journaled as started is no longer pending (SPEC 17): after a
             # crash, the next query settles it by the journal instead.
-            started = {i for r in running_runs(self.history.home)
+            started = {i for r in running_runs(self.history)
                        for i in (r.get("started_calls") or {})}
             pending = [c for c in pending if c.id not in started]
         return pending

@@ -55,18 +55,20 @@ class Plan(NamedTuple):
     record: Optional[Record]
 
 
-def plan(store: Any, run_id: str, prompt: Any) -> Plan:
-    """What a call with ``run_id`` does, from the store's record of it.
+def plan(history: Any, run_id: str, prompt: Any) -> Plan:
+    """What a call with ``run_id`` does, from the store's record of it (read under the
+    store-failure policy of ``history``, a ``History``).
 
     Raises:
         ValueError: the store does not record runs, or the run was started with another
             prompt.
     """
+    store = history.home
     if not records_runs(store):
         raise ValueError(f"run_id needs a history store that records runs (the built-in "
                          f"stores, or define_history_store(load_run=, save_run=, "
                          f"list_runs=)); got {describe_store(store)}")
-    record = store.load_run(run_id)
+    record = history.peek("load_run", run_id)
     if record is None:
         return Plan("new", None)
     if prompt is not None and as_stored(prompt) != record.get("prompt"):
@@ -147,11 +149,12 @@ def totals(messages: List[Dict[str, Any]], index: int) -> Tuple[int, Usage]:
     return turns, usage
 
 
-def running_runs(store: Any) -> List[Record]:
-    """The session's runs left ``running`` (none for a store that does not record runs)."""
-    if not records_runs(store):
+def running_runs(history: Any) -> List[Record]:
+    """The session's runs left ``running`` (none for a store that does not record runs),
+    read under the store-failure policy of ``history`` (a ``History``)."""
+    if not records_runs(history.home):
         return []
-    return list(store.list_runs(state="running"))
+    return list(history.peek("list_runs", "running") or [])
 
 
 def superseded(record: Record, messages: List[Dict[str, Any]],
@@ -220,7 +223,7 @@ class Keeper:
         self.history = history
         self.run_id = run_id
         self.prompt = prompt
-        self.plan = plan(history.home, run_id, prompt) if run_id is not None else None
+        self.plan = plan(history, run_id, prompt) if run_id is not None else None
         self.record: Optional[Record] = self.plan.record if self.plan is not None else None
         self.journal: Optional[Journal] = None
         self.turns = 0
@@ -231,14 +234,13 @@ class Keeper:
         """Read run ``own`` again (None: this query has no record yet) and supersede every
         other running run. Returns ``own``'s record if it has ended (to replay)."""
         history = self.history
-        home = history.home
         if own is not None:
-            self.record = home.load_run(own)
+            self.record = history.peek("load_run", own)
             if self.record is not None and self.record.get("state") == "ended":
                 return self.record
         elif history.no_running_runs_at == history.loads:
             return None  # none was left running, and nobody else wrote since we looked
-        for other in running_runs(home):
+        for other in running_runs(history):
             if other.get("run_id") != own:
                 self.supersede(other)
         history.no_running_runs_at = None if own is not None else history.loads

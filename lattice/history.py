@@ -185,6 +185,19 @@ class History:
             self._failed(method, exc)
             return None
 
+    def peek(self, method: str, *args: Any) -> Any:
+        """A read of the store other than ``load`` (run records) under the failure policy;
+        it leaves the version alone (None without a store or on a swallowed failure)."""
+        store = self.store
+        if store is None:
+            return None
+        with self.io:
+            try:
+                return getattr(store, method)(*args)
+            except Exception as exc:
+                self._failed(method, exc)
+                return None
+
     def hold_session(self, wait_s: float) -> SessionHold:
         """The store's session lock (SPEC 14) under the failure policy: a lock that cannot
         be taken for another reason than a busy session raises (``fail_on_error``) or is
