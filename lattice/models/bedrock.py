@@ -82,7 +82,9 @@ class AnthropicBedrockClient(HTTPModelClient):
         base_url: default ``ANTHROPIC_BEDROCK_BASE_URL``, else
             ``https://bedrock-runtime.{region}.amazonaws.com`` (a VPC endpoint or the mock).
         stream, max_retries, default_headers, session, timeout_ms, retry_policy,
-            max_response_bytes: as ``AnthropicClient``. Every retry is signed again.
+            max_response_bytes: as ``AnthropicClient``. Every retry is signed again. An
+            ``anthropic-beta`` default header goes in the body as ``anthropic_beta``
+            (where Bedrock reads betas).
 
     The model is a Bedrock model id (``anthropic.claude-sonnet-4-5-20250929-v1:0``), an
     inference profile id (``us.anthropic...``) or an inference profile ARN.
@@ -132,7 +134,13 @@ class AnthropicBedrockClient(HTTPModelClient):
             raise ValueError("region: pass region= or set AWS_REGION (or AWS_DEFAULT_REGION,"
                              " or region in the AWS config file)")
         self.region = found
-        self._default_headers = clean_headers(default_headers)
+        headers = clean_headers(default_headers)
+        # Bedrock reads betas from the body (anthropic_beta), not from a header.
+        self._betas = [beta.strip() for name, value in headers.items()
+                       if name.lower() == "anthropic-beta" for beta in value.split(",")
+                       if beta.strip()]
+        self._default_headers = {k: v for k, v in headers.items()
+                                 if k.lower() != "anthropic-beta"}
         require_requests("AnthropicBedrockClient")
         self.base_url = resolve_base_url(base_url, "ANTHROPIC_BEDROCK_BASE_URL",
                                          f"https://bedrock-runtime.{found}.amazonaws.com")
@@ -174,6 +182,8 @@ class AnthropicBedrockClient(HTTPModelClient):
         body.pop("model", None)
         streaming = body.pop("stream", None) is True
         body.setdefault("anthropic_version", BEDROCK_VERSION)
+        if self._betas:
+            body.setdefault("anthropic_beta", self._betas)
         return dump_body(body), streaming
 
     def _headers(self) -> Tuple[Dict[str, str], List[str]]:
