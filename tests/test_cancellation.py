@@ -52,7 +52,7 @@ def test_abort_signal_basics():
         AbortSignal.timeout(-1)
 
 
-def test_abort_during_hung_model_call_returns_promptly(no_thread_leak=None):
+def test_abort_during_hung_model_call_returns_promptly():
     started = threading.Event()
     controller = AbortController()
     agent = Agent(model="m", model_client=hung_client(started))
@@ -131,7 +131,7 @@ def test_request_timeout_ends_with_error_timeout_and_late_reply_never_enters():
     assert result.subtype == "error_timeout" and result.is_error
     assert isinstance(result.error, RequestTimeoutError) and isinstance(result.error, TimeoutError)
     release.set()
-    join_lattice_threads(ignore=earlier)  # the late reply has come back, and been dropped
+    join_lattice_threads(earlier)  # the late reply has come back, and been dropped
     assert [m["role"] for m in agent.get_history()] == ["user"]
 
 

@@ -162,7 +162,7 @@ def test_interrupt_during_request_discards_the_reply(gates):
     assert elapsed < QUICK
     assert isinstance(requests[0].signal, AbortSignal) and requests[0].signal.aborted
     release.set()
-    join_lattice_threads(LONG, ignore=before)  # the worker has taken the late reply (and dropped it)
+    join_lattice_threads(before, LONG)  # the worker has taken the late reply (and dropped it)
     # the late reply never enters the history
     assert agent.get_history() == [{"role": "user", "content": "draft notes"}]
 

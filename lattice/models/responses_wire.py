@@ -33,6 +33,7 @@ from ..errors import (
     is_prompt_too_long,
 )
 from ..messages import MAX_DEPTH, too_deep
+from ..usage import token_count
 from .base import ModelRequest
 from .chat_wire import Translations, call_block
 from .status import error_message
@@ -244,23 +245,19 @@ def _error_text(text: str) -> str:
 # -- replies -------------------------------------------------------------------------------
 
 
-def _count(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
 def usage_from_responses(usage: Any) -> Dict[str, int]:
     """Responses usage as lattice usage: cached input as cache reads (cache writes, when
     reported, as cache creation), reasoning tokens shown apart (they are output tokens)."""
     usage = usage if isinstance(usage, dict) else {}
     details = usage.get("input_tokens_details")
     details = details if isinstance(details, dict) else {}
-    cached, written = _count(details.get("cached_tokens")), _count(
+    cached, written = token_count(details.get("cached_tokens")), token_count(
         details.get("cache_write_tokens"))
     out_details = usage.get("output_tokens_details")
-    reasoning = _count(out_details.get("reasoning_tokens")) if isinstance(
+    reasoning = token_count(out_details.get("reasoning_tokens")) if isinstance(
         out_details, dict) else 0
-    return {"input_tokens": max(0, _count(usage.get("input_tokens")) - cached - written),
-            "output_tokens": _count(usage.get("output_tokens")),
+    return {"input_tokens": max(0, token_count(usage.get("input_tokens")) - cached - written),
+            "output_tokens": token_count(usage.get("output_tokens")),
             "cache_creation_input_tokens": written, "cache_read_input_tokens": cached,
             "reasoning_tokens": reasoning}
 
