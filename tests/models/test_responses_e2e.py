@@ -15,6 +15,7 @@ from lattice.errors import (
     InternalServerError,
     PromptTooLongError,
     RateLimitError,
+    RequestTimeoutError,
 )
 from lattice.models.anthropic import AnthropicClient
 from lattice.models.base import ModelRequest
@@ -242,3 +243,20 @@ def test_a_reply_cut_while_reasoning_does_not_break_the_next_request() -> None:
         assert agent.prompt("Just answer.").result == "Short answer."
         kinds = [i.get("type", "message") for i in server.requests[1]["input"]]
         assert kinds == ["message", "message"]  # the dangling reasoning item is left out
+
+
+def test_parallel_calls_and_a_deadline() -> None:
+    two = {"content": [
+        {"type": "tool_use", "id": "call_a", "name": "add", "input": {"a": 1, "b": 1}},
+        {"type": "tool_use", "id": "call_b", "name": "add", "input": {"a": 2, "b": 2}}]}
+    with MockMessagesServer([two, "2 and 4.", MockMessagesServer.hang()]) as server:
+        client = OpenAIResponsesClient(api_key=KEY, base_url=server.base_url, max_retries=0)
+        agent = Agent(model="gpt-5", model_client=client, tools=[add])
+        assert agent.prompt("1+1 and 2+2?").result == "2 and 4."
+        sent = server.requests[1]["input"]
+        assert [(i["type"], i["call_id"]) for i in sent if "call_id" in i] == [
+            ("function_call", "call_a"), ("function_call", "call_b"),
+            ("function_call_output", "call_a"), ("function_call_output", "call_b")]
+        with pytest.raises(RequestTimeoutError):
+            client.create(ModelRequest(model="gpt-5", timeout_ms=300, messages=[
+                {"role": "user", "content": "hang"}]))
