@@ -188,7 +188,7 @@ def test_base_url_with_or_without_v1() -> None:
 @pytest.mark.parametrize("stream", [False, True])
 def test_openai_sdk_accepts_the_mock(stream: bool) -> None:
     openai = pytest.importorskip("openai")
-    script = [_tool_turn("call_9", "Thinking it over."), "Three."]
+    script = [_tool_turn("call_9", "Thinking it over.")]
     with MockMessagesServer(script) as server:
         sdk = openai.OpenAI(api_key=KEY, base_url=server.base_url + "/v1", max_retries=0)
         tools = [{"type": "function", "name": "add", "description": "Add.", "strict": False,
@@ -202,6 +202,10 @@ def test_openai_sdk_accepts_the_mock(stream: bool) -> None:
                 response = events.get_final_response()
             assert seen[0] == "response.created" and seen[-1] == "response.completed"
             assert "response.reasoning_summary_text.delta" in seen
+            server.add(_tool_turn("call_9", "Thinking it over."))
+            created = list(sdk.responses.create(input=items, stream=True, **kwargs))
+            assert created[-1].type == "response.completed"
+            assert created[-1].response.output[2].call_id == "call_9"
         else:
             response = sdk.responses.create(input=items, **kwargs)
         kinds = [item.type for item in response.output]
@@ -213,6 +217,7 @@ def test_openai_sdk_accepts_the_mock(stream: bool) -> None:
         assert response.usage.output_tokens_details.reasoning_tokens > 0
         items += [item.model_dump(exclude_none=True) for item in response.output]
         items.append({"type": "function_call_output", "call_id": "call_9", "output": "3"})
+        server.add("Three.")
         again = sdk.responses.create(input=items, **kwargs)  # the mock checks the pairing
         assert again.output_text == "Three." and again.status == "completed"
 
