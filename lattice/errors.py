@@ -4,6 +4,7 @@
 
     LatticeError
     ├── ConcurrentQueryError          a second query on a busy Agent (also from replace_history)
+    │   └── LockLostError             another holder took the session over mid-query (fencing)
     ├── MissingOutputError            the model ended without submit_output
     ├── MaxTurnsExceededError         the query reached max_turns (on ResultMessage.error)
     ├── BudgetExceededError           the query reached max_budget_tokens (on ResultMessage.error)
@@ -37,6 +38,7 @@ from typing import Any, List, Optional, Union
 __all__ = [
     "LatticeError",
     "ConcurrentQueryError",
+    "LockLostError",
     "MissingOutputError",
     "MaxTurnsExceededError",
     "BudgetExceededError",
@@ -69,6 +71,13 @@ class ConcurrentQueryError(LatticeError):
     """A query was started (or history replaced) while another query of the Agent runs."""
 
 
+class LockLostError(ConcurrentQueryError):
+    """The session lock this query held was taken over by another holder (its lease ran out
+    while this process was paused, or its database connection died and someone else locked
+    the session meanwhile): the store refused the write, and the query writes nothing more.
+    """
+
+
 class MissingOutputError(LatticeError):
     """The model ended its turn without calling submit_output."""
 
@@ -82,7 +91,23 @@ class BudgetExceededError(LatticeError):
 
 
 class RequestTimeoutError(LatticeError, TimeoutError):
-    """A model request outlived ``request_timeout_ms`` (or the client's own timeout)."""
+    """A model request outlived ``request_timeout_ms`` (or the client's own timeout).
+
+    ``kind`` says which limit: ``"request"`` (the deadline of the whole request:
+    ``request_timeout_ms`` or the client's ``timeout_ms``), ``"connect"`` (no connection
+    within the connect timeout) or ``"read"`` (the server went silent for the read
+    timeout).
+    """
+
+    KINDS = ("connect", "read", "request")
+
+    def __init__(self, message: str = "model request timed out", *,
+                 kind: str = "request") -> None:
+        if kind not in self.KINDS:
+            raise ValueError(f"RequestTimeoutError kind must be one of {self.KINDS}, "
+                             f"got {kind!r}")
+        super().__init__(message)
+        self.kind = kind
 
 
 class AbortError(LatticeError):
