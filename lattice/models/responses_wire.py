@@ -305,7 +305,7 @@ def _content(output: List[Any]) -> Tuple[List[Dict[str, Any]], List[Dict[str, An
             continue
         elif kind == "reasoning":
             thinking += _reasoning_text(item)
-        kept.append(item)
+        kept.append({k: v for k, v in item.items() if v is not None})  # nulls: not sent back
         needed = True
     if thinking:
         blocks.insert(0, {"type": "thinking", "thinking": "\n\n".join(thinking)})
@@ -314,8 +314,8 @@ def _content(output: List[Any]) -> Tuple[List[Dict[str, Any]], List[Dict[str, An
 
 def _stub(item: Dict[str, Any]) -> Dict[str, Any]:
     drop = _CARRIED.get(item.get("type"), ())  # type: ignore[arg-type]
-    return {k: v for k, v in item.items() if k not in drop and k not in (
-        "content", "role", "status") or k == "type"}
+    return {k: v for k, v in item.items() if v is not None and (k not in drop and k not in (
+        "content", "role", "status") or k == "type")}
 
 
 def _message_text(item: Dict[str, Any]) -> Tuple[str, str]:
