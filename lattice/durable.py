@@ -352,6 +352,7 @@ class Keeper:
             return
         result.run_id = self.run_id
         self._save(ended_record(self.record, result))
+        self.history.own_version()
         self.history.no_running_runs_at = self.history.loads  # the others were closed first
 
     def _save(self, record: Record) -> None:
