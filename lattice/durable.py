@@ -157,17 +157,12 @@ def running_runs(history: Any) -> List[Record]:
     return list(history.peek("list_runs", "running") or [])
 
 
-def superseded(record: Record, messages: List[Dict[str, Any]],
-               answers: Optional[Dict[str, Any]]) -> Record:
+def superseded(record: Record, messages: List[Dict[str, Any]]) -> Record:
     """``record`` ended ``interrupted``, because another query took the conversation over
-    (SPEC 21a); ``answers`` is the message that answered its open calls (None if none)."""
+    (SPEC 21a): what a later call with its id replays."""
     index = record.get("index")
     turns, usage = totals(messages, index if isinstance(index, int) else len(messages))
-    result = ResultMessage("interrupted", result=None, usage=usage, num_turns=turns)
-    ended = ended_record(record, result)
-    if answers is not None:
-        ended["result"]["result"] = None
-    return ended
+    return ended_record(record, ResultMessage("interrupted", usage=usage, num_turns=turns))
 
 
 def approval_run_id(tail: Dict[str, Any]) -> str:
@@ -263,7 +258,7 @@ class Keeper:
             history.append({"role": "user", "content": [
                 not_run(u["id"], "uncertain") if u["id"] in started
                 else not_run(u["id"], "ended", why=SUPERSEDED_WHY) for u in uses]})
-        history.save("save_run", superseded(record, history.messages, None))
+        history.save("save_run", superseded(record, history.messages))
 
     def _raw(self) -> List[Dict[str, Any]]:
         """The stored history as it is, not repaired (memory follows it)."""
