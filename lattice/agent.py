@@ -1,42 +1,50 @@
-"""``Agent``: one conversation. Its options, tools and history; a query's start and end
-(the guard, the store's lock, approvals) are in ``query.py``, the loop in ``loop.py``."""
+"""``Agent``: one conversation. Its options and tools; the conversation a query works on
+(history, store, guard, session lock) is in ``conversation.py``, a query's start and end
+in ``query.py``, the loop in ``loop.py``."""
 
 from __future__ import annotations
 
-import copy
 import os
-import threading
 from dataclasses import replace
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Union
 
 from . import compaction
-from .approval import needs_approval
-from .calls import ToolCall, resolve_calls
-from .cancellation import AbortSignal, SignalLike, as_signal
-from .errors import ConcurrentQueryError
-from .history import History
-from .messages import ResultMessage, pending_tail, tool_uses_of
-from .models.base import ModelRequest, as_model_client
+from .calls import ToolCall
+from .cancellation import SignalLike, as_signal
+from .compaction import AutoCompact
+from .conversation import Conversation
+from .messages import ResultMessage
+from .models.base import ModelClient, ModelRequest, as_model_client
 from .observe import Observer
 from .output import SUBMIT_OUTPUT_TOOL_NAME, resolve_output_schema
 from .query import Query
-from .race import QueryRun
 from .settings import (
+    UNSET,
     QuerySettings,
-    check_bool,
-    check_callable,
-    non_negative_int,
+    Unset,
+    check_extra,
+    check_flags,
+    check_history_store,
+    check_hooks,
+    check_instances,
+    check_model,
+    check_one_of,
+    check_system,
     non_negative_number,
+    optional_non_negative_int,
     optional_positive_int,
     positive_int,
 )
-from .tools import flatten_tools
-from .usage import Usage
+from .stores.base import HistoryStore
+from .tools import ToolResult, flatten_tools
 
-__all__ = ["Agent", "create_agent"]
+__all__ = ["Agent", "create_agent", "Prompt"]
 
-_UNSET: Any = object()
 Prompt = Union[str, List[Dict[str, Any]]]
+"""A prompt: a str, or a list of content blocks."""
+System = Union[str, List[Dict[str, Any]]]
+ClientLike = Union[ModelClient, Callable[[ModelRequest], Any]]
+"""A ``ModelClient``, or a plain callable ``request -> dict`` (SPEC 2, 6)."""
 
 
 class Agent:
@@ -53,50 +61,32 @@ class Agent:
     """
 
     def __init__(self, *, model: Optional[str] = None, api_key: Optional[str] = None,
-                 base_url: Optional[str] = None, model_client: Any = None, system: Any = None,
-                 tools: Optional[Iterable[Any]] = None, max_turns: int = 50,
-                 max_tokens: int = 8192, request_timeout_ms: Optional[int] = None,
-                 auto_compact: Any = False, history_store: Any = None,
-                 output_schema: Any = None, output_format: Any = None,
-                 max_output_retries: Optional[int] = None,
+                 base_url: Optional[str] = None, model_client: Optional[ClientLike] = None,
+                 system: Optional[System] = None, tools: Optional[Iterable[Any]] = None,
+                 max_turns: int = 50, max_tokens: int = 8192,
+                 request_timeout_ms: Optional[int] = None,
+                 auto_compact: Union[bool, AutoCompact, Mapping[str, Any]] = False,
+                 history_store: Optional[HistoryStore] = None, output_schema: Any = None,
+                 output_format: Any = None, max_output_retries: Optional[int] = None,
                  on_model_request: Optional[Callable[[ModelRequest], Any]] = None,
                  include_partial_messages: bool = False, parallel_tool_calls: bool = False,
                  extra: Optional[Dict[str, Any]] = None,
                  before_tool_call: Optional[Callable[[ToolCall], Any]] = None,
-                 after_tool_call: Optional[Callable[..., Any]] = None,
+                 after_tool_call: Optional[Callable[[ToolCall, ToolResult], Any]] = None,
                  requires_approval: Optional[Callable[[ToolCall], bool]] = None,
                  session_lock_wait_s: float = 0.0, prompt_caching: bool = False,
                  max_budget_tokens: Optional[int] = None, tracing: bool = False,
                  trace_content: bool = False,
                  observers: Optional[Iterable[Observer]] = None) -> None:
-        if model is not None and (not isinstance(model, str) or not model):
-            raise ValueError(f"model must be a non-empty str, got {model!r}")
-        if model is None and model_client is None:
-            raise ValueError("model is required (or pass a model_client that ignores it)")
-        if system is not None and not isinstance(system, (str, list)):
-            raise ValueError(f"system must be a str or a list of content blocks, got {system!r}")
-        if extra is not None and not isinstance(extra, dict):
-            raise ValueError(f"extra must be a dict of request body fields, got {extra!r}")
-        if history_store is not None and not all(
-                callable(getattr(history_store, m, None)) for m in ("load", "append", "replace")):
-            raise ValueError("history_store must have load(), append() and replace(), "
-                             f"got {history_store!r}")
-        if output_schema is not None and output_format is not None:
-            raise ValueError("set output_schema or output_format, not both")
-        for name, hook in (("on_model_request", on_model_request),
-                           ("before_tool_call", before_tool_call),
-                           ("after_tool_call", after_tool_call),
-                           ("requires_approval", requires_approval)):
-            check_callable(name, hook)
-        for name, flag in (("include_partial_messages", include_partial_messages),
-                           ("parallel_tool_calls", parallel_tool_calls),
-                           ("prompt_caching", prompt_caching), ("tracing", tracing),
-                           ("trace_content", trace_content)):
-            check_bool(name, flag)
-        watchers = list(observers or ())
-        if not all(isinstance(o, Observer) for o in watchers):
-            raise ValueError("observers must be lattice.observe.Observer objects, "
-                             f"got {observers!r}")
+        check_model(model, model_client)
+        check_one_of(output_schema=output_schema, output_format=output_format)
+        check_hooks(on_model_request=on_model_request, before_tool_call=before_tool_call,
+                    after_tool_call=after_tool_call, requires_approval=requires_approval)
+        check_flags(include_partial_messages=include_partial_messages,
+                    parallel_tool_calls=parallel_tool_calls, prompt_caching=prompt_caching,
+                    tracing=tracing, trace_content=trace_content)
+        watchers = check_instances("observers", observers, Observer,
+                                   "lattice.observe.Observer objects")
         if tracing or os.environ.get("LATTICE_TRACING"):  # else tracing is never imported
             from .tracing import tracing_observer
 
@@ -109,28 +99,26 @@ class Agent:
             model_client = AnthropicClient(api_key=api_key, base_url=base_url)
         output = resolve_output_schema(output_schema if output_format is None else output_format)
         self._settings = QuerySettings(
-            model=model, client=as_model_client(model_client), system=system,
+            model=model, client=as_model_client(model_client), system=check_system(system),
             max_turns=positive_int("max_turns", max_turns),
             max_tokens=positive_int("max_tokens", max_tokens),
             request_timeout_ms=optional_positive_int("request_timeout_ms", request_timeout_ms),
             auto_compact=compaction.resolve_auto_compact(auto_compact), output=output,
             output_native=output_format is not None,
-            max_output_retries=non_negative_int("max_output_retries", max_output_retries),
+            max_output_retries=optional_non_negative_int("max_output_retries",
+                                                         max_output_retries),
             on_model_request=on_model_request,
             include_partial_messages=include_partial_messages,
-            parallel_tool_calls=parallel_tool_calls, extra=dict(extra or {}),
+            parallel_tool_calls=parallel_tool_calls, extra=check_extra(extra),
             before_tool_call=before_tool_call, after_tool_call=after_tool_call,
             requires_approval=requires_approval, prompt_caching=prompt_caching,
             max_budget_tokens=optional_positive_int("max_budget_tokens", max_budget_tokens),
             observers=watchers)
         if output is not None and output_format is None:
             self._settings.tool_definitions.append(output.tool_definition())
-        self._lock_wait_s = non_negative_number("session_lock_wait_s", session_lock_wait_s)
-        self._history = History(history_store)
-        self._loaded = history_store is None
-        self._load_lock = threading.Lock()
-        self._guard = threading.Lock()
-        self._run: Optional[QueryRun] = None
+        self._conversation = Conversation(
+            check_history_store(history_store),
+            non_negative_number("session_lock_wait_s", session_lock_wait_s))
         self.add_tools(*flatten_tools(tools if tools is not None else ()))
 
     # -- tools ---------------------------------------------------------------------------
@@ -152,60 +140,23 @@ class Agent:
                                  [t.definition for t in made])
 
     # -- history ---------------------------------------------------------------------------
-    def _ensure_loaded(self, *, again: bool = False) -> None:
-        if self._loaded and not again:  # set once, never reset: no lock needed to read it
-            return
-        with self._load_lock:
-            if self._loaded and not again:
-                return
-            loaded = self._history.load()  # a fail_on_error store raises: retried next time
-            self._loaded = True
-            from .stores import repair_history
-
-            messages, changed = repair_history(loaded or [])
-            self._history.keep_all(messages)
-            if changed:
-                self._history.save("replace", list(messages))  # the store gets the repair
-
     def get_history(self) -> List[Dict[str, Any]]:
         """A deep copy of the conversation."""
-        self._ensure_loaded()
-        run = self._run
-        if run is None:
-            return self._history.snapshot()
-        with run.cond:
-            return self._history.snapshot()
+        return self._conversation.snapshot()
 
     def replace_history(self, messages: List[Dict[str, Any]]) -> None:
         """Replace the conversation (and the store's copy); only while no query runs."""
         if not isinstance(messages, list):
             raise ValueError(f"replace_history takes a list of messages, got {messages!r}")
-        if not self._guard.acquire(blocking=False):
-            raise ConcurrentQueryError("replace_history() while a query is running")
-        try:
-            with self._load_lock:
-                self._loaded = True
-            self._history.replace(copy.deepcopy(messages))
-            self._history.last_usage = Usage()
-        finally:
-            self._guard.release()
+        self._conversation.replace(messages)
 
     def pending_approvals(self) -> List[ToolCall]:
         """The calls waiting for a decision (empty when none); loads the store first."""
-        self._ensure_loaded()
-        tail = pending_tail(self._history.messages)
-        if tail is None:
-            return []
-        calls = resolve_calls(copy.deepcopy(tool_uses_of(tail["content"])),
-                              self._settings.tools, AbortSignal(), self)
-        ids = tail.get("pending_approval_ids")
-        if isinstance(ids, list):  # decided when the query paused
-            return [c for c in calls if c.id in ids]
-        return [c for c in calls if needs_approval(c, self._settings)]
+        return self._conversation.pending_calls(self._settings, self)
 
     # -- queries ---------------------------------------------------------------------------
     def _prepare(self, prompt: Any, approvals: Any, overrides: Mapping[str, Any],
-                 partial_messages: bool) -> QuerySettings:
+                 *, partial_messages: bool) -> QuerySettings:
         """Check a query's prompt and overrides (ValueError naming them) before it starts."""
         if type(prompt) is not str:
             if prompt is None and approvals is None:
@@ -221,7 +172,7 @@ class Agent:
             changes["include_partial_messages"] = False
         for name, value in overrides.items():
             required = name in ("max_turns", "max_tokens")  # the others take None: no limit
-            if value is _UNSET or (required and value is None):
+            if value is UNSET or (required and value is None):
                 continue  # not given: the Agent's value applies
             changes[name] = (positive_int if required else optional_positive_int)(name, value)
         # Most queries change nothing: they share the Agent's settings (add_tools() replaces
@@ -229,8 +180,8 @@ class Agent:
         return replace(settings, **changes) if changes else settings
 
     def query(self, prompt: Optional[Prompt] = None, *, signal: Optional[SignalLike] = None,
-              request_timeout_ms: Any = _UNSET, max_turns: Optional[int] = None,
-              max_tokens: Optional[int] = None, max_budget_tokens: Any = _UNSET,
+              request_timeout_ms: Union[int, None, Unset] = UNSET, max_turns: Optional[int] = None,
+              max_tokens: Optional[int] = None, max_budget_tokens: Union[int, None, Unset] = UNSET,
               approvals: Optional[Dict[str, Any]] = None) -> Query:
         """Run one query; yields ``AssistantMessage``, ``UserMessage`` (tool results),
         ``SystemMessage``, ``StreamEvent`` and, last, the ``ResultMessage``. The query
@@ -238,30 +189,34 @@ class Agent:
         signal = as_signal(signal)
         settings = self._prepare(prompt, approvals, {
             "request_timeout_ms": request_timeout_ms, "max_turns": max_turns,
-            "max_tokens": max_tokens, "max_budget_tokens": max_budget_tokens}, True)
-        return Query(self, prompt, approvals, settings, signal, lockstep=True)
+            "max_tokens": max_tokens, "max_budget_tokens": max_budget_tokens},
+            partial_messages=True)
+        return Query(self._conversation, settings, prompt, approvals, signal, lockstep=True,
+                     owner=self)
 
     def prompt(self, prompt: Optional[Prompt] = None, *, signal: Optional[SignalLike] = None,
-               request_timeout_ms: Any = _UNSET, max_turns: Optional[int] = None,
-               max_tokens: Optional[int] = None, max_budget_tokens: Any = _UNSET,
+               request_timeout_ms: Union[int, None, Unset] = UNSET, max_turns: Optional[int] = None,
+               max_tokens: Optional[int] = None, max_budget_tokens: Union[int, None, Unset] = UNSET,
                approvals: Optional[Dict[str, Any]] = None) -> ResultMessage:
         """Run one query to its end and return the ``ResultMessage``."""
         signal = as_signal(signal)
         settings = self._prepare(prompt, approvals, {
             "request_timeout_ms": request_timeout_ms, "max_turns": max_turns,
-            "max_tokens": max_tokens, "max_budget_tokens": max_budget_tokens}, False)
-        return Query(self, prompt, approvals, settings, signal, lockstep=False).result()
+            "max_tokens": max_tokens, "max_budget_tokens": max_budget_tokens},
+            partial_messages=False)
+        return Query(self._conversation, settings, prompt, approvals, signal, lockstep=False,
+                     owner=self).result()
 
     def interrupt(self) -> None:
         """End the running query as ``"interrupted"``; nothing when idle."""
-        run = self._run
+        run = self._conversation.run
         if run is not None:
             run.interrupt()
 
     def __repr__(self) -> str:
         s = self._settings
         return (f"<Agent model={s.model!r} tools={list(s.tools)} "
-                f"messages={len(self._history.messages)}>")
+                f"messages={len(self._conversation.history.messages)}>")
 
 
 def create_agent(**options: Any) -> Agent:

@@ -41,6 +41,9 @@ NOT_RUN: Dict[str, str] = {
     "moved_on": "The call was not run: the user moved on without approving it.",
     "ended": "The call was not run: {why}.",
     "cut": "The call was stopped before it finished (its result was discarded): {why}.",
+    # a loaded history's call with no result (stores.repair_history)
+    "unfinished": "The call did not complete: the previous session ended before its result "
+                  "was recorded.",
 }
 
 
@@ -141,7 +144,7 @@ def run_call(call: ToolCall, hooks: Hooks) -> Tuple[Dict[str, Any], bool]:
         return tool_result(call.id, error_text(call.name, exc), is_error=True), False
     if hooks.after is None:  # the common case, kept short: a turn costs ~10 us
         content, is_error, end_turn = result_content(value)
-        return tool_result(call.id, content, is_error), end_turn
+        return tool_result(call.id, content, is_error=is_error), end_turn
     return _after(call, hooks, value if isinstance(value, ToolResult) else ToolResult(value))
 
 
@@ -162,7 +165,7 @@ def _after(call: ToolCall, hooks: Hooks, result: ToolResult) -> Tuple[Dict[str, 
 
 def _block(call: ToolCall, result: ToolResult) -> Tuple[Dict[str, Any], bool]:
     content, is_error, end_turn = result_content(result)
-    return tool_result(call.id, content, is_error), end_turn
+    return tool_result(call.id, content, is_error=is_error), end_turn
 
 
 def _run_coroutine(coroutine: Any, signal: AbortSignal) -> Any:

@@ -1,9 +1,11 @@
 """How a query ends: one value, made where the loop (or a race) decides, turned into the
 ``ResultMessage`` in one place.
 
-Every ending is a row of ``KINDS``: its subtype, whether it is an error, and what the model
-reads for a call it asked for that was never answered because the query ended this way.
-Adding an ending is adding a row (and, where the loop decides it, one ``return``).
+Every ending is a row of ``KINDS``: its subtype, whether it is an error, whether it stops
+work still in flight (the run's signal fires: tools and the model client see it), and what
+the model reads for a call it asked for that was never answered because the query ended
+this way. Adding an ending is adding a row (and, where the loop decides it, one
+``return``).
 
 Two ways out are not results: ``closed`` (the caller closed or dropped the generator; no
 ``ResultMessage`` is produced, the history is still repaired) and an exception escaping the
@@ -12,32 +14,57 @@ loop (raised from ``query``/``prompt``; see ``Ending.raised``).
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, NamedTuple, Optional
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Callable,
+    Dict,
+    List,
+    Literal,
+    NamedTuple,
+    Optional,
+    Union,
+    cast,
+)
 
 from .messages import ResultMessage
 from .usage import Usage
 
-__all__ = ["Ending", "KINDS", "Kind"]
+if TYPE_CHECKING:  # pragma: no cover
+    from .calls import ToolCall
+
+__all__ = ["Ending", "KINDS", "Kind", "ResultSubtype", "EndingName"]
+
+
+ResultSubtype = Literal[
+    "success", "interrupted", "awaiting_approval", "error_max_turns", "error_abort",
+    "error_timeout", "error_missing_output", "error_max_output_retries", "error_max_budget",
+]
+"""``ResultMessage.subtype``: the endings that are results (the rows of ``KINDS`` above
+"Not results"; a test holds the two to each other)."""
+
+EndingName = Union[ResultSubtype, Literal["closed", "raised"]]
 
 
 class Kind(NamedTuple):
     is_error: bool
+    cancels: bool  # ending this way fires the run's signal (work in flight should stop)
     why: str  # completes "The call was not run: ..." for calls left unanswered
 
 
-KINDS: Dict[str, Kind] = {
-    "success": Kind(False, "the query ended"),
-    "interrupted": Kind(False, "the query was interrupted"),
-    "awaiting_approval": Kind(False, "the query is waiting for approval"),
-    "error_max_turns": Kind(True, "the query reached max_turns"),
-    "error_abort": Kind(True, "the query was aborted"),
-    "error_timeout": Kind(True, "the model request timed out"),
-    "error_missing_output": Kind(True, "the query ended without an output"),
-    "error_max_output_retries": Kind(True, "the query ran out of output retries"),
-    "error_max_budget": Kind(True, "the query reached max_budget_tokens"),
+KINDS: Dict[EndingName, Kind] = {
+    "success": Kind(False, False, "the query ended"),
+    "interrupted": Kind(False, True, "the query was interrupted"),
+    "awaiting_approval": Kind(False, False, "the query is waiting for approval"),
+    "error_max_turns": Kind(True, True, "the query reached max_turns"),
+    "error_abort": Kind(True, True, "the query was aborted"),
+    "error_timeout": Kind(True, True, "the model request timed out"),
+    "error_missing_output": Kind(True, True, "the query ended without an output"),
+    "error_max_output_retries": Kind(True, True, "the query ran out of output retries"),
+    "error_max_budget": Kind(True, True, "the query reached max_budget_tokens"),
     # Not results:
-    "closed": Kind(False, "the caller stopped the query"),
-    "raised": Kind(True, "the query failed"),
+    "closed": Kind(False, True, "the caller stopped the query"),
+    "raised": Kind(True, True, "the query failed"),
 }
 
 
@@ -46,9 +73,9 @@ class Ending:
 
     __slots__ = ("subtype", "result", "structured_result", "error", "pending")
 
-    def __init__(self, subtype: str, *, result: Optional[str] = None,
+    def __init__(self, subtype: EndingName, *, result: Optional[str] = None,
                  structured_result: Any = None, error: Optional[BaseException] = None,
-                 pending: Optional[list] = None) -> None:  # type: ignore[type-arg]
+                 pending: Optional[List[ToolCall]] = None) -> None:
         if subtype not in KINDS:
             raise ValueError(f"unknown ending {subtype!r}")
         self.subtype = subtype
@@ -74,7 +101,7 @@ class Ending:
             assert self.error is not None
             raise self.error
         result = ResultMessage(
-            self.subtype, is_error=self.kind.is_error,
+            cast(ResultSubtype, self.subtype), is_error=self.kind.is_error,
             result=self.result if self.result is not None else last_text(),
             structured_result=self.structured_result, usage=usage, stop_reason=stop_reason,
             num_turns=num_turns, duration_ms=duration_ms, error=self.error)

@@ -66,13 +66,15 @@ class Loop:
         self.waiting: List[ToolCall] = []  # the calls of it that wait for approval
 
     def __call__(self) -> None:
+        self.run.worker_enter()
         try:
             ending = self.loop()
         except Stopped:
             return
         except BaseException as exc:  # noqa: B036 - handed to the consumer to raise
-            self.run.end(Ending.raised(exc))
-            return
+            ending = Ending.raised(exc)
+        finally:
+            self.run.worker_exit()
         self.run.end(ending)
 
     def loop(self) -> Ending:

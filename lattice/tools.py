@@ -1,7 +1,8 @@
-"""Tools: ``@tool`` and ``Tool``, what handlers may return, and running one call.
+"""Tools: ``@tool`` and ``Tool``, their input check, and what handlers may return.
 
-A call never raises into the loop: an unknown name, input that fails the schema, or a
-handler exception all become ``is_error`` tool_results the model can read and fix.
+A ``Tool`` checks its input against its schema (``validation_errors``) and turns what its
+handler returned into tool_result content (``result_content``, ``error_text``). Running a
+call, where nothing raises into the loop, is ``calls.py``.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import re
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union, overload
 
 from .cancellation import AbortSignal
+from .settings import check_bool
 
 __all__ = ["Tool", "ToolResult", "ToolContext", "tool", "as_tool", "flatten_tools",
            "to_jsonable"]
@@ -71,8 +73,7 @@ class Tool:
         if not callable(handler):
             raise ValueError(f"tool {name!r}: handler must be callable, got {handler!r}")
         for option, flag in (("strict", strict), ("requires_approval", requires_approval)):
-            if not isinstance(flag, bool):
-                raise ValueError(f"tool {name!r}: {option} must be a bool, got {flag!r}")
+            check_bool(f"tool {name!r}: {option}", flag)
         from . import schema
 
         self.name = name

@@ -36,6 +36,7 @@ from ..errors import (
     is_prompt_too_long,
     status_error_class,
 )
+from .body import DEFAULT_MAX_RESPONSE_BYTES
 from .eventstream import iter_frames
 from .sse import EventCallback, MessageAccumulator, ServerSentEvent, load_data
 from .status import clean_request_id, load_json, redact
@@ -162,15 +163,15 @@ def _chunk_event(payload: bytes, scan: Any) -> Dict[str, Any]:
     return event
 
 
-def parse_event_stream(chunks: Iterable[bytes], on_event: Optional[EventCallback] = None
-                       ) -> Dict[str, Any]:
+def parse_event_stream(chunks: Iterable[bytes], on_event: Optional[EventCallback] = None,
+                       limit: int = DEFAULT_MAX_RESPONSE_BYTES) -> Dict[str, Any]:
     """Read a Bedrock event stream up to ``message_stop``; return the message object
-    (``sse.parse_stream``'s contract, on event-stream frames)."""
+    (``sse.parse_stream``'s contract, on event-stream frames; no frame over ``limit``)."""
     accumulator = MessageAccumulator()
     feed = accumulator.feed
     scan = make_scanner(json.JSONDecoder())  # type: ignore[arg-type]
     chunk_headers: Any = None  # iter_frames shares one dict between frames of equal headers
-    for headers, payload in iter_frames(chunks):
+    for headers, payload in iter_frames(chunks, limit):
         if headers is not chunk_headers:
             kind = headers.get(":message-type")
             if kind in ("exception", "error"):

@@ -24,9 +24,10 @@ from __future__ import annotations
 
 import struct
 import zlib
-from typing import Any, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Tuple
+from typing import Any, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Optional, Tuple
 
 from ..errors import APIConnectionError
+from .body import too_large
 
 __all__ = ["Header", "iter_frames", "decode_headers", "encode_frame", "encode_headers",
            "MAX_HEADERS_BYTES", "MAX_PAYLOAD_BYTES"]
@@ -95,8 +96,10 @@ def decode_headers(data: bytes) -> Headers:
     return headers
 
 
-def iter_frames(chunks: Iterable[bytes]) -> Iterator[Tuple[Headers, bytes]]:
-    """``(headers, payload)`` of each frame in a byte stream cut anywhere."""
+def iter_frames(chunks: Iterable[bytes], limit: Optional[int] = None
+                ) -> Iterator[Tuple[Headers, bytes]]:
+    """``(headers, payload)`` of each frame in a byte stream cut anywhere; a frame longer
+    than ``limit`` bytes (``max_response_bytes``) raises as soon as its prelude says so."""
     parts: List[bytes] = []
     have, need = 0, _PRELUDE.size
     cache: Dict[bytes, Headers] = {}  # streams repeat the same header bytes frame after frame
@@ -119,6 +122,8 @@ def iter_frames(chunks: Iterable[bytes]) -> Iterator[Tuple[Headers, bytes]]:
                     total - _MIN_FRAME - headers_size > MAX_PAYLOAD_BYTES):
                 raise _bad(f"frame lengths out of bounds (total {total}, headers "
                            f"{headers_size})")
+            if limit is not None and total > limit:
+                raise too_large("an event-stream frame", limit)
             if end - pos < total:
                 need = total - (end - pos)  # wait for the rest of this frame, then join once
                 break

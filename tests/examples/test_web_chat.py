@@ -222,6 +222,7 @@ def post_at_once(base: str, user: str, count: int) -> List[Tuple[int, str, bytes
 
 
 @needs_gunicorn
+@pytest.mark.slow
 def test_under_gunicorn_with_two_workers(tmp_path: Path) -> None:
     """Works as ``app:app`` under gunicorn; the approval may land in another worker."""
     with gunicorn(tmp_path) as base:
@@ -234,6 +235,7 @@ def test_under_gunicorn_with_two_workers(tmp_path: Path) -> None:
 
 
 @needs_gunicorn
+@pytest.mark.slow
 def test_concurrent_posts_of_one_user_wait_their_turn(tmp_path: Path) -> None:
     with gunicorn(tmp_path) as base:
         answers = post_at_once(base, "frank", 20)
@@ -249,6 +251,7 @@ def test_concurrent_posts_of_one_user_wait_their_turn(tmp_path: Path) -> None:
 
 
 @needs_gunicorn
+@pytest.mark.slow
 def test_a_request_that_cannot_wait_longer_is_told_readably(tmp_path: Path) -> None:
     with gunicorn(tmp_path, WEB_CHAT_LOCK_WAIT_S="0.5") as base:
         events(base, "/chat", "gina", {"message": "hello"})  # the conversation exists
@@ -264,6 +267,7 @@ def test_a_request_that_cannot_wait_longer_is_told_readably(tmp_path: Path) -> N
 
 
 @needs_gunicorn
+@pytest.mark.slow
 def test_a_stale_approval_is_a_readable_409(tmp_path: Path) -> None:
     with gunicorn(tmp_path) as base:
         first = events(base, "/chat", "hana", {"message": "email ada@example.com"})

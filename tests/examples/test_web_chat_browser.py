@@ -88,6 +88,7 @@ def shown(driver: Any) -> List[str]:
             for el in driver.find_elements(By.CSS_SELECTOR, "#log .msg")]
 
 
+@pytest.mark.slow
 def test_chat_approve_and_reload(app_url: str, browser: Any) -> None:
     wait = WebDriverWait(browser, WAIT_S)
     browser.get(app_url)
