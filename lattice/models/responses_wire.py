@@ -33,6 +33,7 @@ __all__ = ["ITEMS_KEY", "responses_body", "responses_input", "responses_tools",
            "text_of_system"]
 
 ITEMS_KEY = "openai_items"
+_ENCRYPTED = "reasoning.encrypted_content"
 _CACHE_MAX = 8192
 # Parts of a tool_use / text block the stub does not repeat.
 _CARRIED = {"function_call": ("name", "arguments", "status", "type"), "message": ()}
@@ -59,10 +60,14 @@ def responses_body(request: ModelRequest, *, stream: bool, store: bool,
                                    "schema": request.output_format, "strict": True}}
     body["store"] = store
     if not store:  # reasoning comes back encrypted, to be sent back next turn
-        body["include"] = ["reasoning.encrypted_content"]
+        body["include"] = [_ENCRYPTED]
     if stream:
         body["stream"] = True
     body.update(request.extra)
+    include = body.get("include")
+    if body.get("store") is False and isinstance(include, list) and \
+            _ENCRYPTED not in include:  # an extra include adds to ours
+        body["include"] = include + [_ENCRYPTED]
     data = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
     return data, body.get("stream") is True
 
