@@ -7,8 +7,9 @@ session lock and how long to wait for it, and the running query's ``QueryRun`` (
 
 Start and end, in order: ``start`` (the guard; a busy Agent raises
 ``ConcurrentQueryError``), ``hold_session`` (the store's lock, once this Agent's own last
-write has landed), ``ensure_loaded``, the query's own work, then ``end`` (the lock is given
-back once no write of the query is in flight; the guard at once).
+write has landed), ``catch_up`` (load, reload, or bring back a store left behind), the
+query's own work, then ``end`` (the lock is given back once no write of the query is in
+flight; the guard at once).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from .calls import ToolCall
 from .cancellation import AbortSignal
 from .errors import ConcurrentQueryError
 from .history import History
-from .race import QueryRun
+from .race import EVENT_POLL_S, QueryRun
 from .settings import QuerySettings
 from .stores.repair import repair_history
 from .stores.session import SessionHold
@@ -65,13 +66,18 @@ class Conversation:
         self.history.new_query()
         return self.run
 
-    def hold_session(self) -> SessionHold:
+    def hold_session(self, run: QueryRun) -> Optional[SessionHold]:
         """The store's session lock (SPEC 14), held until ``end``. This Agent's own last
         write, still in flight after an early end, is not another query: wait for it to
-        land (it gives the lock back) instead of raising ``ConcurrentQueryError``."""
+        land (it gives the lock back) instead of raising ``ConcurrentQueryError``. The
+        query's signal still bounds the wait: None if ``run`` ended meanwhile."""
         landed = self._landed
         if landed is not None:
-            landed.wait()
+            while not landed.wait(EVENT_POLL_S):
+                if run.user_aborted():  # a polled Event: nobody else would notice
+                    run.abort_from_user()
+                if run.ended is not None:
+                    return None
         return self.history.hold_session(self.lock_wait_s)
 
     def catch_up(self) -> None:

@@ -58,7 +58,7 @@ class Query(Iterator[SDKMessage]):
         self._loop: Optional[Loop] = None
         self._observers: Optional[ObserverGroup] = None
         self._token: Any = None
-        self._started = time.monotonic()
+        self._started = 0.0
         self._tail_done = False
         if approvals is not None:  # bad approvals fail here, before a web app answers
             try:
@@ -106,10 +106,8 @@ class Query(Iterator[SDKMessage]):
             if settings.observers:
                 self._observers = ObserverGroup(settings.observers)
                 self._token = self._observers.query_start(settings.model, self._prompt)
-            if conversation.history.home is not None:
-                self._lock = conversation.hold_session()
-                conversation.catch_up()
-            resume = self._begin()
+            self._started = time.monotonic()
+            resume = self._begin() if self._take_session() else None
             self._loop = Loop(run, settings, conversation.history, agent=self._owner,
                               observers=self._observers, query_token=self._token,
                               resume=resume)
@@ -159,6 +157,19 @@ class Query(Iterator[SDKMessage]):
             finally:
                 self._conversation.end(self._lock)
         return result
+
+    def _take_session(self) -> bool:
+        """The store's session lock, and the history caught up with the store (nothing to
+        do without a store). False if the query ended while this Agent's own last write
+        was still landing: then it writes nothing, and the loop ends at its first check."""
+        conversation = self._conversation
+        if conversation.history.home is None:
+            return True
+        self._lock = conversation.hold_session(self._run)
+        if self._lock is None:
+            return False
+        conversation.catch_up()
+        return True
 
     def _check_approvals(self) -> None:
         assert self._approvals is not None

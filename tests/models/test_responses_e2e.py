@@ -265,3 +265,13 @@ def test_parallel_calls_and_a_deadline() -> None:
         with pytest.raises(RequestTimeoutError):
             client.create(ModelRequest(model="gpt-5", timeout_ms=300, messages=[
                 {"role": "user", "content": "hang"}]))
+
+
+def test_store_true_sends_reasoning_back_by_id() -> None:
+    with MockMessagesServer([_tool_turn("call_1", "Kept by OpenAI."), "3."]) as server:
+        client = OpenAIResponsesClient(api_key=KEY, base_url=server.base_url, store=True)
+        Agent(model="gpt-5", model_client=client, tools=[add]).prompt("1+2?")
+        first, second = server.requests
+        assert first["store"] is True and "include" not in first
+        reasoning = [i for i in second["input"] if i.get("type") == "reasoning"]
+        assert reasoning and "encrypted_content" not in reasoning[0]  # null: left out
