@@ -1,4 +1,5 @@
-"""``mark_cache_breakpoints``: where the marks go, how many, and that nothing shared changes."""
+"""``mark_cache_breakpoints``: where the marks go, how many, and that nothing shared changes;
+and prompt caching through an Agent against the mock server."""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
 """One model request (lattice/model_call.py): the hook's private copy (#22), observers see
-what is sent (SPEC 16a), at most four cache breakpoints whoever placed them (SPEC 16a)."""
+what is sent (SPEC 16a), at most four cache breakpoints whoever placed them (SPEC 16a);
+what a request carries (SDK keys stripped, a snapshot), callable clients and hooks, a
+client returning garbage."""
 
 from __future__ import annotations
 
@@ -233,16 +235,3 @@ def test_client_returning_garbage_raises_clearly():
     assert_well_formed(agent.get_history())
 
 
-def test_client_exception_propagates_and_agent_reusable():
-    calls = []
-
-    def fn(request):
-        calls.append(1)
-        if len(calls) == 1:
-            raise lattice.AuthenticationError("bad key", status_code=401)
-        return "ok"
-
-    agent = Agent(model="m", model_client=fn)
-    with pytest.raises(lattice.AuthenticationError):
-        agent.prompt("x")
-    assert agent.prompt("y").result == "ok"

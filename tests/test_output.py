@@ -1,4 +1,5 @@
-"""SPEC section 7: submit_output, every accepted schema form, the exclusive batch."""
+"""SPEC section 7: submit_output, every accepted schema form, the exclusive batch; an
+end_turn under an output contract; ``output_format`` (SPEC 11)."""
 import dataclasses
 import json
 from dataclasses import dataclass, field

@@ -32,23 +32,6 @@ from lattice import (
 )
 from lattice.testing import ScriptedModelClient, assert_well_formed
 
-
-def test_guard_released_after_success_error_and_exception():
-    calls = []
-
-    def fn(request):
-        calls.append(1)
-        if len(calls) == 2:
-            raise RuntimeError("client broke")
-        return "ok"
-
-    agent = Agent(model="m", model_client=fn, max_turns=1)
-    agent.prompt("a")
-    with pytest.raises(RuntimeError):
-        agent.prompt("b")
-    assert agent.prompt("c").result == "ok"
-
-
 # -- SPEC 3: one query at a time, the guard on every way out ---------------------------------
 
 

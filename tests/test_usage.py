@@ -1,4 +1,5 @@
-"""Usage (lattice/usage.py): sums over a query (SPEC 3)."""
+"""Usage (lattice/usage.py): sums over a query (SPEC 3), and the token budget
+(``max_budget_tokens``, SPEC 15) that ends a query before its next request."""
 import json
 
 import pytest
