@@ -45,6 +45,7 @@ from .messages import (
 from .models.base import ModelClient, ModelRequest
 from .models.retry import RetryPolicy
 from .output import SUBMIT_OUTPUT_TOOL_NAME, OutputSchema
+from .query import Query
 from .stores import (
     HistoryStore,
     JsonlHistoryStore,
@@ -70,6 +71,7 @@ __all__ = [
     # the agent
     "Agent",
     "create_agent",
+    "Query",
     "AssistantMessage",
     "UserMessage",
     "SystemMessage",

@@ -14,6 +14,7 @@ import re
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union, overload
 
 from .cancellation import AbortSignal
+from .settings import check_bool
 
 __all__ = ["Tool", "ToolResult", "ToolContext", "tool", "as_tool", "flatten_tools",
            "to_jsonable"]
@@ -72,8 +73,7 @@ class Tool:
         if not callable(handler):
             raise ValueError(f"tool {name!r}: handler must be callable, got {handler!r}")
         for option, flag in (("strict", strict), ("requires_approval", requires_approval)):
-            if not isinstance(flag, bool):
-                raise ValueError(f"tool {name!r}: {option} must be a bool, got {flag!r}")
+            check_bool(f"tool {name!r}: {option}", flag)
         from . import schema
 
         self.name = name
