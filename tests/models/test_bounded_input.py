@@ -116,3 +116,38 @@ def test_a_reply_within_the_limit_passes() -> None:
         server.add("x" * 5000)
         client = AnthropicClient(KEY, base_url=server.base_url, max_response_bytes=64 * 1024)
         assert client.create(request())["content"][0]["text"] == "x" * 5000
+
+
+# -- a call that gives up closes its connection ----------------------------------------------
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "openai"])
+@pytest.mark.parametrize("how", ["timeout", "abort", "close"])
+def test_a_call_that_gives_up_closes_its_connection(provider: str, how: str) -> None:
+    import threading
+
+    from lattice import AbortController, RequestTimeoutError
+    from lattice.errors import AbortError
+
+    with EndlessServer("keep-alive") as server:  # ": keep-alive" forever: no read timeout
+        client = _client(provider, server, timeout_ms=1000 if how == "timeout" else 10_000)
+        client._get_session()  # made (requests imported) before the clock starts
+        controller = AbortController()
+        call = ModelRequest(model="m", messages=[{"role": "user", "content": "hi"}],
+                            signal=controller.signal)
+        if how == "abort":
+            threading.Timer(1.0, controller.abort).start()
+        elif how == "close":
+            threading.Timer(1.0, client.close).start()
+        began = time.monotonic()
+        with pytest.raises((RequestTimeoutError, AbortError, APIConnectionError)) as info:
+            client.create(call)
+        gave_up = time.monotonic()
+        assert 0.9 < gave_up - began < 4
+        expected = {"timeout": RequestTimeoutError, "abort": AbortError,
+                    "close": APIConnectionError}[how]
+        assert isinstance(info.value, expected), info.value
+        if how == "timeout":
+            assert info.value.kind == "request"  # type: ignore[attr-defined]
+        assert _hung_up_soon(server) and server.hung_up[0] - gave_up < 1.0
+        assert len(server.requests) == 1  # never retried

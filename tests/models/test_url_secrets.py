@@ -99,3 +99,7 @@ def test_url_helpers() -> None:
     assert endpoint("https://h", "/v1/messages") == "https://h/v1/messages"
     assert shown_url("https://u:p@h:8/x?k=v&flag") == "https://u:***@h:8/x?k=***&flag"
     assert shown_url("https://h/x") == "https://h/x"
+    from lattice.models.responses import responses_url
+
+    assert responses_url("http://h/api?t=1") == "http://h/api/v1/responses?t=1"
+    assert responses_url("http://h/v1") == "http://h/v1/responses"
