@@ -12,6 +12,7 @@ from helpers import (
     WAIT_S,
     reply,
     tool_use,
+    trigger_when,
 )
 
 from lattice import (
@@ -155,16 +156,18 @@ def test_workers_that_ignore_cancellation_are_warned_about_past_ten(gates, monke
     monkeypatch.setattr(race, "ABANDONED_AFTER_S", 0.2)  # the test need not wait a second
 
     def stuck_agent():
-        gate = gates.new()
+        gate, entered = gates.new(), threading.Event()
         tool = Tool("stuck", "Ignores its signal.", {"type": "object"},
-                    lambda args: gate.wait(FOREVER) and "too late")
+                    lambda args: entered.set() or (gate.wait(FOREVER) and "too late"))
         client = ScriptedModelClient([reply(tool_use("stuck", id="t1"))])
-        return Agent(model="m", model_client=client, tools=[tool]), gate
+        return Agent(model="m", model_client=client, tools=[tool]), entered
 
     def abandon(count):
         for _ in range(count):
-            agent, _ = stuck_agent()
-            assert agent.prompt("go", signal=AbortSignal.timeout(20)).subtype == "error_abort"
+            agent, entered = stuck_agent()
+            controller = AbortController()  # aborted once the tool runs, however loaded
+            trigger_when(entered, controller.abort)
+            assert agent.prompt("go", signal=controller.signal).subtype == "error_abort"
 
     def warnings():
         return [r.getMessage() for r in caplog.records
