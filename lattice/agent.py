@@ -13,6 +13,7 @@ from .calls import ToolCall
 from .cancellation import SignalLike, as_signal
 from .compaction import AutoCompact
 from .conversation import Conversation
+from .durable import check_run_id
 from .messages import ResultMessage
 from .models.base import ModelClient, ModelRequest, as_model_client
 from .observe import Observer
@@ -175,30 +176,36 @@ class Agent:
     def query(self, prompt: Optional[Prompt] = None, *, signal: Optional[SignalLike] = None,
               request_timeout_ms: Union[int, None, Unset] = UNSET, max_turns: Optional[int] = None,
               max_tokens: Optional[int] = None, max_budget_tokens: Union[int, None, Unset] = UNSET,
-              approvals: Optional[Dict[str, Any]] = None) -> Query:
+              approvals: Optional[Dict[str, Any]] = None,
+              run_id: Optional[str] = None) -> Query:
         """Run one query; yields ``AssistantMessage``, ``UserMessage`` (tool results),
         ``SystemMessage``, ``StreamEvent`` and, last, the ``ResultMessage``. The query
-        starts now: the Agent is busy until the iterator ends or is closed."""
+        starts now: the Agent is busy until the iterator ends or is closed. With a
+        ``run_id`` it runs at most once to its end (SPEC 17: docs/durable-runs.md)."""
         signal = as_signal(signal)
+        run_id = check_run_id(run_id)
         settings = self._prepare(prompt, approvals, {
             "request_timeout_ms": request_timeout_ms, "max_turns": max_turns,
             "max_tokens": max_tokens, "max_budget_tokens": max_budget_tokens},
             partial_messages=True)
         return Query(self._conversation, settings, prompt, approvals, signal, lockstep=True,
-                     owner=self)
+                     owner=self, run_id=run_id)
 
     def prompt(self, prompt: Optional[Prompt] = None, *, signal: Optional[SignalLike] = None,
                request_timeout_ms: Union[int, None, Unset] = UNSET, max_turns: Optional[int] = None,
                max_tokens: Optional[int] = None, max_budget_tokens: Union[int, None, Unset] = UNSET,
-               approvals: Optional[Dict[str, Any]] = None) -> ResultMessage:
-        """Run one query to its end and return the ``ResultMessage``."""
+               approvals: Optional[Dict[str, Any]] = None,
+               run_id: Optional[str] = None) -> ResultMessage:
+        """Run one query to its end and return the ``ResultMessage`` (``run_id``: see
+        ``query``)."""
         signal = as_signal(signal)
+        run_id = check_run_id(run_id)
         settings = self._prepare(prompt, approvals, {
             "request_timeout_ms": request_timeout_ms, "max_turns": max_turns,
             "max_tokens": max_tokens, "max_budget_tokens": max_budget_tokens},
             partial_messages=False)
         return Query(self._conversation, settings, prompt, approvals, signal, lockstep=False,
-                     owner=self).result()
+                     owner=self, run_id=run_id).result()
 
     def interrupt(self) -> None:
         """End the running query as ``"interrupted"``; nothing when idle."""

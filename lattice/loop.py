@@ -24,6 +24,7 @@ from typing import Any, Dict, List, Optional
 from . import approval
 from .calls import Hooks, ToolCall, not_run, resolve_calls, run_batch
 from .compaction import Compactor
+from .durable import Journal
 from .endings import Ending
 from .errors import BudgetExceededError, MaxTurnsExceededError, PromptTooLongError
 from .history import History
@@ -37,7 +38,18 @@ from .usage import Usage
 
 __all__ = ["Loop"]
 
+
+def _journaled(journal: Journal, mark: Any, runs: Any, call_id: str) -> None:
+    """``run_batch``'s ``started``: note the call, and journal it if its handler runs."""
+    mark(call_id)
+    if call_id in runs:
+        journal.start(call_id)
+
 CONTEXT_EXCEEDED = "model_context_window_exceeded"
+
+# What a reply asks for (``Loop.plan``): the final answer, its batch run, calls cut off at
+# max_tokens, a submit_output, or a person's approval.
+ANSWER, RUN, TRUNCATED, SUBMIT, WAIT = "answer", "run", "truncated", "submit", "wait"
 
 
 class Loop:
@@ -45,23 +57,26 @@ class Loop:
 
     def __init__(self, run: QueryRun, settings: QuerySettings, history: History, *,
                  agent: Any = None, observers: Optional[ObserverGroup] = None,
-                 query_token: Any = None, resume: Optional[Dict[str, Any]] = None) -> None:
+                 query_token: Any = None, resume: Optional[Dict[str, Any]] = None,
+                 journal: Optional[Journal] = None) -> None:
         self.run = run
         self.settings = settings
         self.history = history
         self.agent = agent  # only handed to tools, in ToolContext
-        self.resume = resume  # approvals: {"reply": ..., "decisions": ..., "prompt": ...}
+        # approvals, or a durable run resumed: {"reply": ..., "decisions": ..., "prompt": ...}
+        # or {"reply": ..., "final": True} (a stored last reply ends the run) or {"ending": ...}
+        self.resume = resume
+        self.journal = journal  # a durable run's call journal (durable.Journal)
         self.model = ModelCaller(run, settings, history, observers, query_token)
-        self.output = OutputContract(settings.output, settings.output_native,
-                                     settings.max_output_retries)
-        self.compactor = Compactor(settings.auto_compact, history, run, self.summarise)
+        self.output = OutputContract.of(settings)
+        self.compactor = Compactor.of(settings.auto_compact, history, run, self.model)
         self.gate = approval.Gate(settings)
         self.hooks = Hooks(settings.before_tool_call, settings.after_tool_call)
         self.watch = partial(observers.watch_tool, query_token) if observers else None
-        self.usage = Usage()
         self.turns = 0
         self.last_reply: Optional[Dict[str, Any]] = None
-        self.uses: List[Dict[str, Any]] = []  # the last reply's tool_use blocks
+        self.kind = ANSWER  # what the last reply asks for (``plan``)
+        self.uses: List[Dict[str, Any]] = []  # its tool_use blocks
         self.calls: List[ToolCall] = []  # its batch
         self.waiting: List[ToolCall] = []  # the calls of it that wait for approval
 
@@ -86,6 +101,7 @@ class Loop:
     def step(self) -> Optional[Ending]:
         """One turn: limits, compaction, a model request, then its answer or its tools."""
         self.run.check()
+        self.history.check_hold()  # a lock found taken over ends the query here (SPEC 18)
         limit = self.limit()
         if limit is None and self.compactor.between_turns():
             limit = self.limit()  # the summary may have spent the budget
@@ -95,9 +111,7 @@ class Loop:
         if reply is None:
             return None  # overflow recovered: the turn is tried again
         self.run.check()  # what the consumer did while holding the reply comes first
-        if not self.uses:
-            return self.decide(self.output.final(reply))
-        return self.tool_turn(reply, self.uses)
+        return self.act(reply)
 
     def limit(self) -> Optional[Ending]:
         """``max_turns`` and ``max_budget_tokens``, checked before each model request."""
@@ -107,11 +121,21 @@ class Loop:
                 f"reached max_turns={s.max_turns} model requests"))
         if s.max_budget_tokens is None:
             return None
-        spent = self.usage.prompt_tokens + self.usage.output_tokens
+        usage = self.model.usage
+        spent = usage.prompt_tokens + usage.output_tokens
         if spent >= s.max_budget_tokens:
             return Ending("error_max_budget", error=BudgetExceededError(
                 f"used {spent} tokens, max_budget_tokens={s.max_budget_tokens}"))
         return None
+
+    @property
+    def usage(self) -> Usage:
+        """What the query's model calls used so far (the summaries' too)."""
+        return self.model.usage
+
+    @usage.setter
+    def usage(self, usage: Usage) -> None:  # a resumed durable run starts from its own
+        self.model.usage = usage
 
     def last_text(self) -> Optional[str]:
         return text_of(self.last_reply["content"]) if self.last_reply is not None else None
@@ -122,8 +146,7 @@ class Loop:
         self.turns += 1
         try:
             reply = self.model.call(self.model.request())
-            if reply.get("stop_reason") == CONTEXT_EXCEEDED:
-                self.usage += Usage.from_dict(reply.get("usage"))  # discarded, still billed
+            if reply.get("stop_reason") == CONTEXT_EXCEEDED:  # discarded (billed all the same)
                 raise PromptTooLongError(
                     f"the model stopped with stop_reason {CONTEXT_EXCEEDED!r}")
         except PromptTooLongError as exc:
@@ -132,15 +155,7 @@ class Loop:
         self.plan(reply)
         self.write(reply, AssistantMessage)
         self.last_reply = reply
-        usage = Usage.from_dict(reply.get("usage"))
-        self.usage += usage
-        self.history.last_usage = usage
-        return reply
-
-    def summarise(self, messages: List[Dict[str, Any]]) -> Dict[str, Any]:
-        """Compaction's summary call: raced like any request, billed to the query."""
-        reply = self.model.call(self.model.request(messages))
-        self.usage += Usage.from_dict(reply.get("usage"))  # billed even if the store fails
+        self.history.last_usage = self.model.last_usage
         return reply
 
     # -- writing ---------------------------------------------------------------------------
@@ -149,7 +164,7 @@ class Loop:
         copies when read, so a consumer's edits never reach the history)."""
         history = self.history
         save = partial(history.save, "append", message) if history.store is not None else None
-        item = cls(message) if cls is not None and self.run.lockstep else None
+        item = cls(message) if self.run.lockstep and cls is not None else None
         self.run.commit(save, partial(history.keep, message), item, late=self.diverged)
 
     def diverged(self) -> None:
@@ -164,33 +179,51 @@ class Loop:
 
     # -- tools -----------------------------------------------------------------------------
     def plan(self, reply: Dict[str, Any]) -> None:
-        """The reply's batch (``calls``), and those of its calls that wait for approval,
-        which mark the reply before it is written."""
-        self.calls, self.waiting = [], []
+        """What kind of turn the reply makes (``kind``), its batch (``calls``) and those of
+        its calls that wait for approval (``waiting``: they mark the reply before it is
+        written)."""
         uses = self.uses = tool_uses_of(reply["content"])
-        if not uses or reply.get("stop_reason") == "max_tokens" or self.output.submits(uses):
-            return
-        self.calls = resolve_calls(uses, self.settings.tools, self.run.controller.signal,
-                                   self.agent)
-        self.waiting = self.gate.waiting(self.calls)
-        if self.waiting:
-            approval.mark_pending(reply, self.waiting)
+        self.calls = self.waiting = []  # replaced when the reply asks for tools
+        if not uses:
+            self.kind = ANSWER
+        elif reply.get("stop_reason") == "max_tokens":
+            self.kind = TRUNCATED
+        elif self.output.submits(uses):
+            self.kind = SUBMIT
+        else:
+            self.calls = resolve_calls(uses, self.settings.tools, self.run.controller.signal,
+                                       self.agent)
+            self.waiting = self.gate.waiting(self.calls)
+            self.kind = WAIT if self.waiting else RUN
+            if self.waiting:
+                approval.mark_pending(reply, self.waiting)
 
-    def tool_turn(self, reply: Dict[str, Any], uses: List[Dict[str, Any]]) -> Optional[Ending]:
-        if reply.get("stop_reason") == "max_tokens":
-            return self.decide(Verdict([not_run(u["id"], "truncated") for u in uses]))
-        if self.output.submits(uses):
-            return self.decide(self.output.submission(uses))
-        if self.waiting:
-            return Ending("awaiting_approval", pending=self.waiting)
-        return self.batch(self.calls, {})
+    def act(self, reply: Dict[str, Any]) -> Optional[Ending]:
+        """Answer the reply as ``plan`` found it: run its tools, end, or feed back."""
+        kind = self.kind
+        if kind is RUN:
+            return self.batch(self.calls, {})
+        if kind is ANSWER:
+            return self.decide(self.output.final(reply))
+        if kind is TRUNCATED:
+            return self.decide(Verdict([not_run(u["id"], "truncated") for u in self.uses]))
+        if kind is SUBMIT:
+            return self.decide(self.output.submission(self.uses))
+        return Ending("awaiting_approval", pending=self.waiting)
 
     def batch(self, calls: List[ToolCall], answered: Dict[str, Any]) -> Optional[Ending]:
         """Run a batch on the tool-call path and write its results as one user message."""
         run = self.run
         run.start_tools()
+        started = run.mark_started
+        journal = self.journal
+        if journal is not None:  # each call that runs is journaled before its handler
+            for call in calls:
+                call.run_id, call.attempt = journal.run_id, journal.attempt(call.id)
+            started = partial(_journaled, journal, run.mark_started,
+                              {c.id for c in calls if c.problem is None and c.id not in answered})
         done = run_batch(calls, self.hooks, answered, parallel=self.settings.parallel_tool_calls,
-                         record=run.record, started=run.mark_started, stop=run.user_aborted,
+                         record=run.record, started=started, stop=run.user_aborted,
                          wrap=self.watch)
         if done is None:  # aborted mid-batch: the consumer answers every call of it
             run.abort_from_user()
@@ -204,8 +237,12 @@ class Loop:
     def resume_batch(self) -> Optional[Ending]:
         """Run the batch that waited for approval, then the prompt given with it."""
         assert self.resume is not None
-        reply, prompt = self.resume["reply"], self.resume["prompt"]
+        if "ending" in self.resume:  # a resumed run that still waits for approval
+            return self.resume["ending"]  # type: ignore[no-any-return]
+        reply, prompt = self.resume["reply"], self.resume.get("prompt")
         self.last_reply = reply
+        if self.resume.get("final"):  # a resumed run whose final reply was stored: no request
+            return self.decide(self.output.final(reply))
         calls = resolve_calls(tool_uses_of(reply["content"]), self.settings.tools,
                               self.run.controller.signal, self.agent)
         ending = self.batch(calls, approval.refusals(calls, self.resume["decisions"]))

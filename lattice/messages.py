@@ -289,7 +289,7 @@ class ResultMessage:
 
     type = "result"
     __slots__ = ("subtype", "is_error", "result", "structured_result", "usage", "stop_reason",
-                 "num_turns", "duration_ms", "error", "pending_approvals")
+                 "num_turns", "duration_ms", "error", "pending_approvals", "run_id", "replayed")
 
     def __init__(self, subtype: ResultSubtype, *, is_error: bool = False,
                  result: Optional[str] = None,
@@ -306,6 +306,8 @@ class ResultMessage:
         self.duration_ms = duration_ms
         self.error = error
         self.pending_approvals: List[ToolCall] = []  # for "awaiting_approval"
+        self.run_id: Optional[str] = None  # the durable run's id (SPEC 17)
+        self.replayed = False  # True: the recorded result of a run that had ended
 
     def to_dict(self) -> Dict[str, Any]:
         """A JSON-ready dict (the error as its type and message; a structured result
@@ -325,6 +327,7 @@ class ResultMessage:
             "num_turns": self.num_turns, "duration_ms": self.duration_ms,
             "error": None if self.error is None else
             f"{type(self.error).__name__}: {self.error}",
+            "run_id": self.run_id, "replayed": self.replayed,
         }
 
     def __repr__(self) -> str:
