@@ -248,3 +248,59 @@ def test_old_entries_are_not_encoded_again(codec: str, monkeypatch: Any) -> None
         # (last turn's marked copy, now sent as itself), this turn's marked copy; never
         # the older entries (up to 60 by the end)
         assert len(encoded) - before <= 4, (turn, len(encoded) - before)
+
+
+# -- through an Agent: the bodies a real client sends ------------------------------------
+class _Checked:
+    """Makes a client check, on every request, that the body it sends (joined from its
+    cached entries) is the body encoded whole, and count the requests."""
+
+    def __init__(self, client: Any, plain: Callable[[ModelRequest], bytes]) -> None:
+        self.client, self.plain, self.sent = client, plain, 0
+        body = client._body
+
+        def checked(request: ModelRequest) -> Any:
+            data, stream = body(request)
+            assert data == self.plain(request)
+            self.sent += 1
+            return data, stream
+
+        client._body = checked
+
+
+def test_agent_bodies_with_hooks_marks_compaction_and_replace_history() -> None:
+    from helpers import echo_tool, reply, tool_use
+
+    from lattice import Agent, AnthropicClient, AutoCompact
+    from lattice.testing import MockMessagesServer
+
+    steps = [reply(tool_use("echo", {"text": f"step {i}"}, id=f"t{i}")) for i in range(5)]
+    steps += ["done", "again done"] + ["ok"] * 20  # then answers and compaction summaries
+    edits = []
+
+    def hook(request: ModelRequest) -> None:  # edits its private copy in place
+        for message in request.messages:  # (its own dicts: a copy, down to the blocks)
+            if isinstance(message["content"], str):
+                message["content"] += f" (edited {len(edits)})"
+        edits.append(1)
+
+    with MockMessagesServer(steps) as server:
+        client = AnthropicClient(api_key="k", base_url=server.base_url, stream=False)
+        checked = _Checked(client, lambda r: request_body(r, stream=False)[0])
+        agent = Agent(model="m", model_client=client, tools=[echo_tool()], system="terse",
+                      prompt_caching=True)
+        assert agent.prompt("go").subtype == "success"  # marks on copies, turn by turn
+        history = agent.get_history()
+        agent.replace_history(history[:1] + history[-1:])  # new dicts: encoded afresh
+        assert agent.prompt("again").subtype == "success"
+        other = Agent(model="m", model_client=client, tools=[echo_tool()], system="terse",
+                      on_model_request=hook,
+                      auto_compact=AutoCompact(threshold_tokens=1, keep_recent_messages=2))
+        other.replace_history(history)  # the same client, another conversation
+        for prompt in ("once more", "and again", "and once more"):
+            assert other.prompt(prompt).subtype == "success"
+        client.close()
+    assert checked.sent >= 10 and edits
+    seen = [json.loads(r["body"]) if isinstance(r, dict) and "body" in r else r
+            for r in server.requests]
+    assert any("edited" in json.dumps(body) for body in seen)  # the hook's edit was sent
