@@ -8,7 +8,6 @@ wrap them for the caller with shortcuts. Assistant entries may carry SDK keys (`
 from __future__ import annotations
 
 import json
-import uuid
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Union
 
 from .usage import Usage
@@ -69,6 +68,14 @@ def sendable(message: Message) -> Message:
     if "openai_items" in message:
         ready["openai_items"] = message["openai_items"]
     return ready
+
+
+def _new_id() -> str:
+    # uuid (and the platform module it loads) only when a client sent a call without an
+    # id: rare, and 5% of ``import lattice`` otherwise (issue 28).
+    import uuid
+
+    return uuid.uuid4().hex[:20]
 
 
 MAX_DEPTH = 100  # JSON nesting a reply may have; deeper input would break copy/json later
@@ -136,7 +143,7 @@ def normalize_reply(raw: Any) -> Message:
                 raise APIConnectionError(f"the model's reply is nested deeper than "
                                          f"{MAX_DEPTH} levels; refused")
         if kind == "tool_use" and (type(block.get("id")) is not str or not block["id"]):
-            content[n] = {**block, "id": f"toolu_lattice_{uuid.uuid4().hex[:20]}"}
+            content[n] = {**block, "id": f"toolu_lattice_{_new_id()}"}
     entry: Message = {"role": "assistant", "content": content}
     for key in _REPLY_KEYS:
         value = raw.get(key)
