@@ -18,7 +18,6 @@ from helpers import (
 from lattice import (
     AbortController,
     AbortError,
-    AbortSignal,
     Agent,
     RequestTimeoutError,
     Tool,
@@ -201,9 +200,10 @@ def test_a_worker_that_stops_in_time_is_not_counted(monkeypatch):
 
     registry = race._Abandoned()
     monkeypatch.setattr(race, "_ABANDONED", registry)
-    finished = threading.Event()
+    entered, finished = threading.Event(), threading.Event()
 
     def slow(args):  # ignores the signal, but is done well within ABANDONED_AFTER_S
+        entered.set()
         time.sleep(0.1)
         finished.set()
         return "done"
@@ -211,7 +211,9 @@ def test_a_worker_that_stops_in_time_is_not_counted(monkeypatch):
     tool = Tool("slow", "Slow.", {"type": "object"}, slow)
     agent = Agent(model="m", model_client=ScriptedModelClient([reply(tool_use("slow"))]),
                   tools=[tool])
-    assert agent.prompt("go", signal=AbortSignal.timeout(20)).subtype == "error_abort"
+    controller = AbortController()  # aborted once the tool runs, however loaded
+    trigger_when(entered, controller.abort)
+    assert agent.prompt("go", signal=controller.signal).subtype == "error_abort"
     assert finished.wait(WAIT_S)
     # Nothing to wait for but the moment the worker is looked at (a timer), and past it.
     time.sleep(race.ABANDONED_AFTER_S + 0.3)
