@@ -72,3 +72,37 @@ def run(prompt, run_id):
 
 
 __all__ = ["run", "ConcurrentQueryError", "TURNS"]
+
+
+def run_until_free(prompt, run_id, tries=20):
+    """``run``, waiting while another process still holds the run (its lease runs out within
+    a few seconds of a crash)."""
+    for _ in range(tries - 1):
+        try:
+            return run(prompt, run_id)
+        except ConcurrentQueryError:
+            time.sleep(0.5)  # the holder is alive or its lease has not run out yet
+    return run(prompt, run_id)
+
+
+def rq_job(prompt):
+    """The RQ job: the run's id is the job's id."""
+    from rq import get_current_job
+
+    return run_until_free(prompt, get_current_job().id)
+
+
+def unfinished_runs(db_path):
+    """The startup hook's question (docs/background-runs.md): which runs did a crash or a
+    deploy leave ``running`` with nobody working on them? -> ``[(prompt, run_id)]``."""
+    found = []
+    for record in SqliteHistoryStore(db_path, session_id="-").list_runs(
+            state="running", all_sessions=True):
+        store = SqliteHistoryStore(db_path, session_id=record["session_id"])
+        try:
+            with store.lock(wait_s=0):
+                pass
+        except ConcurrentQueryError:
+            continue  # a live worker holds it
+        found.append((record["prompt"], record["run_id"]))
+    return found
