@@ -59,8 +59,7 @@ def script(body: Dict[str, Any]) -> Any:
 
 
 def _serve(conn: Any) -> None:
-    with MockMessagesServer(record=False) as server:
-        server.add(*[_Dispatch()] * 1_000_000)
+    with MockMessagesServer([_Dispatch()], record=False, repeat=True) as server:
         conn.send(server.base_url)
         while True:
             message = conn.recv()

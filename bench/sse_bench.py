@@ -89,8 +89,7 @@ def _serve(conn: Any, deltas: int, chunk_size: Optional[int], chat: bool = False
     # In its own process, so the server's Python does not share our GIL.
     body = build_chat_stream(deltas, 20) if chat else build_stream(deltas, 20)
     fault = MockMessagesServer.raw_sse(body, chunk_size=chunk_size)
-    with MockMessagesServer(record=False) as server:
-        server.add(*[fault] * 10_000)
+    with MockMessagesServer([fault], record=False, repeat=True) as server:
         conn.send(server.base_url)
         conn.recv()  # until the parent is done
 

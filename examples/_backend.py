@@ -15,8 +15,9 @@ from typing import Any, Dict, Iterator, List
 
 
 @contextmanager
-def model_options(mock_replies: List[Any]) -> Iterator[Dict[str, Any]]:
-    """Agent options for the backend in use; ``mock_replies`` script the offline server."""
+def model_options(mock_replies: List[Any], repeat: bool = False) -> Iterator[Dict[str, Any]]:
+    """Agent options for the backend in use; ``mock_replies`` script the offline server
+    (``repeat=True``: over and over, e.g. one function that answers every request)."""
     openai = os.environ.get("LATTICE_PROVIDER") == "openai"
     if openai and (os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL")):
         from lattice import OpenAIChatClient
@@ -31,7 +32,7 @@ def model_options(mock_replies: List[Any]) -> Iterator[Dict[str, Any]]:
         return
     from lattice.testing import MockMessagesServer
 
-    with MockMessagesServer(mock_replies) as server:
+    with MockMessagesServer(mock_replies, repeat=repeat) as server:
         if openai:
             from lattice import OpenAIChatClient
 

@@ -76,7 +76,7 @@ def timed(label: str, started: float, result: Any) -> None:
 
 
 def main() -> None:
-    with model_options([mock_model] * 10) as options:
+    with model_options([mock_model], repeat=True) as options:
 
         agent = Agent(**options, tools=[research])
 

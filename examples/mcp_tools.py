@@ -4,7 +4,8 @@ The server here is ``_mcp_echo_server.py``, a small MCP server written by hand t
 beside this example, so everything runs offline. A published server is used the same way,
 e.g. the reference time server (``pip install mcp-server-time``)::
 
-    with MCPServerStdio("python", ["-m", "mcp_server_time"], tool_prefix="time_") as time:
+    with MCPServerStdio(sys.executable, ["-m", "mcp_server_time"],
+                        tool_prefix="time_") as time:
         agent = Agent(model="claude-sonnet-4-5", tools=[time])
 
 or a server on the network: ``MCPServerHTTP("https://example.com/mcp", headers={...})``.

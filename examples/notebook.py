@@ -8,38 +8,46 @@ from any thread, e.g. a button callback or a timer.
 
 Offline by default, against the bundled local Messages server; with ``ANTHROPIC_API_KEY``
 set it talks to the real API (model from ``LATTICE_MODEL``, default ``claude-sonnet-4-5``).
+``LATTICE_PROVIDER=openai`` speaks Chat Completions instead (``examples/_backend.py``).
 """
 
-# %% Setup: the real API, or the offline mock server
+# %% Setup: the real API, or the offline mock server (examples/_backend.py decides)
 from __future__ import annotations
 
-import os
 import threading
 import time
-from typing import Any, Dict
+from contextlib import ExitStack
+from typing import Any
+
+from _backend import model_options
 
 from lattice import Agent, ResultMessage
+from lattice.testing import MockMessagesServer
 
-server: Any = None
-if os.environ.get("ANTHROPIC_API_KEY"):
-    options: Dict[str, Any] = {"model": os.environ.get("LATTICE_MODEL", "claude-sonnet-4-5")}
-    print("(talking to the real API)")
-else:
-    from lattice.testing import MockMessagesServer
 
-    def mock_model(body: Dict[str, Any]) -> Any:
-        """The offline model: short answers at once; an essay takes (too) long."""
-        prompt = body["messages"][-1]["content"]
-        if "essay" in prompt:
-            return MockMessagesServer.delay(30.0, "A very long essay...")
-        if "about" in prompt:
-            return "We talked about the Fibonacci numbers, then you asked for an essay."
-        return ("The Fibonacci numbers start 0, 1, 1, 2, 3, 5, 8, 13: "
-                "each is the sum of the two before it.")
+def mock_model(body: Any) -> Any:
+    """The offline model: short answers at once; an essay takes (too) long."""
+    prompt = body["messages"][-1]["content"]
+    if "essay" in prompt:
+        return MockMessagesServer.delay(30.0, "A very long essay...")
+    if "about" in prompt:
+        return "We talked about the Fibonacci numbers, then you asked for an essay."
+    return ("The Fibonacci numbers start 0, 1, 1, 2, 3, 5, 8, 13: "
+            "each is the sum of the two before it.")
 
-    server = MockMessagesServer([mock_model] * 10).start()
-    options = {"model": "mock-model", "base_url": server.base_url, "api_key": "offline-mock"}
-    print(f"(offline: mock Messages API at {server.base_url})")
+
+backend = ExitStack()  # open across cells; closed by the last one
+options = backend.enter_context(model_options([mock_model], repeat=True))
+
+
+def delta_text(event: Any) -> str:
+    """The text a stream event adds: a Messages ``text_delta``, or a Chat Completions
+    chunk's ``delta.content`` (LATTICE_PROVIDER=openai); events are as the provider sent them."""
+    if event.get("type") == "content_block_delta" and event["delta"]["type"] == "text_delta":
+        return str(event["delta"]["text"])
+    if event.get("object") == "chat.completion.chunk":
+        return "".join(c["delta"].get("content") or "" for c in event["choices"])
+    return ""
 
 
 def show(result: ResultMessage) -> None:
@@ -63,9 +71,7 @@ kinds = []
 for message in agent.query("What are the Fibonacci numbers?"):
     kinds.append(message.type)
     if message.type == "stream_event":
-        event = message.event
-        if event["type"] == "content_block_delta" and event["delta"]["type"] == "text_delta":
-            print(event["delta"]["text"], end="", flush=True)
+        print(delta_text(message.event), end="", flush=True)
     elif message.type == "result":
         print()
         first = message
@@ -90,5 +96,4 @@ show(follow_up)
 print([m["role"] for m in agent.get_history()])
 
 # %% Clean up
-if server is not None:
-    server.close()
+backend.close()

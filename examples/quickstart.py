@@ -53,7 +53,7 @@ def mock_model(body: Dict[str, Any]) -> Dict[str, Any]:
 
 
 def main() -> None:
-    with model_options([mock_model] * 10) as options:
+    with model_options([mock_model], repeat=True) as options:
 
         agent = Agent(**options, tools=[get_weather], max_turns=5)
         for message in agent.query("What's the weather in Paris?"):

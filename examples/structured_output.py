@@ -80,7 +80,7 @@ def _find(pattern: str, text: str) -> Tuple[str, ...]:
 
 
 def main() -> None:
-    with model_options([mock_model] * 5) as options:
+    with model_options([mock_model], repeat=True) as options:
 
         agent = Agent(**options, output_schema=Meeting, max_turns=4,
                       system="Extract the meeting described by the user. Dates as "

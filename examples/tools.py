@@ -98,7 +98,7 @@ def mock_model(body: Dict[str, Any]) -> Dict[str, Any]:
 
 
 def main() -> None:
-    with model_options([mock_model] * 10) as options:
+    with model_options([mock_model], repeat=True) as options:
 
         agent = Agent(**options, tools=TOOLS, parallel_tool_calls=True, max_turns=8,
                       system="You plan trips. Look up everything you need in as few turns "

@@ -28,7 +28,7 @@ import signal
 import sys
 import tempfile
 import threading
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
 from ._version import __version__
 from .agent import Agent
@@ -115,17 +115,23 @@ def _positive_int(parser: argparse.ArgumentParser, option: str,
     return value
 
 
-def _mock_reply(delay: float) -> Any:
+# What to set instead of --mock, per provider (the mock's reply says it).
+REAL_KEY = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
+
+
+def _mock_reply(delay: float, provider: str = "anthropic") -> Any:
     """The offline model: echoes the prompt, counting the prompts it was sent, which shows
     that a resumed ``--session`` sends the whole conversation."""
     from .testing import MockMessagesServer
+
+    how = f"set {REAL_KEY[provider]}" if provider in REAL_KEY else "give your credentials"
 
     def reply(body: Dict[str, Any]) -> Any:
         prompts = [m["content"] for m in body.get("messages", [])
                    if m.get("role") == "user" and isinstance(m.get("content"), str)]
         last = prompts[-1] if prompts else ""
         text = (f"(mock) You said: {last!r}. That is prompt {len(prompts)} of this "
-                f"conversation. Drop --mock and set ANTHROPIC_API_KEY to talk to "
+                f"conversation. Drop --mock and {how} to talk to "
                 f"{body.get('model')}.")
         return MockMessagesServer.delay(delay, text) if delay > 0 else text
 
@@ -170,6 +176,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     except KeyboardInterrupt:
         sys.stderr.write("\n")
         return EXIT_INTERRUPTED
+    except ImportError as exc:  # a package the chosen client needs: one line, not a traceback
+        sys.stderr.write(f"lattice: {exc}\n")
+        return EXIT_USAGE
 
 
 def _main(parser: argparse.ArgumentParser, argv: Optional[List[str]]) -> int:
@@ -181,6 +190,8 @@ def _main(parser: argparse.ArgumentParser, argv: Optional[List[str]]) -> int:
     chat = args.words == ["chat"]
     if args.words == ["-"]:
         prompt = sys.stdin.read().strip()
+        if not prompt:
+            parser.error("'-' reads the prompt from stdin, and stdin held no text")
     else:
         prompt = " ".join(args.words).strip()
     if not chat and not prompt:
@@ -212,20 +223,16 @@ def _main(parser: argparse.ArgumentParser, argv: Optional[List[str]]) -> int:
 
     with contextlib.ExitStack() as stack:
         base_url, api_key = args.base_url, None
-        before_turn: Optional[Callable[[], None]] = None
         if args.mock:
             from .testing import MockMessagesServer
 
-            server = stack.enter_context(MockMessagesServer())
+            server = stack.enter_context(MockMessagesServer(
+                [_mock_reply(delay, args.provider)], repeat=True))
             base_url, api_key = server.base_url, "offline-mock-key"
-            reply = _mock_reply(delay)
-            # One scripted reply per prompt: the CLI has no tools, so a prompt is one request.
-            before_turn = lambda: server.add(reply)  # noqa: E731
         agent = _build_agent(parser, args, base_url=base_url, api_key=api_key,
                              max_turns=max_turns, timeout_ms=timeout_ms)
         session = Session(agent, as_json=args.json, out=sys.stdout, err=sys.stderr,
-                           verbose=args.verbose,
-                           before_turn=before_turn)
+                           verbose=args.verbose)
         _install_sigint(stack, session)
         if not chat:
             return session.turn(prompt)

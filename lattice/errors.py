@@ -11,6 +11,8 @@
     ├── AbortError                    the query's signal fired
     ├── HistoryStoreError             a store failed and fail_on_error=True
     ├── SchemaError                   a schema that is itself invalid (also ValueError)
+    ├── ValidationError               an instance does not match its schema (lattice.schema;
+    │                                 .errors, each with .path and .schema_path; also ValueError)
     ├── MCPError                      an MCP server failed (lattice.mcp; .server, .kind)
     └── APIError                      anything from the provider or the way to it
         ├── APIConnectionError        no usable response: connection failed, stream cut or malformed

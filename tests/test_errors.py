@@ -22,6 +22,20 @@ def test_error_tree(child, parent):
     assert issubclass(getattr(lattice, child), base)
 
 
+def test_the_drawn_tree_names_every_error():
+    import lattice.errors
+    import lattice.mcp
+    from lattice import schema
+
+    drawn = lattice.errors.__doc__ or ""
+    classes = [getattr(lattice, n) for n in dir(lattice)] + [schema.ValidationError,
+                                                             lattice.mcp.MCPError]
+    errors = {c.__name__ for c in classes
+              if isinstance(c, type) and issubclass(c, lattice.LatticeError)}
+    assert "ValidationError" in errors
+    assert {name for name in errors - {"LatticeError"} if f"── {name}" not in drawn} == set()
+
+
 def test_error_extra_bases():
     assert issubclass(lattice.RequestTimeoutError, TimeoutError)
     assert issubclass(lattice.SchemaError, ValueError)

@@ -88,13 +88,7 @@ class Backend:
     def _start(self) -> Dict[str, Any]:
         if os.environ.get("ANTHROPIC_API_KEY"):
             return {"model": os.environ.get("LATTICE_MODEL", "claude-sonnet-4-5")}
-
-        def forever(body: Dict[str, Any]) -> Dict[str, Any]:
-            assert self.mock is not None
-            self.mock.add(forever)  # keep the script from running out
-            return scripted_model(body)
-
-        self.mock = MockMessagesServer([forever], record=False).start()
+        self.mock = MockMessagesServer([scripted_model], record=False, repeat=True).start()
         return {"model": "mock-model", "base_url": self.mock.base_url,
                 "api_key": "offline-mock-key"}
 

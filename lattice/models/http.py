@@ -51,7 +51,7 @@ except ImportError:  # pragma: no cover
 if TYPE_CHECKING:  # pragma: no cover
     import requests
 
-__all__ = ["Codec", "Transport", "EventCallback"]
+__all__ = ["Codec", "Transport", "EventCallback", "Signer"]
 
 _log = logging.getLogger("lattice")
 
@@ -59,6 +59,9 @@ _CONNECT_TIMEOUT, _READ_TIMEOUT = 10.0, 600.0
 _POOL_SIZE = 64  # one pooled connection per concurrently calling thread, up to this many
 
 EventCallback = Callable[[Dict[str, Any]], None]
+# (url, body, headers) -> the headers of one attempt: a signer (AWS SigV4) signs each
+# attempt afresh, since the signature covers the time.
+Signer = Callable[[str, bytes, Dict[str, str]], Dict[str, str]]
 
 
 class Codec(Protocol):
@@ -119,13 +122,18 @@ class Transport:
                 session.close()
 
     def send(self, request: ModelRequest, body: bytes, headers: Dict[str, str],
-             secrets: List[str], streaming: bool) -> ReplyDict:
-        """POST ``body``; return the codec's reply (nothing partial), retrying as allowed."""
+             secrets: List[str], streaming: bool, *, url: Optional[str] = None,
+             sign: Optional[Signer] = None) -> ReplyDict:
+        """POST ``body``; return the codec's reply (nothing partial), retrying as allowed.
+
+        ``url`` replaces the transport's URL for this call (Bedrock: the model is in the
+        path); ``sign`` makes each attempt's headers."""
+        url = url or self.url
         signal = request.signal
         signal.throw_if_aborted()
         if _log.isEnabledFor(logging.DEBUG):
             _log.debug("%s request: POST %s (model %s, %d bytes, %s)", self.codec.api,
-                       self.shown_url, request.model, len(body),
+                       url.split("?", 1)[0], request.model, len(body),
                        "streaming" if streaming else "not streaming")
         policy = self.retry_policy
         timeout_ms = request.timeout_ms or self.timeout_ms
@@ -140,7 +148,8 @@ class Transport:
                 if deadline is not None and policy.clock() >= deadline:
                     raise RequestTimeoutError(f"model request timed out after {timeout_ms} ms")
                 try:
-                    return self._attempt(call, body, headers, streaming)
+                    attempt_headers = headers if sign is None else sign(url, body, headers)
+                    return self._attempt(call, body, attempt_headers, streaming, url)
                 except _Retry as failure:
                     error, cause = failure.error, failure.__cause__
                     status = error.status_code if isinstance(error, APIStatusError) else None
@@ -163,8 +172,8 @@ class Transport:
                 cancel_timer()
             call.finish()
 
-    def _attempt(self, call: HeldCall, body: bytes, headers: Dict[str, str], streaming: bool
-                 ) -> ReplyDict:
+    def _attempt(self, call: HeldCall, body: bytes, headers: Dict[str, str], streaming: bool,
+                 url: str) -> ReplyDict:
         clock, deadline, codec = self.retry_policy.clock, call.deadline, self.codec
         timeout = (_CONNECT_TIMEOUT, _READ_TIMEOUT)
         if deadline is not None:
@@ -173,7 +182,7 @@ class Transport:
         errors = _transport_errors()
         session = self.get_session()
         try:
-            response = session.post(self.url, data=body, headers=headers, timeout=timeout,
+            response = session.post(url, data=body, headers=headers, timeout=timeout,
                                     stream=True)
         except errors as exc:
             failure = self._failure(call, exc, headers=headers)
@@ -187,7 +196,8 @@ class Transport:
             if response.status_code >= 300:
                 raise _Retry(codec.error(response.status_code, response.headers,
                                          response.content, call.secrets), response.headers)
-            if streaming and "text/event-stream" in response.headers.get("content-type", ""):
+            stream_type = getattr(codec, "stream_type", "text/event-stream")
+            if streaming and stream_type in response.headers.get("content-type", ""):
                 chunks = read_chunks(response, deadline, clock)
                 reply = codec.read_stream(chunks, call.request.on_event)
                 finish_stream(response, chunks, errors, clock)

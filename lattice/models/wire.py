@@ -28,6 +28,8 @@ from .status import error_from_response, load_json, redact
 __all__ = [
     "USAGE_FIELDS",
     "request_body",
+    "request_dict",
+    "dump_body",
     "reply_from_message",
     "message_from_json",
     "error_from_response",
@@ -44,6 +46,16 @@ def request_body(request: ModelRequest, *, stream: bool) -> Tuple[bytes, bool]:
     ``output_config.format``; ``extra`` keys are sent as given and win over ours
     (including ``stream``).
     """
+    body = request_dict(request, stream=stream)
+    return dump_body(body), body.get("stream") is True
+
+
+def dump_body(body: Mapping[str, Any]) -> bytes:
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def request_dict(request: ModelRequest, *, stream: bool) -> Dict[str, Any]:
+    """``request_body``'s dict, before it is made JSON (Bedrock and Vertex edit it)."""
     if not request.model:
         raise ValueError("AnthropicClient needs ModelRequest.model (the model name)")
     body: Dict[str, Any] = {"model": request.model, "max_tokens": request.max_tokens}
@@ -58,8 +70,7 @@ def request_body(request: ModelRequest, *, stream: bool) -> Tuple[bytes, bool]:
     if stream:
         body["stream"] = True
     body.update(request.extra)
-    data = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-    return data, body.get("stream") is True
+    return body
 
 
 def reply_from_message(message: Mapping[str, Any]) -> Dict[str, Any]:

@@ -14,10 +14,10 @@ from typing import Any, Callable, Optional
 
 from ..errors import SchemaError
 from ._compiler import Compiler
-from ._draft7 import tables
 from ._errors import ErrorDetail, ValidationError
 from ._json import too_deep
 from ._registry import DRAFT_7, DRAFT_2020, Registry, dialect_of
+from ._vocabulary import VOCABULARY
 
 __all__ = ["Validator", "compile", "validate", "is_valid"]
 
@@ -58,7 +58,7 @@ class Validator:
         registry = Registry()
         try:
             root = registry.add(schema, draft)
-            compiler = Compiler(registry, tables(), self.format_checker)
+            compiler = Compiler(registry, VOCABULARY, self.format_checker)
             self._root = compiler.root(root)
         except RecursionError:
             reason = f"it {too_deep(schema, 'compile')}"
@@ -74,7 +74,7 @@ class Validator:
         try:
             if self._root.ok(instance):
                 return []
-            self._root.errs(instance, (), found)
+            self._root.errs(instance, (), (), found)
         except RecursionError:
             return [ErrorDetail([], too_deep(instance), "depth")]
         return found or [ErrorDetail([], "instance does not match the schema")]

@@ -1,8 +1,10 @@
 """Applicators for the parts of an instance: object members and array items.
 
 Same shape as ``_keywords``: ``(env, value) -> Check | None``. Each returns a fast ``ok``
-that short-circuits and an ``errs`` that visits every part, extending the path with the
-property name or item index.
+that short-circuits and an ``errs`` that visits every part, extending the instance path
+with the property name or item index, and the schema path with the keyword (and the
+property name or position of the subschema). Array-form ``items`` (draft 7, accepted by
+2020-12 too) is here with the schema form.
 """
 
 from __future__ import annotations
@@ -11,18 +13,22 @@ import sys
 from itertools import islice
 from typing import Any, Callable, Optional
 
+from ._checks import Check, Path, every
 from ._combinators import schema_list, schema_map
-from ._compiler import Check, Env, Node, Path
+from ._compiler import Env, Node
 from ._errors import ErrorDetail
 from ._json import ARRAY, OBJECT, short_json
+from ._keywords import non_negative
 from ._regex import RegexError, compile_pattern
 
 __all__ = [
-    "APPLICATORS", "part_errors", "positional_check", "rest_items_check", "pattern_searches",
+    "kw_additional_properties", "kw_contains", "kw_items", "kw_pattern_properties",
+    "kw_prefix_items", "kw_properties", "kw_property_names", "part_errors", "pattern_searches",
+    "positional_check", "rest_items_check",
 ]
 
 Search = Callable[[str], Any]
-PartErrs = Callable[[Any, Any, Path, "list[ErrorDetail]"], None]
+PartErrs = Callable[[Any, Any, Path, Path, "list[ErrorDetail]"], None]
 
 
 def pattern_searches(env: Env, patterns: Any) -> tuple[int, list[Search], list[Search]]:
@@ -39,17 +45,18 @@ def pattern_searches(env: Env, patterns: Any) -> tuple[int, list[Search], list[S
 
 
 def part_errors(node: Node, keyword: str, unexpected: Callable[[Any], str]) -> PartErrs:
-    """``errs(key, value, path, out)`` for one member/item that ``node`` applies to: when
-    ``node`` is ``false``, one error ``unexpected(key)`` at the container; else its errors."""
+    """``errs(key, value, path, spath, out)`` for one member/item that ``node`` (the value
+    of ``keyword``) applies to: when ``node`` is ``false``, one error ``unexpected(key)`` at
+    the container; else its errors."""
     if node.is_false:
 
-        def reject(key: Any, value: Any, path: Path, out: list[ErrorDetail]) -> None:
-            out.append(ErrorDetail(path, unexpected(key), keyword))
+        def reject(key: Any, value: Any, path: Path, spath: Path, out: list[ErrorDetail]) -> None:
+            out.append(ErrorDetail(path, unexpected(key), keyword, (*spath, keyword)))
 
         return reject
 
-    def descend(key: Any, value: Any, path: Path, out: list[ErrorDetail]) -> None:
-        node.errs(value, (*path, key), out)
+    def descend(key: Any, value: Any, path: Path, spath: Path, out: list[ErrorDetail]) -> None:
+        node.errs(value, (*path, key), (*spath, keyword), out)
 
     return descend
 
@@ -73,10 +80,10 @@ def kw_properties(env: Env, value: Any) -> Optional[Check]:
                     return False
             return True
 
-    def errs(x: Any, path: Path, out: list[ErrorDetail]) -> None:
+    def errs(x: Any, path: Path, spath: Path, out: list[ErrorDetail]) -> None:
         for k, n in nodes.items():
             if k in x:
-                n.errs(x[k], (*path, k), out)
+                n.errs(x[k], (*path, k), (*spath, "properties", k), out)
 
     return Check(OBJECT, ok, errs, "properties")
 
@@ -94,13 +101,13 @@ def kw_pattern_properties(env: Env, value: Any) -> Check:
                     return False
         return True
 
-    searched = tuple(zip(searches, nodes.values()))
+    searched = tuple(zip(searches, nodes.items()))
 
-    def errs(x: Any, path: Path, out: list[ErrorDetail]) -> None:
+    def errs(x: Any, path: Path, spath: Path, out: list[ErrorDetail]) -> None:
         for k, v in x.items():
-            for search, n in searched:
+            for search, (pattern, n) in searched:
                 if search(k):
-                    n.errs(v, (*path, k), out)
+                    n.errs(v, (*path, k), (*spath, "patternProperties", pattern), out)
 
     return Check(OBJECT, ok, errs, "patternProperties")
 
@@ -134,10 +141,10 @@ def kw_additional_properties(env: Env, value: Any) -> Check:
         node, "additionalProperties", lambda k: f"unexpected property {k!r} (allowed: {allowed})"
     )
 
-    def errs(x: Any, path: Path, out: list[ErrorDetail]) -> None:
+    def errs(x: Any, path: Path, spath: Path, out: list[ErrorDetail]) -> None:
         for k, v in x.items():
             if extra(k):
-                part(k, v, path, out)
+                part(k, v, path, spath, out)
 
     return Check(OBJECT, ok, errs, "additionalProperties")
 
@@ -146,13 +153,13 @@ def kw_property_names(env: Env, value: Any) -> Check:
     node = env.sub(value, "propertyNames")
     f = node.call_ok()
 
-    def errs(x: Any, path: Path, out: list[ErrorDetail]) -> None:
+    def errs(x: Any, path: Path, spath: Path, out: list[ErrorDetail]) -> None:
         for k in x:
             found: list[ErrorDetail] = []
-            node.errs(k, (), found)
+            node.errs(k, (), (*spath, "propertyNames"), found)
             for e in found:
                 message = f"property name {k!r} is invalid: {e.message}"
-                out.append(ErrorDetail(path, message, "propertyNames"))
+                out.append(ErrorDetail(path, message, "propertyNames", e.schema_path))
 
     return Check(OBJECT, lambda x: all(f(k) for k in x), errs, "propertyNames")
 
@@ -174,9 +181,9 @@ def positional_check(nodes: list[Node], keyword: str) -> Check:
                 return False
         return True
 
-    def errs(x: Any, path: Path, out: list[ErrorDetail]) -> None:
+    def errs(x: Any, path: Path, spath: Path, out: list[ErrorDetail]) -> None:
         for i, (n, v) in enumerate(zip(nodes, x)):
-            n.errs(v, (*path, i), out)
+            n.errs(v, (*path, i), (*spath, keyword, i), out)
 
     return Check(ARRAY, ok, errs, keyword)
 
@@ -196,37 +203,47 @@ def rest_items_check(node: Node, start: int, keyword: str) -> Check:
                     return False
             return True
 
-    def errs(x: Any, path: Path, out: list[ErrorDetail]) -> None:
+    def errs(x: Any, path: Path, spath: Path, out: list[ErrorDetail]) -> None:
+        here = (*spath, keyword)
         if node.is_false and len(x) > start:
             message = f"must have at most {start} items (got {len(x)}); extra items are not allowed"
-            out.append(ErrorDetail(path, message, keyword))
+            out.append(ErrorDetail(path, message, keyword, here))
             return
         for i in range(start, len(x)):
-            node.errs(x[i], (*path, i), out)
+            node.errs(x[i], (*path, i), here, out)
 
     return Check(ARRAY, ok, errs, keyword)
 
 
 def kw_items(env: Env, value: Any) -> Check:
-    if isinstance(value, list):  # draft-07 form, accepted for compatibility
-        from ._draft7 import kw_items as items7
+    """A schema: every item after ``prefixItems`` (draft 7 has none). An array (the draft-7
+    form, accepted by 2020-12 too): item ``i`` by ``value[i]``, the rest by
+    ``additionalItems`` when given."""
+    if not isinstance(value, list):
+        prefix = env.schema.get("prefixItems") if env.draft != "7" else None
+        start = len(prefix) if isinstance(prefix, list) else 0
+        return rest_items_check(env.sub(value, "items"), start, "items")
+    positional = positional_check([env.sub(v, "items", i) for i, v in enumerate(value)], "items")
+    extra = env.schema.get("additionalItems")
+    if extra is None:
+        return positional
+    rest = rest_items_check(env.sub(extra, "additionalItems"), len(value), "additionalItems")
 
-        return items7(env, value)
-    prefix = env.schema.get("prefixItems")
-    start = len(prefix) if isinstance(prefix, list) else 0
-    return rest_items_check(env.sub(value, "items"), start, "items")
+    def errs(x: Any, path: Path, spath: Path, out: list[ErrorDetail]) -> None:
+        positional.errs(x, path, spath, out)
+        rest.errs(x, path, spath, out)
+
+    return Check(ARRAY, every((positional.ok, rest.ok)), errs, "items")
 
 
 def kw_contains(env: Env, value: Any) -> Optional[Check]:
     f = env.sub(value, "contains").call_ok()
     lo, hi = 1, None
     if env.draft != "7":
-        from ._keywords import _count
-
         if "minContains" in env.schema:
-            lo = _count(env, env.schema["minContains"], "minContains")
+            lo = non_negative(env, env.schema["minContains"], "minContains")
         if "maxContains" in env.schema:
-            hi = _count(env, env.schema["maxContains"], "maxContains")
+            hi = non_negative(env, env.schema["maxContains"], "maxContains")
     if lo == 1 and hi is None:
         ok: Callable[[Any], bool] = lambda x: any(f(v) for v in x)  # noqa: E731
     else:
@@ -237,24 +254,15 @@ def kw_contains(env: Env, value: Any) -> Optional[Check]:
 
     text = short_json(value, 80)
 
-    def errs(x: Any, path: Path, out: list[ErrorDetail]) -> None:
+    too_few = "minContains" if env.draft != "7" and "minContains" in env.schema else "contains"
+
+    def errs(x: Any, path: Path, spath: Path, out: list[ErrorDetail]) -> None:
         n = sum(1 for v in x if f(v))
         if n < lo:
             message = f"must contain at least {lo} item(s) matching {text} (found {n})"
-            out.append(ErrorDetail(path, message, "contains"))
+            out.append(ErrorDetail(path, message, "contains", (*spath, too_few)))
         elif hi is not None and n > hi:
             message = f"must contain at most {hi} item(s) matching {text} (found {n})"
-            out.append(ErrorDetail(path, message, "maxContains"))
+            out.append(ErrorDetail(path, message, "maxContains", (*spath, "maxContains")))
 
     return Check(ARRAY, ok, errs, "contains")
-
-
-APPLICATORS: dict[str, Callable[[Env, Any], Optional[Check]]] = {
-    "properties": kw_properties,
-    "patternProperties": kw_pattern_properties,
-    "additionalProperties": kw_additional_properties,
-    "propertyNames": kw_property_names,
-    "prefixItems": kw_prefix_items,
-    "items": kw_items,
-    "contains": kw_contains,
-}

@@ -9,9 +9,10 @@ summary per option.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
-from ._compiler import Check, Env, Node, Path, Rule, _all, when_present
+from ._checks import Check, Path, Rule, every, when_present
+from ._compiler import Env, Node
 from ._errors import ErrorDetail, format_path
 from ._json import short_json
 
@@ -21,7 +22,9 @@ _WRONG_SHAPE = ("type", "false")
 _WRONG_TAG = ("const", "enum")
 
 __all__ = [
-    "COMBINATORS", "alternatives_error", "dependent_schema_rules", "schema_list", "schema_map",
+    "alternatives_error", "dependent_schema_rules", "kw_all_of", "kw_any_of", "kw_defs",
+    "kw_definitions", "kw_dependent_schemas", "kw_dynamic_ref", "kw_if", "kw_not", "kw_one_of",
+    "kw_ref", "schema_list", "schema_map",
 ]
 
 
@@ -40,14 +43,23 @@ def schema_map(env: Env, value: Any, keyword: str) -> dict[str, Node]:
 # -- references -------------------------------------------------------------------------
 
 
+def _follow(target: Node, keyword: str) -> Check:
+    """The referenced schema's checks, with ``keyword`` on the schema path (as JSON Schema's
+    ``keywordLocation`` has it)."""
+    errs_of = target.call_errs()
+
+    def errs(x: Any, path: Path, spath: Path, out: list[ErrorDetail]) -> None:
+        errs_of(x, path, (*spath, keyword), out)
+
+    return Check(None, target.call_ok(), errs, keyword)
+
+
 def kw_ref(env: Env, value: Any) -> Check:
-    target = env.ref(value, "$ref")
-    return Check(None, target.call_ok(), target.call_errs(), "$ref")
+    return _follow(env.ref(value, "$ref"), "$ref")
 
 
 def kw_dynamic_ref(env: Env, value: Any) -> Check:
-    target = env.ref(value, "$dynamicRef", dynamic=True)
-    return Check(None, target.call_ok(), target.call_errs(), "$dynamicRef")
+    return _follow(env.ref(value, "$dynamicRef", dynamic=True), "$dynamicRef")
 
 
 # -- in-place combinators ---------------------------------------------------------------
@@ -57,31 +69,35 @@ def kw_all_of(env: Env, value: Any) -> Check:
     nodes = schema_list(env, value, "allOf")
     errs_fns = [n.call_errs() for n in nodes]
 
-    def errs(x: Any, path: Path, out: list[ErrorDetail]) -> None:
-        for f in errs_fns:
-            f(x, path, out)
+    def errs(x: Any, path: Path, spath: Path, out: list[ErrorDetail]) -> None:
+        for i, f in enumerate(errs_fns):
+            f(x, path, (*spath, "allOf", i), out)
 
-    return Check(None, _all(tuple(n.call_ok() for n in nodes)), errs, "allOf")
+    return Check(None, every(tuple(n.call_ok() for n in nodes)), errs, "allOf")
 
 
-def _branch_errors(nodes: list[Node], x: Any, path: Path) -> list[list[ErrorDetail]]:
+def _branch_errors(nodes: list[Node], x: Any, path: Path, spath: Path,
+                   keyword: str) -> list[list[ErrorDetail]]:
     found = []
-    for n in nodes:
+    for i, n in enumerate(nodes):
         out: list[ErrorDetail] = []
-        n.errs(x, path, out)
+        n.errs(x, path, (*spath, keyword, i), out)
         found.append(out)
     return found
 
 
-def alternatives_error(nodes: list[Node], x: Any, path: Path, keyword: str) -> list[ErrorDetail]:
+def alternatives_error(nodes: list[Node], x: Any, path: Path, spath: Path,
+                       keyword: str) -> list[ErrorDetail]:
     """Why no branch matched, said as simply as the branches allow."""
-    per_branch = _branch_errors(nodes, x, path)
+    per_branch = _branch_errors(nodes, x, path, spath, keyword)
+    here_in_schema = (*spath, keyword)
     # Only type mismatches at this very place: "expected string or null, got integer 3".
     here = list(path)
     if all(len(es) == 1 and es[0].keyword == "type" and es[0].path == here for es in per_branch):
         wanted = [es[0].message.split(", got ")[0][len("expected "):] for es in per_branch]
         got = per_branch[0][0].message.split(", got ", 1)[1]
-        return [ErrorDetail(path, f"expected {' or '.join(wanted)}, got {got}", keyword)]
+        message = f"expected {' or '.join(wanted)}, got {got}"
+        return [ErrorDetail(path, message, keyword, here_in_schema)]
     # A branch whose shape fits (right types, matching consts) is what was meant: show its errors.
     depth = len(path)
 
@@ -103,7 +119,7 @@ def alternatives_error(nodes: list[Node], x: Any, path: Path, keyword: str) -> l
         )
         parts.append(f"option {i}: {text or 'no match'}")
     message = f"must match one of the {keyword} options, but matches none ({' | '.join(parts)})"
-    return [ErrorDetail(path, message, keyword)]
+    return [ErrorDetail(path, message, keyword, here_in_schema)]
 
 
 def kw_any_of(env: Env, value: Any) -> Check:
@@ -116,9 +132,9 @@ def kw_any_of(env: Env, value: Any) -> Check:
                 return True
         return False
 
-    def errs(x: Any, path: Path, out: list[ErrorDetail]) -> None:
+    def errs(x: Any, path: Path, spath: Path, out: list[ErrorDetail]) -> None:
         if not ok(x):
-            out.extend(alternatives_error(nodes, x, path, "anyOf"))
+            out.extend(alternatives_error(nodes, x, path, spath, "anyOf"))
 
     return Check(None, ok, errs, "anyOf")
 
@@ -136,25 +152,25 @@ def kw_one_of(env: Env, value: Any) -> Check:
                 seen = True
         return seen
 
-    def errs(x: Any, path: Path, out: list[ErrorDetail]) -> None:
+    def errs(x: Any, path: Path, spath: Path, out: list[ErrorDetail]) -> None:
         matches = [i for i, f in enumerate(oks, 1) if f(x)]
         if not matches:
-            out.extend(alternatives_error(nodes, x, path, "oneOf"))
+            out.extend(alternatives_error(nodes, x, path, spath, "oneOf"))
         elif len(matches) > 1:
             listed = ", ".join(map(str, matches))
             message = f"must match exactly one of the oneOf options, but matches options {listed}"
-            out.append(ErrorDetail(path, message, "oneOf"))
+            out.append(ErrorDetail(path, message, "oneOf", (*spath, "oneOf")))
 
     return Check(None, ok, errs, "oneOf")
 
 
 def kw_not(env: Env, value: Any) -> Check:
     f = env.sub(value, "not").call_ok()
-    text = short_json(value, 80)
+    message = f"must not match the schema {short_json(value, 80)}"
 
-    def errs(x: Any, path: Path, out: list[ErrorDetail]) -> None:
+    def errs(x: Any, path: Path, spath: Path, out: list[ErrorDetail]) -> None:
         if f(x):
-            out.append(ErrorDetail(path, f"must not match the schema {text}", "not"))
+            out.append(ErrorDetail(path, message, "not", (*spath, "not")))
 
     return Check(None, lambda x: not f(x), errs, "not")
 
@@ -170,8 +186,11 @@ def kw_if(env: Env, value: Any) -> Optional[Check]:
     then_ok, else_ok = then.call_ok(), other.call_ok()
     then_errs, else_errs = then.call_errs(), other.call_errs()
 
-    def errs(x: Any, path: Path, out: list[ErrorDetail]) -> None:
-        (then_errs if cond(x) else else_errs)(x, path, out)
+    def errs(x: Any, path: Path, spath: Path, out: list[ErrorDetail]) -> None:
+        if cond(x):
+            then_errs(x, path, (*spath, "then"), out)
+        else:
+            else_errs(x, path, (*spath, "else"), out)
 
     return Check(None, lambda x: then_ok(x) if cond(x) else else_ok(x), errs, "if")
 
@@ -193,17 +212,3 @@ def kw_defs(env: Env, value: Any) -> None:
 
 def kw_definitions(env: Env, value: Any) -> None:
     schema_map(env, value, "definitions")
-
-
-COMBINATORS: dict[str, Callable[[Env, Any], Optional[Check]]] = {
-    "$defs": kw_defs,
-    "definitions": kw_definitions,
-    "$ref": kw_ref,
-    "$dynamicRef": kw_dynamic_ref,
-    "allOf": kw_all_of,
-    "anyOf": kw_any_of,
-    "oneOf": kw_one_of,
-    "not": kw_not,
-    "if": kw_if,
-    "dependentSchemas": kw_dependent_schemas,
-}

@@ -5,11 +5,15 @@ Every (sub)schema becomes a ``Node`` with two entry points built from its keywor
 * ``ok(x) -> bool``: the fast path. No error objects, no paths; each keyword is a closure
   specialised at compile time, and keywords are grouped by the instance kind they apply
   to so that one ``type(x)`` lookup picks the checks to run.
-* ``errs(x, path, out)``: the slow path, run only once ``ok`` said no (or by ``validate``),
-  appending every ``ErrorDetail`` it finds.
+* ``errs(x, path, spath, out)``: the slow path, run only once ``ok`` said no (or by
+  ``validate``), appending every ``ErrorDetail`` it finds. ``path`` is where ``x`` is in
+  the instance, ``spath`` the keywords and keys followed from the schema root to this
+  schema (a node reached by two routes, or recursively, is compiled once, so it is told).
 
 ``props``/``items`` (what a schema "evaluated", for ``unevaluated*``) are built lazily on
-first use, so schemas that never use those keywords never pay for tracking them.
+first use, so schemas that never use those keywords never pay for tracking them. What a
+keyword means comes from the ``Vocabulary`` the compiler is given (``_vocabulary.py``):
+this module knows no keyword but the few that decide how subschemas are reached.
 
 ``$dynamicRef`` is resolved at compile time: a node is compiled once per dynamic scope
 (``DynScope``, the outermost ``$dynamicAnchor`` of each name among the resources entered
@@ -18,22 +22,29 @@ on the way to it), so the check at run time is a plain call.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, Callable, Optional, Union
+from typing import Any, Callable, NamedTuple, Optional, Union
 
 from ..errors import SchemaError
-from ._errors import ErrorDetail, PathItem, schema_error
-from ._json import JSON_TYPES, KIND_TYPES, OBJECT, canonical_type, short_json
+from ._checks import Check, ErrsFn, OkFn, Path, build_errs, build_ok, false_ok, no_errors, true_ok
+from ._errors import ErrorDetail, schema_error
+from ._json import short_json
 from ._registry import Loc, Registry
+from ._uri import resolve_uri, split_fragment
 
-__all__ = ["Check", "Compiler", "DynScope", "Env", "Node", "Rule", "leaf", "when_present"]
+__all__ = ["Compiler", "DynScope", "Env", "Evaluated", "KeywordFn", "Node", "Vocabulary"]
 
-OkFn = Callable[[Any], bool]
-Path = tuple[PathItem, ...]
-ErrsFn = Callable[[Any, Path, "list[ErrorDetail]"], None]
 Evaluated = Union[bool, "set[Any]", "frozenset[Any]"]
-KeywordFn = Callable[["Env", Any], Optional["Check"]]
-Rule = tuple[str, OkFn, ErrsFn]
+KeywordFn = Callable[["Env", Any], Optional[Check]]
+
+
+class Vocabulary(NamedTuple):
+    """What the keywords mean: the table of each draft (keyword -> ``KeywordFn``, in
+    evaluation order), and how a node tells what it evaluated (``props``/``items``, for
+    ``unevaluated*``; built once per node, on first use)."""
+
+    tables: dict[str, dict[str, KeywordFn]]
+    props: Callable[[Node], Callable[[Any], Evaluated]]
+    items: Callable[[Node], Callable[[Any], Evaluated]]
 
 
 # Keywords whose subschemas apply to the instance itself rather than to a part of it.
@@ -41,59 +52,6 @@ _IN_PLACE = frozenset({
     "allOf", "anyOf", "oneOf", "not", "if", "then", "else", "dependentSchemas", "dependencies",
     "$ref", "$dynamicRef",
 })
-
-
-def _true(x: Any) -> bool:
-    return True
-
-
-def _false(x: Any) -> bool:
-    return False
-
-
-def _no_errors(x: Any, path: Path, out: list[ErrorDetail]) -> None:
-    return None
-
-
-class Check:
-    """One compiled keyword: the instance kind it applies to (``None``: any) and its paths."""
-
-    __slots__ = ("kind", "ok", "errs", "keyword")
-
-    def __init__(self, kind: Optional[str], ok: OkFn, errs: ErrsFn, keyword: str = "") -> None:
-        self.kind = kind
-        self.ok = ok
-        self.errs = errs
-        self.keyword = keyword
-
-
-def leaf(kind: Optional[str], keyword: str, ok: OkFn, message: Callable[[Any], str]) -> Check:
-    """A keyword with no subschemas: one error, at the instance itself, when ``ok`` fails."""
-
-    def errs(x: Any, path: Path, out: list[ErrorDetail]) -> None:
-        if not ok(x):
-            out.append(ErrorDetail(path, message(x), keyword))
-
-    return Check(kind, ok, errs, keyword)
-
-
-def when_present(rules: Sequence[Rule], keyword: str) -> Check:
-    """Object checks ``(key, ok, errs)`` that apply only when ``key`` is a member
-    (``dependentRequired``, ``dependentSchemas``, ``dependencies``)."""
-    pairs = tuple(rules)
-
-    def ok(x: Any) -> bool:
-        for key, f, _ in pairs:
-            if key in x and not f(x):
-                return False
-        return True
-
-    def errs(x: Any, path: Path, out: list[ErrorDetail]) -> None:
-        for key, _, f in pairs:
-            if key in x:
-                f(x, path, out)
-
-    return Check(OBJECT, ok, errs, keyword)
 
 
 class DynScope:
@@ -114,7 +72,7 @@ class DynScope:
 
 
 class Node:
-    """A compiled schema (see the module docstring for its four entry points)."""
+    """A compiled schema: ``ok``, ``errs``, ``props`` and ``items`` (see the module docstring)."""
 
     __slots__ = ("schema", "base", "draft", "dyn", "where", "compiler", "done", "is_false",
                  "ok", "errs", "props", "items")
@@ -126,21 +84,17 @@ class Node:
         self.where = where
         self.done = False
         self.is_false = loc.schema is False
-        self.ok: OkFn = _true
-        self.errs: ErrsFn = _no_errors
+        self.ok: OkFn = true_ok
+        self.errs: ErrsFn = no_errors
         self.props: Callable[[Any], Evaluated] = self._lazy_props
         self.items: Callable[[Any], Evaluated] = self._lazy_items
 
     def _lazy_props(self, x: Any) -> Evaluated:
-        from ._unevaluated import build_props  # only schemas using unevaluated* get here
-
-        self.props = build_props(self)
+        self.props = self.compiler.vocabulary.props(self)  # only unevaluated* get here
         return self.props(x)
 
     def _lazy_items(self, x: Any) -> Evaluated:
-        from ._unevaluated import build_items
-
-        self.items = build_items(self)
+        self.items = self.compiler.vocabulary.items(self)
         return self.items(x)
 
     def call_ok(self) -> OkFn:
@@ -152,7 +106,7 @@ class Node:
     def call_errs(self) -> ErrsFn:
         if self.done:
             return self.errs
-        return lambda x, path, out: self.errs(x, path, out)
+        return lambda x, path, spath, out: self.errs(x, path, spath, out)
 
 
 class Env:
@@ -192,8 +146,6 @@ class Env:
         if not isinstance(reference, str):
             got = short_json(reference)
             raise self.error(f"expected a URI reference string, got {got}", keyword)
-        from ._uri import resolve_uri, split_fragment
-
         uri = resolve_uri(self.node.base, reference)
         registry = self.compiler.registry
         try:
@@ -211,10 +163,9 @@ class Env:
 class Compiler:
     """Turns schema documents into ``Node`` trees, compiling each (node, scope) once."""
 
-    def __init__(self, registry: Registry, tables: dict[str, dict[str, KeywordFn]],
-                 format_checker: bool) -> None:
+    def __init__(self, registry: Registry, vocabulary: Vocabulary, format_checker: bool) -> None:
         self.registry = registry
-        self.tables = tables
+        self.vocabulary = vocabulary
         self.format_checker = format_checker
         self._cache: dict[tuple[int, str, str, tuple[Any, ...]], Node] = {}
         self._stack: list[tuple[Node, bool]] = []  # nodes being compiled, and how reached
@@ -262,8 +213,8 @@ class Compiler:
     def _build(self, node: Node, where: str) -> None:
         schema = node.schema
         if schema is True or schema is False:
-            node.ok = _true if schema else _false
-            node.errs = _no_errors if schema else _false_errors
+            node.ok = true_ok if schema else false_ok
+            node.errs = no_errors if schema else _false_errors
         elif isinstance(schema, dict):
             checks = self._keywords(node)
             node.ok = build_ok(checks)
@@ -276,7 +227,7 @@ class Compiler:
 
     def _keywords(self, node: Node) -> list[Check]:
         env = Env(self, node)
-        table = self.tables[node.draft]
+        table = self.vocabulary.tables[node.draft]
         schema = node.schema
         if node.draft == "7" and "$ref" in schema:
             names: Any = ("$ref",)  # draft 7: $ref replaces every sibling keyword
@@ -290,102 +241,5 @@ class Compiler:
         return checks
 
 
-def _false_errors(x: Any, path: Path, out: list[ErrorDetail]) -> None:
-    out.append(ErrorDetail(path, "no value is allowed here (the schema is false)", "false"))
-
-
-# -- dispatch ---------------------------------------------------------------------------
-
-
-def _kind_table(checks: list[Check], attr: str) -> dict[type, tuple[Any, ...]]:
-    table: dict[type, tuple[Any, ...]] = {t: () for t in JSON_TYPES}
-    for kind, types in KIND_TYPES.items():
-        fns = tuple(getattr(c, attr) for c in checks if c.kind == kind)
-        for t in types:
-            table[t] = fns
-    return table
-
-
-def _all(fns: tuple[OkFn, ...]) -> OkFn:
-    if not fns:
-        return _true
-    if len(fns) == 1:
-        return fns[0]
-    if len(fns) == 2:
-        a, b = fns
-        return lambda x: a(x) and b(x)
-
-    def ok(x: Any) -> bool:
-        for f in fns:
-            if not f(x):
-                return False
-        return True
-
-    return ok
-
-
-def build_ok(checks: list[Check]) -> OkFn:
-    """The fast path of a schema object: any-kind checks, then those for ``type(x)``."""
-    anys = _all(tuple(c.ok for c in checks if c.kind is None))
-    typed = [c for c in checks if c.kind is not None]
-    if not typed:
-        return anys
-    table = {t: _all(fns) for t, fns in _kind_table(typed, "ok").items()}
-    get = table.get
-
-    def slow(x: Any) -> bool:
-        return table.get(canonical_type(x) or type(None), _true)(x)
-
-    kinds = {c.kind for c in typed}
-    if len(kinds) == 1 and anys is _true:
-        types = KIND_TYPES[kinds.pop()]  # type: ignore[index]
-        f = table[types[0]]
-        if len(types) == 1:
-            t0 = types[0]
-
-            def ok1(x: Any) -> bool:
-                t = type(x)
-                if t is t0:
-                    return f(x)
-                return t in JSON_TYPES or slow(x)
-
-            return ok1
-
-        def ok2(x: Any) -> bool:
-            t = type(x)
-            if t is int or t is float:
-                return f(x)
-            return t in JSON_TYPES or slow(x)
-
-        return ok2
-
-    def ok(x: Any) -> bool:
-        if not anys(x):
-            return False
-        fn = get(type(x))
-        return fn(x) if fn is not None else slow(x)
-
-    return ok
-
-
-def build_errs(checks: list[Check]) -> ErrsFn:
-    """The error-collecting path; a failed ``type`` hides the rest (they would be noise)."""
-    type_checks = [c for c in checks if c.keyword == "type"]
-    anys = tuple(c.errs for c in checks if c.kind is None and c.keyword != "type")
-    table = _kind_table([c for c in checks if c.kind is not None], "errs")
-
-    def errs(x: Any, path: Path, out: list[ErrorDetail]) -> None:
-        for tc in type_checks:
-            before = len(out)
-            tc.errs(x, path, out)  # a leaf: one error exactly when its ok() fails
-            if len(out) > before:
-                return
-        for f in anys:
-            f(x, path, out)
-        fns = table.get(type(x))
-        if fns is None:
-            fns = table.get(canonical_type(x) or type(None), ())
-        for f in fns:
-            f(x, path, out)
-
-    return errs
+def _false_errors(x: Any, path: Path, spath: Path, out: list[ErrorDetail]) -> None:
+    out.append(ErrorDetail(path, "no value is allowed here (the schema is false)", "false", spath))

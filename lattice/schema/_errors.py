@@ -2,7 +2,9 @@
 
 Messages are written for a reader (often a language model) that must fix the instance:
 each names the place with a JSONPath-like path (``$.items[2].name``) and says what is
-wrong in plain words, quoting the offending value.
+wrong in plain words, quoting the offending value. ``schema_path`` says which keyword
+found it, as the keywords and keys followed from the schema root (through ``$ref`` too,
+as JSON Schema's ``keywordLocation`` does).
 """
 
 from __future__ import annotations
@@ -35,14 +37,18 @@ def format_path(path: Sequence[PathItem]) -> str:
 
 
 class ErrorDetail:
-    """One problem: where it is (``path``, keys and indices), and what it is (``message``)."""
+    """One problem: where it is (``path``, keys and indices), what it is (``message``), and
+    which keyword found it (``schema_path``, keywords and keys from the schema root, e.g.
+    ``["properties", "n", "type"]``)."""
 
-    __slots__ = ("path", "message", "keyword")
+    __slots__ = ("path", "message", "keyword", "schema_path")
 
-    def __init__(self, path: Sequence[PathItem], message: str, keyword: str = "") -> None:
+    def __init__(self, path: Sequence[PathItem], message: str, keyword: str = "",
+                 schema_path: Sequence[PathItem] = ()) -> None:
         self.path: list[PathItem] = list(path)
         self.message = message
         self.keyword = keyword
+        self.schema_path: list[PathItem] = list(schema_path)
 
     @property
     def json_path(self) -> str:
@@ -53,7 +59,8 @@ class ErrorDetail:
         return f"{format_path(self.path)}: {self.message}"
 
     def __repr__(self) -> str:
-        return f"ErrorDetail(path={self.path!r}, message={self.message!r})"
+        return (f"ErrorDetail(path={self.path!r}, message={self.message!r}, "
+                f"schema_path={self.schema_path!r})")
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, ErrorDetail):

@@ -1,5 +1,7 @@
 """The validation vocabulary: keywords that look at one instance and hold no subschemas.
 
+Their rows in the keyword table are in ``_vocabulary.py``.
+
 Each function is ``(env, value) -> Check | None``: it checks the keyword's own value
 (raising ``SchemaError`` naming its location), then returns closures specialised to that
 value. The kind passed to ``leaf`` lets the compiler skip the type guard inside ``ok``.
@@ -9,7 +11,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional
 
-from ._compiler import Check, Env, KeywordFn, Path, Rule, leaf, when_present
+from ._checks import Check, Path, Rule, leaf, when_present
+from ._compiler import Env, KeywordFn
 from ._errors import ErrorDetail
 from ._json import (
     ARRAY,
@@ -23,8 +26,14 @@ from ._json import (
     json_equal,
     short_json,
 )
+from ._regex import RegexError, compile_pattern
 
-__all__ = ["VALIDATION"]
+__all__ = [
+    "dependent_required_rules", "kw_const", "kw_dependent_required", "kw_enum",
+    "kw_exclusive_maximum", "kw_exclusive_minimum", "kw_format", "kw_maximum", "kw_minimum",
+    "kw_multiple_of", "kw_pattern", "kw_required", "kw_type", "kw_unique_items", "non_negative",
+    "size_limit",
+]
 
 _NAMED_TYPES: dict[str, frozenset[type]] = {
     "string": frozenset({str}),
@@ -49,7 +58,8 @@ def _number(env: Env, value: Any, keyword: str) -> Any:
     return value
 
 
-def _count(env: Env, value: Any, keyword: str) -> int:
+def non_negative(env: Env, value: Any, keyword: str) -> int:
+    """``value`` as a count (``maxLength``, ``minContains``, ...): a non-negative integer."""
     if _is_number(value) and value >= 0 and float(value).is_integer():
         return int(value)
     raise env.error(f"expected a non-negative integer, got {short_json(value)}", keyword)
@@ -219,8 +229,6 @@ def kw_exclusive_minimum(env: Env, value: Any) -> Optional[Check]:
 
 
 def kw_pattern(env: Env, value: Any) -> Check:
-    from ._regex import RegexError, compile_pattern
-
     if not isinstance(value, str):
         raise env.error(f"expected a regular expression string, got {short_json(value)}", "pattern")
     try:
@@ -243,7 +251,7 @@ def kw_format(env: Env, value: Any) -> Optional[Check]:
         raise env.error(f"expected a format name, got {short_json(value)}", "format")
     if not env.format_checker:
         return None  # an annotation unless the caller asked for format assertion
-    from ._formats import checker_for
+    from ._formats import checker_for  # loaded only by format assertion: its tables are big
 
     check = checker_for(value)
     if check is None:
@@ -283,11 +291,12 @@ def kw_unique_items(env: Env, value: Any) -> Optional[Check]:
 # -- objects ----------------------------------------------------------------------------
 
 
-def _size(keyword: str, kind: str, at_most: bool, message: str) -> KeywordFn:
+def size_limit(keyword: str, kind: str, at_most: bool, message: str) -> KeywordFn:
     """A bound on ``len(x)`` (``maxLength``, ``minItems``, ...); ``message`` takes the bound."""
 
     def compile_size(env: Env, value: Any) -> Check:
-        n = _count(env, value, keyword)  # len() of a str counts code points, as JSON Schema does
+        # len() of a str counts code points, as JSON Schema does
+        n = non_negative(env, value, keyword)
         if at_most:
             ok: Callable[[Any], bool] = lambda x: len(x) <= n  # noqa: E731
         else:
@@ -298,11 +307,15 @@ def _size(keyword: str, kind: str, at_most: bool, message: str) -> KeywordFn:
     return compile_size
 
 
-def _missing_errors(names: tuple[str, ...], keyword: str, why: str) -> Callable[..., None]:
-    def errs(x: Any, path: Path, out: list[ErrorDetail]) -> None:
+def _missing_errors(names: tuple[str, ...], keyword: str, why: str,
+                    tail: Path = ()) -> Callable[..., None]:
+    """One error per name not in the object; its schema path is ``spath`` + ``tail``."""
+
+    def errs(x: Any, path: Path, spath: Path, out: list[ErrorDetail]) -> None:
         for name in names:
             if name not in x:
-                out.append(ErrorDetail(path, f"{name!r} is a required property{why}", keyword))
+                message = f"{name!r} is a required property{why}"
+                out.append(ErrorDetail(path, message, keyword, (*spath, *tail)))
 
     return errs
 
@@ -325,7 +338,8 @@ def kw_required(env: Env, value: Any) -> Optional[Check]:
     names = tuple(_strings(env, value, "required"))
     if not names:
         return None
-    return Check(OBJECT, _has_all(names), _missing_errors(names, "required", ""), "required")
+    errs = _missing_errors(names, "required", "", ("required",))
+    return Check(OBJECT, _has_all(names), errs, "required")
 
 
 def kw_dependent_required(env: Env, value: Any) -> Optional[Check]:
@@ -341,26 +355,3 @@ def dependent_required_rules(rules: list[tuple[str, tuple[str, ...]]], keyword: 
     """``when_present`` rules: if ``key`` is a member, so must ``names`` be."""
     return [(k, _has_all(names), _missing_errors(names, keyword, f" when {k!r} is present"))
             for k, names in rules]
-
-
-VALIDATION: dict[str, Callable[[Env, Any], Optional[Check]]] = {
-    "type": kw_type,
-    "enum": kw_enum,
-    "const": kw_const,
-    "multipleOf": kw_multiple_of,
-    "maximum": kw_maximum,
-    "exclusiveMaximum": kw_exclusive_maximum,
-    "minimum": kw_minimum,
-    "exclusiveMinimum": kw_exclusive_minimum,
-    "maxLength": _size("maxLength", STRING, True, "must be {} characters long"),
-    "minLength": _size("minLength", STRING, False, "must be {} characters long"),
-    "pattern": kw_pattern,
-    "format": kw_format,
-    "maxItems": _size("maxItems", ARRAY, True, "must have {} items"),
-    "minItems": _size("minItems", ARRAY, False, "must have {} items"),
-    "uniqueItems": kw_unique_items,
-    "maxProperties": _size("maxProperties", OBJECT, True, "must have {} properties"),
-    "minProperties": _size("minProperties", OBJECT, False, "must have {} properties"),
-    "required": kw_required,
-    "dependentRequired": kw_dependent_required,
-}

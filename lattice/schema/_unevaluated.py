@@ -20,12 +20,13 @@ from operator import methodcaller
 from typing import Any, Callable, Optional
 
 from ._applicators import part_errors
-from ._compiler import Check, Env, Evaluated, Node, Path
+from ._checks import Check, Path
+from ._compiler import Env, Evaluated, Node
 from ._errors import ErrorDetail
 from ._json import ARRAY, OBJECT
 from ._regex import compile_pattern
 
-__all__ = ["UNEVALUATED", "build_props", "build_items"]
+__all__ = ["build_items", "build_props", "kw_unevaluated_items", "kw_unevaluated_properties"]
 
 Part = Callable[[Any], Evaluated]
 _EMPTY: frozenset[Any] = frozenset()
@@ -174,13 +175,13 @@ def _unevaluated(
                 return False
         return True
 
-    def errs(x: Any, path: Path, out: list[ErrorDetail]) -> None:
+    def errs(x: Any, path: Path, spath: Path, out: list[ErrorDetail]) -> None:
         evaluated = seen(x)
         if evaluated is True:
             return
         for k, v in parts(x):
             if k not in evaluated:  # type: ignore[operator]
-                part(k, v, path, out)
+                part(k, v, path, spath, out)
 
     return Check(kind, ok, errs, keyword)
 
@@ -197,9 +198,3 @@ def kw_unevaluated_items(env: Env, value: Any) -> Optional[Check]:
         env, value, "unevaluatedItems", ARRAY, build_items, enumerate,
         "unexpected item at index {} (unevaluatedItems is false)",
     )
-
-
-UNEVALUATED = {
-    "unevaluatedProperties": kw_unevaluated_properties,
-    "unevaluatedItems": kw_unevaluated_items,
-}

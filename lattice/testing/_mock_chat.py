@@ -18,13 +18,13 @@ OpenAI error ``code`` (``MockMessagesServer.error(400, "...", type="context_leng
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Tuple
 
 if TYPE_CHECKING:  # pragma: no cover
     from .mock_server import Fault, _Handler
 
 __all__ = ["CHAT_PATHS", "answer_chat", "completion_from_message", "completion_chunks",
-           "messages_view"]
+           "messages_view", "refuse_chat"]
 
 CHAT_PATHS = ("/v1/chat/completions", "/chat/completions")
 
@@ -220,6 +220,15 @@ def answer_chat(handler: _Handler, reply: Any, body: Dict[str, Any], size: int,
         elif reply.kind == "hang":
             mock._closing.wait()
         handler.close_connection = True  # "cut": drop it without the closing chunk
+
+
+def refuse_chat(handler: _Handler, problem: Tuple[str, str, Optional[str]]) -> None:
+    """A 400 ``invalid_request_error`` in OpenAI's error shape, for a request the real
+    API refuses (``_mock_checks.chat_request_problem``)."""
+    message, param, code = problem
+    body = {"error": {"message": message, "type": "invalid_request_error",
+                      "param": param or None, "code": code}}
+    _write(handler, 400, "application/json", json.dumps(body).encode())
 
 
 def _request_id(handler: _Handler) -> str:

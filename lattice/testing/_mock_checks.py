@@ -1,18 +1,24 @@
-"""What ``MockMessagesServer`` refuses, as the real Messages API does, and count_tokens.
+"""What ``MockMessagesServer`` refuses, as the real Messages and Chat Completions APIs
+do, and count_tokens.
 
 ``request_problem`` returns the message of the 400 ``invalid_request_error`` the real API
 would answer (in its wording, ``messages.N...`` paths included), or None for a request it
 accepts. Only the refusals a client library can cause are checked: missing fields, empty
 or malformed messages, broken tool_use/tool_result pairing, a missing version header.
 Consecutive messages with the same role are accepted (the API merges them).
+
+``chat_request_problem`` does the same for a Chat Completions body (OpenAI's wording and
+``param``): an empty ``messages``, an unknown role, a ``tool`` message without a
+``tool_call_id`` or without a preceding assistant ``tool_calls`` entry of that id, and
+assistant ``tool_calls`` not answered before the next user or assistant message.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, List, Mapping, Optional, Set
+from typing import Any, Dict, List, Mapping, Optional, Set, Tuple
 
-__all__ = ["COUNT_TOKENS_PATH", "request_problem", "count_tokens"]
+__all__ = ["COUNT_TOKENS_PATH", "request_problem", "chat_request_problem", "count_tokens"]
 
 COUNT_TOKENS_PATH = "/v1/messages/count_tokens"
 _ROLES = ("user", "assistant")
@@ -105,6 +111,78 @@ def _pairing_problem(messages: List[Any], index: int) -> Optional[str]:
                     "block must have a corresponding `tool_use` block in the previous "
                     "message.")
     return None
+
+
+_CHAT_ROLES = ("system", "developer", "user", "assistant", "tool", "function")
+ChatProblem = Tuple[str, str, Optional[str]]  # message, param, code
+
+
+def chat_request_problem(body: Any) -> Optional[ChatProblem]:
+    """Why the real Chat Completions API would refuse this body (None when it would not):
+    ``(message, param, code)`` of its 400 ``invalid_request_error``."""
+    if not isinstance(body, dict):
+        return ("request body must be a JSON object", "", None)
+    messages = body.get("messages")
+    if "messages" not in body:
+        return ("Missing required parameter: 'messages'.", "messages",
+                "missing_required_parameter")
+    if not isinstance(messages, list):
+        return (f"Invalid type for 'messages': expected an array, but got "
+                f"{type(messages).__name__} instead.", "messages", "invalid_type")
+    if not messages:
+        return ("Invalid 'messages': empty array. Expected an array with minimum length 1, "
+                "but got an empty array instead.", "messages", "empty_array")
+    waiting: List[str] = []  # tool_call ids of the last assistant message, unanswered
+    asked: Set[Any] = set()  # every id that assistant message asked for
+    asker = -1  # index of that assistant message
+    for index, message in enumerate(messages):
+        if not isinstance(message, dict):
+            return (f"Invalid type for 'messages[{index}]': expected an object, but got "
+                    f"{type(message).__name__} instead.", f"messages[{index}]", "invalid_type")
+        role = message.get("role")
+        if role not in _CHAT_ROLES:
+            return (f"Invalid value: {role!r}. Supported values are: 'system', 'assistant', "
+                    "'user', 'function', 'tool', and 'developer'.",
+                    f"messages[{index}].role", "invalid_value")
+        if role == "tool":
+            problem = _tool_message_problem(index, message, asked, asker)
+            if problem is not None:
+                return problem
+            if message["tool_call_id"] in waiting:
+                waiting.remove(message["tool_call_id"])
+            continue
+        if waiting and role in ("user", "assistant"):
+            return _unanswered(asker, waiting)
+        if role == "assistant":
+            calls = message.get("tool_calls") or []
+            ids = [c.get("id") for c in calls if isinstance(c, dict)]
+            waiting, asked, asker = [str(i) for i in ids], set(ids), index
+        elif role == "user":
+            asked, asker = set(), -1
+    if waiting:
+        return _unanswered(asker, waiting)
+    return None
+
+
+def _tool_message_problem(index: int, message: Dict[str, Any], asked: Set[Any],
+                          asker: int) -> Optional[ChatProblem]:
+    if "tool_call_id" not in message or message["tool_call_id"] is None:
+        return (f"Missing required parameter: 'messages[{index}].tool_call_id'.",
+                f"messages[{index}].tool_call_id", "missing_required_parameter")
+    if asker < 0:
+        return ("Invalid parameter: messages with role 'tool' must be a response to a "
+                "preceeding message with 'tool_calls'.", f"messages[{index}].role", None)
+    if message["tool_call_id"] not in asked:
+        return (f"Invalid parameter: 'tool_call_id' of '{message['tool_call_id']}' not "
+                "found in 'tool_calls' of previous message.",
+                f"messages[{index}].tool_call_id", None)
+    return None
+
+
+def _unanswered(asker: int, waiting: List[str]) -> ChatProblem:
+    return ("An assistant message with 'tool_calls' must be followed by tool messages "
+            "responding to each 'tool_call_id'. The following tool_call_ids did not have "
+            f"response messages: {', '.join(waiting)}", f"messages.[{asker}].role", None)
 
 
 def count_tokens(body: Dict[str, Any]) -> int:

@@ -14,7 +14,9 @@ Replies come from a script, one per request, in order; each may be
   or a dict naming one: ``{"fault": "error", "status": 529}``.
 
 When the script runs out every further request gets the text reply ``"(mock) ok"``
-(``DEFAULT_TEXT``), so a loop that asks once more than planned still finishes.
+(``DEFAULT_TEXT``), so a loop that asks once more than planned still finishes; with
+``repeat=True`` it starts over instead (each reply used goes back to its end), so
+``MockMessagesServer([model_fn], repeat=True)`` answers every request with ``model_fn``.
 Usage is made up but realistic: ``input_tokens`` is the request body's length // 4.
 A request with ``cache_control`` marks is billed against a simulated prompt cache (cache
 reads and writes, as ``lattice.testing._mock_cache`` says); more than 4 marks get a 400.
@@ -28,7 +30,8 @@ Streams emit what the real API does: ``message_start``, ``content_block_start``,
 ``Content-Length`` for JSON and chunked SSE, and writes each response in one send.
 
 Like the real API it answers 400 ``invalid_request_error`` to a request the API refuses
-(``_mock_checks.request_problem``; not recorded, no scripted reply used up), unless made
+(``_mock_checks.request_problem``, ``chat_request_problem`` on the Chat Completions
+route; not recorded, no scripted reply used up), unless made
 with ``strict=False``; and it serves ``POST /v1/messages/count_tokens``.
 """
 
@@ -46,8 +49,8 @@ from typing import Any, Dict, List, Mapping, Optional, Set
 from ..models.wire import message_events
 from . import _mock_script as faults
 from ._mock_cache import PromptCache, breakpoint_problem
-from ._mock_chat import CHAT_PATHS, answer_chat, messages_view
-from ._mock_checks import COUNT_TOKENS_PATH, count_tokens, request_problem
+from ._mock_chat import CHAT_PATHS, answer_chat, messages_view, refuse_chat
+from ._mock_checks import COUNT_TOKENS_PATH, chat_request_problem, count_tokens, request_problem
 from ._mock_script import _ERROR_TYPES, _FAULT_MAKERS, DEFAULT_TEXT, Fault, _check_reply
 
 __all__ = ["MockMessagesServer", "Fault", "message_events"]
@@ -89,7 +92,11 @@ class MockMessagesServer:
         model: str = "claude-mock-1",
         record: bool = True,
         strict: bool = True,
+        repeat: bool = False,
     ) -> None:
+        if not isinstance(repeat, bool):
+            raise ValueError(f"MockMessagesServer: repeat must be a bool, got {repeat!r}")
+        self.repeat = repeat
         self.stream = stream
         self.strict = strict
         self.model = model
@@ -175,7 +182,12 @@ class MockMessagesServer:
             problem = breakpoint_problem(body)  # refused like the API: no reply used
             if problem is not None:
                 return Fault("error", status=400, message=problem)
-            reply = self._replies.pop(0) if self._replies else DEFAULT_TEXT
+            if self._replies:
+                reply = self._replies.pop(0)
+                if self.repeat:  # the script starts over when it runs out
+                    self._replies.append(reply)
+            else:
+                reply = DEFAULT_TEXT
         while callable(reply):  # a chat request's script sees it in Messages shape
             reply = reply(body if script_body is None else script_body)
         try:
@@ -282,6 +294,10 @@ class _Handler(BaseHTTPRequestHandler):
                    if mock.strict and not chat else None)
         if problem is not None:  # refused as the real API would: not recorded, no reply used
             self._error(Fault("error", status=400, message=problem))
+            return
+        chat_problem = chat_request_problem(body) if mock.strict and chat else None
+        if chat_problem is not None:
+            refuse_chat(self, chat_problem)
             return
         if counting:
             self._json(200, {"input_tokens": count_tokens(body)})
