@@ -57,7 +57,11 @@ from .usage import Usage
 
 if TYPE_CHECKING:  # the real classes for type checkers; at run time loaded on first use
     from .models.anthropic import AnthropicClient
+    from .models.azure import AzureOpenAIChatClient, AzureOpenAIResponsesClient
+    from .models.bedrock import AnthropicBedrockClient
     from .models.openai import OpenAIChatClient
+    from .models.responses import OpenAIResponsesClient
+    from .models.vertex import AnthropicVertexClient
 
 __all__ = [
     "__version__",
@@ -86,6 +90,11 @@ __all__ = [
     "ModelRequest",
     "AnthropicClient",
     "OpenAIChatClient",
+    "OpenAIResponsesClient",
+    "AzureOpenAIChatClient",
+    "AzureOpenAIResponsesClient",
+    "AnthropicBedrockClient",
+    "AnthropicVertexClient",
     "RetryPolicy",
     # history
     "HistoryStore",
@@ -131,4 +140,20 @@ def __getattr__(name: str) -> Any:
         from .models.openai import OpenAIChatClient
 
         return OpenAIChatClient
+    if name == "OpenAIResponsesClient":
+        from .models.responses import OpenAIResponsesClient
+
+        return OpenAIResponsesClient
+    if name in ("AzureOpenAIChatClient", "AzureOpenAIResponsesClient"):
+        from .models import azure
+
+        return getattr(azure, name)
+    if name == "AnthropicBedrockClient":
+        from .models.bedrock import AnthropicBedrockClient
+
+        return AnthropicBedrockClient
+    if name == "AnthropicVertexClient":
+        from .models.vertex import AnthropicVertexClient
+
+        return AnthropicVertexClient
     raise AttributeError(f"module 'lattice' has no attribute {name!r}")

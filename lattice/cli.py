@@ -32,6 +32,10 @@ from typing import Any, Dict, List, Optional
 
 from ._version import __version__
 from .agent import Agent
+from .cli_openai import PROVIDERS as OPENAI_PROVIDERS
+from .cli_openai import REAL_KEY as OPENAI_KEYS
+from .cli_openai import make_client as make_openai_client
+from .cli_openai import missing_credentials
 from .cli_session import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
@@ -83,10 +87,11 @@ def _parser() -> argparse.ArgumentParser:
                         help="keep the conversation in this JSONL file and resume from it")
     parser.add_argument("--max-turns", metavar="N", help="model requests per prompt (50)")
     parser.add_argument("--timeout-ms", metavar="MS", help="deadline of each model request")
-    parser.add_argument("--provider", choices=("anthropic", "openai"),
+    parser.add_argument("--provider", choices=("anthropic", "openai") + OPENAI_PROVIDERS,
                         default=os.environ.get("LATTICE_PROVIDER") or "anthropic",
-                        help="API to speak: the Anthropic Messages API or OpenAI-compatible "
-                        "Chat Completions (default: $LATTICE_PROVIDER or %(default)s)")
+                        help="API to speak: the Anthropic Messages API, OpenAI-compatible "
+                        "Chat Completions, OpenAI's Responses API or Azure OpenAI (default: "
+                        "$LATTICE_PROVIDER or %(default)s)")
     parser.add_argument("--base-url", help="API base URL (default: $ANTHROPIC_BASE_URL or "
                         "https://api.anthropic.com; with --provider openai, "
                         "$OPENAI_BASE_URL or https://api.openai.com/v1)")
@@ -116,7 +121,7 @@ def _positive_int(parser: argparse.ArgumentParser, option: str,
 
 
 # What to set instead of --mock, per provider (the mock's reply says it).
-REAL_KEY = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
+REAL_KEY = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY", **OPENAI_KEYS}
 
 
 def _mock_reply(delay: float, provider: str = "anthropic") -> Any:
@@ -156,6 +161,13 @@ def _build_agent(parser: argparse.ArgumentParser, args: argparse.Namespace, *,
                                                        options.pop("base_url"))
         except ValueError as exc:
             parser.error(str(exc))
+    elif args.provider in OPENAI_PROVIDERS:
+        try:
+            options["model_client"] = make_openai_client(
+                args.provider, model=args.model, api_key=options.pop("api_key"),
+                base_url=options.pop("base_url"))
+        except ValueError as exc:
+            parser.error(str(exc))
     if args.session:  # fail_on_error: a failing file is reported, not silently dropped
         options["history_store"] = create_jsonl_history_store(args.session,
                                                               fail_on_error=True)
@@ -183,10 +195,12 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 def _main(parser: argparse.ArgumentParser, argv: Optional[List[str]]) -> int:
     args = parser.parse_args(argv)
-    if args.provider not in ("anthropic", "openai"):  # from $LATTICE_PROVIDER
-        parser.error(f"LATTICE_PROVIDER must be anthropic or openai, got {args.provider!r}")
+    if args.provider not in ("anthropic", "openai") + OPENAI_PROVIDERS:  # $LATTICE_PROVIDER
+        parser.error("LATTICE_PROVIDER must be anthropic, openai, openai-responses or azure, "
+                     f"got {args.provider!r}")
     args.model = args.model or os.environ.get("LATTICE_MODEL") or (
-        DEFAULT_OPENAI_MODEL if args.provider == "openai" else DEFAULT_MODEL)
+        os.environ.get("AZURE_OPENAI_DEPLOYMENT") if args.provider == "azure" else None) or (
+        DEFAULT_OPENAI_MODEL if args.provider != "anthropic" else DEFAULT_MODEL)
     chat = args.words == ["chat"]
     if args.words == ["-"]:
         prompt = sys.stdin.read().strip()
@@ -215,6 +229,11 @@ def _main(parser: argparse.ArgumentParser, argv: Optional[List[str]]) -> int:
         keyless = args.base_url or os.environ.get("OPENAI_BASE_URL")
         if not args.mock and not keyless and not os.environ.get("OPENAI_API_KEY"):
             sys.stderr.write(NO_OPENAI_KEY)
+            return EXIT_USAGE
+    elif args.provider in OPENAI_PROVIDERS:
+        missing = None if args.mock else missing_credentials(args.provider, args.base_url)
+        if missing is not None:
+            sys.stderr.write(missing)
             return EXIT_USAGE
     elif not args.mock and not (os.environ.get("ANTHROPIC_API_KEY")
                                 or os.environ.get("ANTHROPIC_AUTH_TOKEN")):

@@ -50,7 +50,7 @@ class History:
     # -- memory (callers that race hold the query's lock) --------------------------------
     def keep(self, message: Message) -> None:
         self.messages.append(message)
-        self.sendable.append({"role": message["role"], "content": message["content"]})
+        self.sendable.append(sendable(message))
 
     def keep_all(self, messages: List[Message]) -> None:
         self.messages = list(messages)

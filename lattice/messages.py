@@ -23,6 +23,7 @@ __all__ = [
     "text_of",
     "tool_uses_of",
     "sendable",
+    "PROVIDER_KEYS",
     "normalize_reply",
     "too_deep",
     "copy_json",
@@ -51,9 +52,19 @@ def tool_uses_of(content: Any) -> List[Dict[str, Any]]:
     return [b for b in content if isinstance(b, dict) and b.get("type") == "tool_use"]
 
 
+PROVIDER_KEYS = ("openai_items",)
+"""Reply keys one codec needs back next turn (the Responses API's reasoning items, kept
+with the reply that made them): ``sendable`` keeps them, and every other codec leaves
+them out of what it sends."""
+
+
 def sendable(message: Message) -> Message:
-    """The provider-ready form of a history entry: only ``role`` and ``content``."""
-    return {"role": message["role"], "content": message["content"]}
+    """The provider-ready form of a history entry: ``role`` and ``content`` (and a
+    ``PROVIDER_KEYS`` entry when the reply has one)."""
+    ready = {"role": message["role"], "content": message["content"]}
+    if "openai_items" in message:
+        ready["openai_items"] = message["openai_items"]
+    return ready
 
 
 MAX_DEPTH = 100  # JSON nesting a reply may have; deeper input would break copy/json later
@@ -130,7 +141,7 @@ def normalize_reply(raw: Any) -> Message:
     return entry
 
 
-_REPLY_KEYS = ("model", "provider_response_id", "stop_reason", "usage")
+_REPLY_KEYS = ("model", "provider_response_id", "stop_reason", "usage", "openai_items")
 
 
 def tool_result(tool_use_id: str, content: Any, is_error: bool = False) -> Dict[str, Any]:

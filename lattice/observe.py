@@ -9,12 +9,7 @@ With no observer the loop's cost is a None check.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional
-
-try:  # Protocol is in typing from 3.8.
-    from typing import Protocol
-except ImportError:  # pragma: no cover
-    from typing_extensions import Protocol  # type: ignore
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Protocol
 
 if TYPE_CHECKING:
     from .messages import ResultMessage

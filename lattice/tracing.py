@@ -16,6 +16,7 @@ import logging
 import os
 from typing import TYPE_CHECKING, Any, Dict, Optional
 
+from ._version import __version__
 from .observe import Observer, ToolCallLike
 from .usage import Usage
 
@@ -80,8 +81,6 @@ class OtelObserver(Observer):
             raise ValueError(f"trace_content must be a bool, got {trace_content!r}")
         from opentelemetry import trace
         from opentelemetry.trace import SpanKind, Status, StatusCode
-
-        from ._version import __version__
 
         self.trace_content = trace_content
         self._trace = trace

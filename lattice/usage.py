@@ -5,14 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Dict, Mapping, Optional
 
-__all__ = ["Usage", "USAGE_FIELDS"]
+__all__ = ["Usage", "USAGE_FIELDS", "token_count"]
 
 USAGE_FIELDS = ("input_tokens", "output_tokens", "cache_creation_input_tokens",
                 "cache_read_input_tokens")
 
 
-def _count(value: Any) -> int:
-    # Providers send null for "not reported"; a bool is never a count.
+def token_count(value: Any) -> int:
+    """A provider's token count as an int: null, a bool or anything odd is 0 ("not reported")."""
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
@@ -33,9 +33,12 @@ class Usage:
         get = data.get
         i, o = get("input_tokens"), get("output_tokens")
         w, r = get("cache_creation_input_tokens"), get("cache_read_input_tokens")
-        # _count inlined for the common case (once per turn): ``type(n) is int`` is no bool.
-        return cls(i if type(i) is int else _count(i), o if type(o) is int else _count(o),
-                   w if type(w) is int else _count(w), r if type(r) is int else _count(r))
+        # token_count inlined for the common case (once per turn): ``type(n) is int`` is
+        # no bool.
+        return cls(i if type(i) is int else token_count(i),
+                   o if type(o) is int else token_count(o),
+                   w if type(w) is int else token_count(w),
+                   r if type(r) is int else token_count(r))
 
     @property
     def prompt_tokens(self) -> int:

@@ -2,7 +2,7 @@
 import dataclasses
 import json
 from dataclasses import dataclass, field
-from typing import List, Optional
+from typing import List, Optional, TypedDict
 
 import pytest
 from helpers import (
@@ -15,11 +15,6 @@ from helpers import (
 
 from lattice import SUBMIT_OUTPUT_TOOL_NAME, Agent, MissingOutputError, OutputSchema, Tool
 from lattice.testing import ScriptedModelClient, assert_well_formed
-
-try:
-    from typing import TypedDict
-except ImportError:  # pragma: no cover
-    from typing_extensions import TypedDict
 
 
 @dataclass

@@ -9,6 +9,13 @@ reply that needs approval ends the request as ``awaiting_approval``; the browser
 pending call, and the Approve / Deny click is a later request that resumes with
 ``approvals=``, possibly served by another worker process.
 
+One user may send two requests at once (two tabs, a double click), and under gunicorn they
+reach different worker processes: the conversation's session lock in the store keeps them
+apart. The second request waits for it up to WEB_CHAT_LOCK_WAIT_S seconds (default 10,
+under gunicorn's 30 s worker timeout); if the first is still running then, it is answered
+409 with a sentence the page shows ("still answering your other request"). An approval
+that another tab already gave is a 409 with a sentence too.
+
 Offline by default: a scripted model behind the bundled mock Messages API server. With
 ANTHROPIC_API_KEY set it talks to the real API (model from LATTICE_MODEL). The history
 file is WEB_CHAT_DB (default .agent-sessions/web_chat.db).
@@ -16,6 +23,7 @@ file is WEB_CHAT_DB (default .agent-sessions/web_chat.db).
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -35,6 +43,11 @@ StartResponse = Callable[..., Any]
 USER_ID = re.compile(r"[A-Za-z0-9_-]{1,64}\Z")
 MAX_BODY = 64 * 1024
 PAGE_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "page.html")
+LOCK_WAIT_S = float(os.environ.get("WEB_CHAT_LOCK_WAIT_S", "10"))
+BUSY = ("I am still answering your other request (from another tab, or a second click). "
+        "Wait for that answer, then send this again.")
+STALE = ("This call was already answered, maybe in another tab, so nothing changed here. "
+         "Reload the page to see where the conversation is.")
 
 OUTBOX: List[Dict[str, str]] = []  # where the demo's "emails" go
 
@@ -99,17 +112,25 @@ class Backend:
 
 # -- the WSGI app ----------------------------------------------------------------------------
 
+class Refused(Exception):
+    """A request the app answers with ``status`` and a sentence the page shows as it is."""
+
+    def __init__(self, status: str, text: str) -> None:
+        super().__init__(text)
+        self.status, self.text = status, text
+
+
 class ChatApp:
     def __init__(self, db_path: str, backend: Optional[Backend] = None) -> None:
         self.db_path = db_path
         self.backend = backend or Backend()
-        self._guard = threading.Lock()
-        self._user_locks: Dict[str, threading.Lock] = {}
 
     def agent(self, store: lattice.SqliteHistoryStore) -> lattice.Agent:
-        """One Agent per request, on the user's stored conversation."""
+        """One Agent per request, on the user's stored conversation; a second request of
+        the same user waits for the first up to LOCK_WAIT_S (the store's session lock)."""
         return lattice.Agent(**self.backend.options(), tools=[send_email],
                              history_store=store, include_partial_messages=True,
+                             session_lock_wait_s=LOCK_WAIT_S,
                              system="You are a helpful assistant. You can send emails.")
 
     def __call__(self, environ: Environ, start_response: StartResponse) -> Any:
@@ -130,6 +151,8 @@ class ChatApp:
                     ("X-Accel-Buffering", "no")])
                 return events
             return _send(start_response, "404 Not Found", "no such page", "text/plain", [])
+        except Refused as refused:  # busy, or a stale approval: a sentence for the person
+            return _send(start_response, refused.status, refused.text, "text/plain", headers)
         except ValueError as exc:  # a bad request: say what was wrong with it
             return _send(start_response, "400 Bad Request", str(exc), "text/plain", headers)
 
@@ -143,9 +166,8 @@ class ChatApp:
             store.close()
 
     def start_query(self, user: str, path: str, body: Dict[str, Any]) -> Iterator[bytes]:
-        """Validate and start the query now (so a bad request is a 400), then stream."""
-        lock = self._lock_for(user)
-        lock.acquire()
+        """Validate and start the query now, up to its first message (so a bad request is
+        a 400, a busy conversation or a stale approval a 409), then stream the rest."""
         store = lattice.SqliteHistoryStore(self.db_path, session_id=user)
         try:
             agent = self.agent(store)
@@ -153,38 +175,44 @@ class ChatApp:
                 message = body.get("message")
                 if not isinstance(message, str) or not message.strip():
                     raise ValueError('POST /chat takes {"message": "some text"}')
-                query = agent.query(message)
-            else:
-                decisions = body.get("approvals")
-                if not isinstance(decisions, dict) or not all(
-                        isinstance(v, bool) for v in decisions.values()):
-                    raise ValueError('POST /approve takes {"approvals": {"<call id>": true}}')
-                pending = sorted(c.id for c in agent.pending_approvals())
-                if sorted(decisions) != pending:  # checked here too, to answer with a 400
-                    raise ValueError(f"approvals must answer the pending calls {pending}, "
-                                     f"got {sorted(decisions)}")
-                query = agent.query(approvals=decisions)
+                return EventStream(*_first(lambda: agent.query(message)), store.close)
+            decisions = body.get("approvals")
+            if not isinstance(decisions, dict) or not decisions or not all(
+                    isinstance(v, bool) for v in decisions.values()):
+                raise ValueError('POST /approve takes {"approvals": {"<call id>": true}}')
+            try:  # lattice checks them against the pending calls, again under the lock
+                return EventStream(*_first(lambda: agent.query(approvals=decisions)),
+                                   store.close)
+            except ValueError:
+                raise Refused("409 Conflict", STALE) from None
         except BaseException:
             store.close()
-            lock.release()
             raise
-        return EventStream(query, lambda: (store.close(), lock.release()))
 
-    def _lock_for(self, user: str) -> threading.Lock:
-        # Two queries of one user at once would interleave their turns in one history.
-        with self._guard:
-            return self._user_locks.setdefault(user, threading.Lock())
+
+def _first(start: Callable[[], Any]) -> Tuple[Any, Any]:
+    """``(query, its first message)``: the first ``next()`` takes the session lock, waiting
+    up to LOCK_WAIT_S, so a busy conversation is known before the response starts."""
+    query = start()
+    try:
+        return query, next(query)
+    except lattice.ConcurrentQueryError:
+        query.close()
+        raise Refused("409 Conflict", BUSY) from None
+    except BaseException:
+        query.close()
+        raise
 
 
 class EventStream:
     """The WSGI body: the query's messages as Server-Sent Events. The server calls
     ``close()`` when the response ends or the browser goes away, which ends the query."""
 
-    def __init__(self, query: Any, done: Callable[[], Any]) -> None:
-        self.query, self._done = query, done
+    def __init__(self, query: Any, first: Any, done: Callable[[], Any]) -> None:
+        self.query, self.first, self._done = query, first, done
 
     def __iter__(self) -> Iterator[bytes]:
-        for message in self.query:
+        for message in itertools.chain([self.first], self.query):
             if message.type == "stream_event":
                 event = message.event
                 if event["type"] == "content_block_delta" and \

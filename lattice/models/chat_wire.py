@@ -23,6 +23,7 @@ from ..errors import (
     is_prompt_too_long,
     status_error_class,
 )
+from ..usage import token_count
 from .base import ModelRequest
 from .status import error_message, load_json
 
@@ -280,18 +281,14 @@ def stop_reason_from_finish(finish: Any, has_calls: bool) -> Any:
     return _FINISH.get(finish, finish) if isinstance(finish, str) else finish
 
 
-def _count(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
 def usage_from_chat(usage: Any) -> Dict[str, int]:
     """Chat usage as lattice usage: cached prompt tokens counted as cache reads."""
     if not isinstance(usage, dict):
         usage = {}
     details = usage.get("prompt_tokens_details")
-    cached = _count(details.get("cached_tokens")) if isinstance(details, dict) else 0
-    return {"input_tokens": max(0, _count(usage.get("prompt_tokens")) - cached),
-            "output_tokens": _count(usage.get("completion_tokens")),
+    cached = token_count(details.get("cached_tokens")) if isinstance(details, dict) else 0
+    return {"input_tokens": max(0, token_count(usage.get("prompt_tokens")) - cached),
+            "output_tokens": token_count(usage.get("completion_tokens")),
             "cache_creation_input_tokens": 0,
             "cache_read_input_tokens": cached}
 

@@ -30,6 +30,7 @@ from typing import (
     List,
     Mapping,
     Optional,
+    Protocol,
     Sequence,
     Tuple,
     Type,
@@ -42,11 +43,6 @@ from .body import finish_stream, read_chunks
 from .cutoff import HeldCall, attach, cut_if_needed, detach
 from .retry import RetryPolicy
 from .status import clean_request_id, redact
-
-try:  # Protocol is in typing from 3.8
-    from typing import Protocol
-except ImportError:  # pragma: no cover
-    from typing_extensions import Protocol  # type: ignore
 
 if TYPE_CHECKING:  # pragma: no cover
     import requests

@@ -11,6 +11,8 @@ is the inverse of SSE parsing (the events the API would stream for a message), u
 from __future__ import annotations
 
 import json
+import operator
+from itertools import repeat
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from ..errors import (
@@ -21,13 +23,15 @@ from ..errors import (
     error_class_for_type,
     is_prompt_too_long,
 )
-from ..usage import USAGE_FIELDS
+from ..messages import PROVIDER_KEYS
+from ..usage import USAGE_FIELDS, token_count
 from .base import ModelRequest
 from .status import error_from_response, load_json, redact
 
 __all__ = [
     "USAGE_FIELDS",
     "request_body",
+    "without_provider_keys",
     "request_dict",
     "dump_body",
     "reply_from_message",
@@ -61,7 +65,7 @@ def request_dict(request: ModelRequest, *, stream: bool) -> Dict[str, Any]:
     body: Dict[str, Any] = {"model": request.model, "max_tokens": request.max_tokens}
     if request.system is not None:
         body["system"] = request.system
-    body["messages"] = request.messages
+    body["messages"] = without_provider_keys(request.messages)
     if request.tools:
         body["tools"] = request.tools
     if request.output_format is not None:
@@ -73,6 +77,16 @@ def request_dict(request: ModelRequest, *, stream: bool) -> Dict[str, Any]:
     return body
 
 
+def without_provider_keys(messages: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """``messages`` without another codec's reply keys (``PROVIDER_KEYS``: the Responses
+    API's reasoning items), which the Messages API would refuse; the list itself when no
+    message has one (checked at C speed: this runs on every request)."""
+    if not any(map(operator.contains, messages, repeat("openai_items"))):
+        return messages
+    return [{k: v for k, v in m.items() if k not in PROVIDER_KEYS}
+            if "openai_items" in m else m for m in messages]
+
+
 def reply_from_message(message: Mapping[str, Any]) -> Dict[str, Any]:
     """Turn a Messages API message object into the assistant dict clients return."""
     usage = message.get("usage") or {}
@@ -80,14 +94,10 @@ def reply_from_message(message: Mapping[str, Any]) -> Dict[str, Any]:
         "role": "assistant",
         "content": list(message.get("content") or []),
         "stop_reason": message.get("stop_reason"),
-        "usage": {key: _count(usage.get(key)) for key in USAGE_FIELDS},
+        "usage": {key: token_count(usage.get(key)) for key in USAGE_FIELDS},
         "model": message.get("model"),
         "provider_response_id": message.get("id"),
     }
-
-
-def _count(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def message_from_json(content: bytes) -> Dict[str, Any]:

@@ -1,5 +1,6 @@
-"""Connections for ``PostgresHistoryStore``: which driver, a pool of idle connections, and
-telling a lost connection from other errors.
+"""Connections for ``PostgresHistoryStore``: which driver, its pool of idle connections (an
+``idle.IdlePool`` that drops connections the server ended), and telling a lost connection
+from other errors.
 
 The driver (``psycopg`` 3, else ``pg8000``, or the host's ``connect`` callable) is imported
 on first use only. Idle connections are checked before reuse without a round trip: a
@@ -11,18 +12,18 @@ of failing.
 
 from __future__ import annotations
 
-import os
+import functools
+import importlib
 import select
 import threading
-import weakref
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
+from .idle import IdlePool
 from .pg_conninfo import pg8000_arguments
 
 __all__ = ["Connection", "Pool", "connection_lost", "ended_by_server", "shared_pool", "DRIVERS"]
 
 DRIVERS = ("psycopg", "pg8000")
-_MAX_IDLE = 8
 # SQLSTATEs after which the connection is gone: class 08 (connection exception), and the
 # server shutting down or crashing (57P01-57P03).
 _GONE_STATES = ("57P01", "57P02", "57P03")
@@ -145,8 +146,6 @@ def driver_connector(conninfo: str, params: Dict[str, str], driver: Optional[str
 
 
 def _import_driver(driver: Optional[str]) -> Tuple[str, Any]:
-    import importlib
-
     for name in (driver,) if driver else DRIVERS:
         try:
             module = importlib.import_module("pg8000.dbapi" if name == "pg8000" else name)
@@ -160,65 +159,17 @@ def _import_driver(driver: Optional[str]) -> Tuple[str, Any]:
     )
 
 
-# Bumped in a forked child (cheaper than comparing os.getpid(), a system call, per use).
-_forks = [0]
-
-
-def _after_fork() -> None:
-    _forks[0] += 1
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork)
-
-
-class Pool:
-    """Idle connections opened by one ``connect`` function."""
+class Pool(IdlePool[Connection]):
+    """Idle connections opened by one ``connect`` function (an idle one the server closed
+    is dropped when borrowed), and the tables known to exist through them."""
 
     def __init__(self, connect: Callable[[], Any]) -> None:
-        self._connect = connect
-        self._lock = threading.Lock()
-        self._idle: List[Connection] = []
-        self._forks = _forks[0]
-        # Connections inherited through fork share their socket with the parent: closing
-        # one here would end the parent's session, so they are kept, never touched.
-        self._inherited: List[Connection] = []
+        super().__init__(functools.partial(_open, connect), alive=Connection.looks_alive)
         self.ready_tables: Set[str] = set()
-        weakref.finalize(self, _close_all, self._idle)
-
-    def borrow(self) -> Tuple[Connection, bool]:
-        """A connection that looks alive, and whether it was reused (idle) or is new."""
-        while True:
-            with self._lock:
-                if self._forks != _forks[0]:  # we are a child of the process that made us
-                    self._inherited.extend(self._idle)
-                    self._idle.clear()
-                    self.ready_tables.clear()
-                    self._forks = _forks[0]
-                conn = self._idle.pop() if self._idle else None
-            if conn is None:
-                return Connection(self._connect()), False
-            if conn.looks_alive():
-                return conn, True
-            conn.close()
-
-    def give_back(self, conn: Connection) -> None:
-        with self._lock:
-            if self._forks == _forks[0] and len(self._idle) < _MAX_IDLE:
-                self._idle.append(conn)
-                return
-        conn.close()
-
-    def close(self) -> None:
-        with self._lock:
-            idle = self._idle[:]
-            self._idle.clear()
-        _close_all(idle)
 
 
-def _close_all(connections: List[Connection]) -> None:
-    while connections:
-        connections.pop().close()
+def _open(connect: Callable[[], Any]) -> Connection:
+    return Connection(connect())
 
 
 _shared: Dict[Tuple[Optional[str], str], Pool] = {}

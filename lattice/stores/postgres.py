@@ -30,6 +30,7 @@ import threading
 from typing import Any, Callable, List, Optional, Tuple, TypeVar
 
 from .base import Message, encode_message
+from .idle import Loan
 from .locks import check_wait, poll
 from .pg_conninfo import parse_conninfo, redacted
 from .pg_driver import (
@@ -231,7 +232,8 @@ class PostgresHistoryStore:
         attempts = 2
         while True:
             attempts -= 1
-            conn, reused = self._pool.borrow()
+            loan = self._pool.borrow()
+            conn = loan.conn
             try:
                 self._ensure_table(conn)
                 if transaction:
@@ -243,12 +245,12 @@ class PostgresHistoryStore:
                 if attempts > 0 and sqlstate(exc) == UNDEFINED_TABLE:
                     self._pool.ready_tables.discard(self.table)
                     continue
-                if attempts > 0 and reused and (
+                if attempts > 0 and loan.reused and (
                     ended_by_server(exc) or (retry and connection_lost(exc, conn))
                 ):
                     continue
                 raise
-            self._pool.give_back(conn)
+            self._pool.give_back(loan)
             return result
 
     def _ensure_table(self, conn: Connection) -> None:
@@ -286,12 +288,13 @@ def _parse_rows(rows: List[Any]) -> List[Any]:
 class _AdvisoryLock:
     """The context manager ``PostgresHistoryStore.lock`` returns."""
 
-    __slots__ = ("store", "wait_s", "_conn", "_mutex")
+    __slots__ = ("store", "wait_s", "_conn", "_loan", "_mutex")
 
     def __init__(self, store: PostgresHistoryStore, wait_s: float) -> None:
         self.store = store
         self.wait_s = wait_s
         self._conn: Optional[Connection] = None
+        self._loan: Optional[Loan[Connection]] = None  # how _conn came, to give it back
         self._mutex = threading.Lock()  # one statement at a time on the connection
 
     def __enter__(self) -> _AdvisoryLock:
@@ -304,13 +307,14 @@ class _AdvisoryLock:
 
         pool = self.store._pool
         for attempt in (1, 2):  # a connection found broken by the first try: once more
-            conn, reused = pool.borrow()
+            loan = pool.borrow()
+            conn = loan.conn
             try:
                 got = try_once(conn)
                 break
             except Exception as exc:
                 conn.close()
-                if attempt == 2 or not reused or not connection_lost(exc, conn):
+                if attempt == 2 or not loan.reused or not connection_lost(exc, conn):
                     raise
         try:
             if not got:
@@ -318,7 +322,7 @@ class _AdvisoryLock:
         except BaseException:
             conn.close()  # a connection that may hold the lock must not go back to the pool
             raise
-        self._conn = conn
+        self._conn, self._loan = conn, loan
         self.store._held = self
         return self
 
@@ -354,6 +358,7 @@ class _AdvisoryLock:
     def __exit__(self, *exc_info: object) -> None:
         with self._mutex:
             conn, self._conn = self._conn, None
+            loan, self._loan = self._loan, None
             if self.store._held is self:
                 self.store._held = None
         if conn is None:
@@ -364,7 +369,7 @@ class _AdvisoryLock:
         except Exception:
             conn.close()  # the server frees the lock with the connection
             raise
-        if rows[0][0]:
-            self.store._pool.give_back(conn)
+        if rows[0][0] and loan is not None:
+            self.store._pool.give_back(loan)
         else:
             conn.close()

@@ -14,14 +14,14 @@ first use, so ``import lattice`` does not pay for it.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
-import threading
 import time
-import weakref
 from typing import TYPE_CHECKING, Any, List, Optional, Tuple
 
 from .base import Message, PathArg, encode_message, resolve_path
+from .idle import IdlePool
 from .locks import check_wait
 from .shape import keep_messages
 from .sqlite_lease import LEASE_SCHEMA, SqliteLease, transaction
@@ -32,7 +32,6 @@ if TYPE_CHECKING:
 __all__ = ["SqliteHistoryStore"]
 
 _BUSY_TIMEOUT_S = 30.0
-_MAX_IDLE = 8  # connections kept open per pool; more are closed when given back
 
 _SCHEMA = (
     """
@@ -68,66 +67,36 @@ INSERT INTO lattice_history (session_id, seq, message)
 SELECT ?, COALESCE(MAX(seq), 0) + 1, ? FROM lattice_history WHERE session_id = ?"""
 
 
-class _Pool:
-    """Idle connections to one database file."""
+class _Pool(IdlePool["sqlite3.Connection"]):
+    """Idle connections to one database file (a connection still in a transaction, say
+    after an error, is closed rather than kept)."""
 
     def __init__(self, path: str, fsync: bool) -> None:
+        # (no bound method given: the pool must not refer to itself, so that a store
+        # dropped unclosed has its connections closed at once, not at the next GC run)
+        super().__init__(functools.partial(_connect, path, fsync),
+                         reusable=lambda conn: not conn.in_transaction)
         self.path = path
         self.fsync = fsync
-        self._lock = threading.Lock()
-        self._idle: List[sqlite3.Connection] = []  # only ever changed in place: see below
-        self._pid = os.getpid()
-        self._generation = 0
-        # Connections inherited through fork: SQLite forbids using (or closing) them in
-        # the child, so they are only kept referenced, never touched.
-        self._inherited: List[sqlite3.Connection] = []
-        # A store nobody closed still closes its connections when it is collected
-        # (Python 3.13 warns about connections left to the garbage collector).
-        weakref.finalize(self, _close_all, self._idle)
 
-    def borrow(self) -> _Borrowed:
-        with self._lock:
-            if self._pid != os.getpid():
-                self._inherited.extend(self._idle)
-                self._idle.clear()
-                self._pid = os.getpid()
-            generation = self._generation
-            conn = self._idle.pop() if self._idle else None
-        return _Borrowed(self, conn if conn is not None else self._connect(), generation)
 
-    def give_back(self, conn: sqlite3.Connection, generation: int, ok: bool) -> None:
-        if ok and not conn.in_transaction:
-            with self._lock:
-                if generation == self._generation and len(self._idle) < _MAX_IDLE:
-                    self._idle.append(conn)
-                    return
-        # After an error the connection may be mid-transaction or broken: a new one is cheap.
+def _connect(path: str, fsync: bool) -> sqlite3.Connection:
+    import sqlite3
+
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    # isolation_level=None: no implicit transactions; replace opens its own.
+    # check_same_thread=False: a pooled connection serves whichever thread borrows it
+    # (one at a time).
+    conn = sqlite3.connect(
+        path, timeout=_BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
+    )
+    try:
+        conn.execute(f"PRAGMA busy_timeout = {int(_BUSY_TIMEOUT_S * 1000)}")
+        _set_up(conn, fsync)
+    except BaseException:
         conn.close()
-
-    def close(self) -> None:
-        with self._lock:
-            idle = self._idle[:]
-            self._idle.clear()
-            self._generation += 1  # connections out on loan are closed when given back
-        _close_all(idle)
-
-    def _connect(self) -> sqlite3.Connection:
-        import sqlite3
-
-        os.makedirs(os.path.dirname(self.path), exist_ok=True)
-        # isolation_level=None: no implicit transactions; replace opens its own.
-        # check_same_thread=False: a pooled connection serves whichever thread borrows it
-        # (one at a time).
-        conn = sqlite3.connect(
-            self.path, timeout=_BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
-        )
-        try:
-            conn.execute(f"PRAGMA busy_timeout = {int(_BUSY_TIMEOUT_S * 1000)}")
-            _set_up(conn, self.fsync)
-        except BaseException:
-            conn.close()
-            raise
-        return conn
+        raise
+    return conn
 
 
 def _set_up(conn: sqlite3.Connection, fsync: bool) -> None:
@@ -167,28 +136,6 @@ def _is_busy(exc: Exception) -> bool:
         return code & 0xFF in (5, 6)
     text = str(exc).lower()
     return "locked" in text or "busy" in text
-
-
-def _close_all(connections: List[sqlite3.Connection]) -> None:
-    while connections:
-        connections.pop().close()
-
-
-class _Borrowed:
-    """``with pool.borrow() as conn``: a connection for one operation."""
-
-    __slots__ = ("pool", "conn", "generation")
-
-    def __init__(self, pool: _Pool, conn: sqlite3.Connection, generation: int) -> None:
-        self.pool = pool
-        self.conn = conn
-        self.generation = generation
-
-    def __enter__(self) -> sqlite3.Connection:
-        return self.conn
-
-    def __exit__(self, exc_type: Any, *rest: object) -> None:
-        self.pool.give_back(self.conn, self.generation, exc_type is None)
 
 
 class SqliteHistoryStore:

@@ -2,7 +2,8 @@
 
 It answers ``POST /v1/messages`` with JSON, or with SSE when the request body says
 ``"stream": true`` (``stream=True|False`` forces one). ``POST /v1/chat/completions`` (and
-``/chat/completions``) get the same script in Chat Completions form (``_mock_chat.py``).
+``/chat/completions``) get the same script in Chat Completions form (``_mock_chat.py``),
+``POST /v1/responses`` and the Azure OpenAI routes in their forms (``_mock_responses.py``).
 Replies come from a script, one per request, in order; each may be
 
 * a string: a text reply;
@@ -44,13 +45,15 @@ import socketserver
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Dict, List, Mapping, Optional, Set
+from typing import Any, Dict, List, Mapping, Optional, Set, Tuple
 
 from ..models.wire import message_events
 from . import _mock_script as faults
+from ._mock_bedrock import DEFAULT_BEDROCK_CREDENTIALS, answer_cloud, is_cloud_path
 from ._mock_cache import PromptCache, breakpoint_problem
 from ._mock_chat import CHAT_PATHS, answer_chat, messages_view, refuse_chat
 from ._mock_checks import COUNT_TOKENS_PATH, chat_request_problem, count_tokens, request_problem
+from ._mock_responses import serve as serve_responses
 from ._mock_script import _ERROR_TYPES, _FAULT_MAKERS, DEFAULT_TEXT, Fault, _check_reply
 
 __all__ = ["MockMessagesServer", "Fault", "message_events"]
@@ -93,10 +96,16 @@ class MockMessagesServer:
         record: bool = True,
         strict: bool = True,
         repeat: bool = False,
+        bedrock_credentials: Tuple[str, str] = DEFAULT_BEDROCK_CREDENTIALS,
+        vertex_token: Optional[str] = None,
     ) -> None:
         if not isinstance(repeat, bool):
             raise ValueError(f"MockMessagesServer: repeat must be a bool, got {repeat!r}")
         self.repeat = repeat
+        # Bedrock routes check SigV4 against these; Vertex routes want this bearer token
+        # (None: any). See _mock_bedrock.py.
+        self.bedrock_credentials = tuple(bedrock_credentials)
+        self.vertex_token = vertex_token
         self.stream = stream
         self.strict = strict
         self.model = model
@@ -280,6 +289,11 @@ class _Handler(BaseHTTPRequestHandler):
         raw = self.rfile.read(int(self.headers.get("content-length") or 0))
         path = self.path.split("?")[0].rstrip("/")
         chat = path in CHAT_PATHS  # Chat Completions
+        if is_cloud_path(path):  # Bedrock and Vertex routes
+            answer_cloud(self, raw, path)
+            return
+        if not chat and serve_responses(self, raw):  # Responses API and Azure routes
+            return
         if path not in ("/v1/messages", COUNT_TOKENS_PATH) and not chat:
             self._error(Fault("error", status=404, message=f"no route {self.path}"))
             return

@@ -19,6 +19,7 @@ import shutil
 import subprocess
 import tempfile
 from typing import Callable, List, Optional, Sequence
+from urllib.parse import quote
 
 __all__ = ["TemporaryPostgres", "find_postgres_bin", "PostgresUnavailable"]
 
@@ -76,8 +77,6 @@ class TemporaryPostgres:
 
     @property
     def url(self) -> str:
-        from urllib.parse import quote
-
         return (f"postgresql://postgres@/{self.dbname}?host={quote(self.socket_dir, safe='')}"
                 f"&port={self.port}")
 

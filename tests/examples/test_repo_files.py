@@ -43,3 +43,10 @@ def test_the_notebook_honours_lattice_provider() -> None:
     # with LATTICE_PROVIDER=openai.
     assert "from _backend import model_options" in (
         ROOT / "examples" / "notebook.py").read_text(encoding="utf-8")
+
+
+def test_the_approvals_page_agrees_with_the_scaling_page() -> None:
+    # The session lock keeps one user's requests apart: nobody has to serialise them.
+    text = (DOCS / "approvals.md").read_text(encoding="utf-8")
+    assert "serialise" not in text and "route a user to one" not in text
+    assert "session_lock_wait_s" in text and "(scaling.md)" in text

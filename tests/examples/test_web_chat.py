@@ -1,6 +1,7 @@
 """examples/web_chat/app.py over real HTTP (wsgiref in a thread, urllib as the browser):
 a streamed reply that asks for approval, Approve / Deny in a later request, the history
-page, bad requests. tests/test_web_chat_browser.py drives the same page in Chromium."""
+page, bad requests; then under gunicorn with concurrent requests of one user.
+tests/examples/test_web_chat_browser.py drives the same page in Chromium."""
 
 from __future__ import annotations
 
@@ -8,11 +9,13 @@ import importlib.util
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 import threading
 import urllib.error
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Tuple
@@ -144,41 +147,142 @@ def test_bad_requests_are_400_naming_the_problem(served):
         ("/chat", b"not json", "not JSON"),
         ("/chat", [1], "JSON object"),
         ("/approve", {"approvals": {"x": "yes"}}, '{"approvals"'),
-        ("/approve", {"approvals": {"x": True}}, "pending calls []"),
+        ("/approve", {"approvals": {}}, '{"approvals"'),
     ]:
         status, _, raw = call(base, path, "dave", body)
         assert status == 400 and says in raw.decode(), (path, body, raw)
     assert call(base, "/nowhere", "dave")[0] == 404
+    # Approving calls that are not pending: a stale page (another tab decided), told so.
+    status, _, raw = call(base, "/approve", "dave", {"approvals": {"x": True}})
+    assert status == 409 and "already answered" in raw.decode(), raw
     events(base, "/chat", "dave", {"message": "email x@example.com"})
     status, _, raw = call(base, "/approve", "dave", {"approvals": {"wrong-id": True}})
-    assert status == 400 and "toolu_" in raw.decode()
+    assert status == 409 and "Reload the page" in raw.decode(), raw
     # The refused approval changed nothing: the call is still pending.
     assert len(json.loads(call(base, "/history", "dave")[2])["pending"]) == 1
 
 
-def test_under_gunicorn_with_two_workers(tmp_path):
-    """Works as ``app:app`` under gunicorn; the approval may land in another worker."""
-    pytest.importorskip("gunicorn", reason="gunicorn is not installed (optional here)")
+# -- under gunicorn ---------------------------------------------------------------------------
+# The app under its own documented gunicorn command, with one user's requests arriving at
+# once (two tabs, a double click): each waits for the conversation's session lock and is
+# answered, or is told readably that the other request is still being answered; never a
+# 5xx. A stale approval (decided in another tab) is a readable 409 too.
+
+ROOT = APP_PATH.parents[2]
+needs_gunicorn = pytest.mark.skipif(importlib.util.find_spec("gunicorn") is None,
+                                    reason="gunicorn is not installed "
+                                    "(pip install -e '.[test]')")
+
+
+def documented_command() -> List[str]:
+    """The gunicorn command the app's docstring gives, as a list."""
+    doc = APP_PATH.read_text(encoding="utf-8")
+    line = next(line for line in doc.splitlines() if line.strip().startswith("gunicorn "))
+    return shlex.split(line.split("#")[0])
+
+
+@contextmanager
+def gunicorn(tmp_path: Path, **env_extra: str) -> Iterator[str]:
+    """The app under the documented command (bound to a free port), cwd = the repo root."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
-    env.update(PYTHONPATH=str(APP_PATH.parents[2]), WEB_CHAT_DB=str(tmp_path / "chat.db"))
-    process = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "--pythonpath", str(APP_PATH.parent), "-w", "2",
-         "-b", "127.0.0.1:0", "app:app"], env=env, cwd=tmp_path, text=True,
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    env.update(PYTHONPATH=str(ROOT), WEB_CHAT_DB=str(tmp_path / "chat.db"), **env_extra)
+    command = [sys.executable, "-m", *documented_command(), "-b", "127.0.0.1:0"]
+    process = subprocess.Popen(command, env=env, cwd=ROOT, text=True,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    log: List[str] = []
     try:
         assert process.stderr is not None
-        seen = ""
-        while "Listening at" not in seen:  # gunicorn logs the port it bound
+        while not any("Listening at" in line for line in log):
             line = process.stderr.readline()
-            assert line, f"gunicorn did not start: {seen}"
-            seen += line
-        base = re.search(r"Listening at: (http://127\.0\.0\.1:\d+)", seen).group(1)
+            assert line, f"gunicorn did not start: {''.join(log)}"
+            log.append(line)
+        found = re.search(r"Listening at: (http://127\.0\.0\.1:\d+)", "".join(log))
+        assert found is not None
+        # Keep reading its log, so that a full pipe never blocks a worker.
+        drain = threading.Thread(target=lambda: log.extend(process.stderr or ()), daemon=True)
+        drain.start()
+        yield found.group(1)
+    finally:
+        process.terminate()
+        process.wait(30)
+    assert not any("Traceback" in line or "[ERROR]" in line for line in log), "".join(log)
+
+
+def post_at_once(base: str, user: str, count: int) -> List[Tuple[int, str, bytes]]:
+    """``count`` chat posts of ``user`` released together."""
+    barrier = threading.Barrier(count)
+
+    def one(i: int) -> Tuple[int, str, bytes]:
+        barrier.wait(30)
+        status, headers, raw = call(base, "/chat", user, {"message": f"message {i}"})
+        return status, headers.get("Content-Type", ""), raw
+
+    with ThreadPoolExecutor(count) as pool:
+        return list(pool.map(one, range(count)))
+
+
+@needs_gunicorn
+def test_under_gunicorn_with_two_workers(tmp_path: Path) -> None:
+    """Works as ``app:app`` under gunicorn; the approval may land in another worker."""
+    with gunicorn(tmp_path) as base:
         first = events(base, "/chat", "erin", {"message": "email ada@example.com"})
         (calls,) = [data["calls"] for event, data in first if event == "approval"]
         for _ in range(3):  # whichever worker answers, the pending call is in the store
             assert json.loads(call(base, "/history", "erin")[2])["pending"] == calls
         done = events(base, "/approve", "erin", {"approvals": {calls[0]["id"]: True}})
         assert done[-1] == ("done", {"subtype": "success", "error": None})
-    finally:
-        process.terminate()
-        process.communicate(timeout=30)
+
+
+@needs_gunicorn
+def test_concurrent_posts_of_one_user_wait_their_turn(tmp_path: Path) -> None:
+    with gunicorn(tmp_path) as base:
+        answers = post_at_once(base, "frank", 20)
+        statuses = [status for status, _, _ in answers]
+        assert all(s < 500 for s in statuses), answers
+        assert statuses.count(200) == 20, statuses  # the lock wait covers 20 quick replies
+        for _, kind, raw in answers:
+            assert kind == "text/event-stream" and b"event: done" in raw, raw
+        history = SqliteHistoryStore(str(tmp_path / "chat.db"), session_id="frank").load()
+    assert_well_formed(history)
+    prompts = sorted(m["content"] for m in history if m["role"] == "user")
+    assert prompts == sorted(f"message {i}" for i in range(20))
+
+
+@needs_gunicorn
+def test_a_request_that_cannot_wait_longer_is_told_readably(tmp_path: Path) -> None:
+    with gunicorn(tmp_path, WEB_CHAT_LOCK_WAIT_S="0.5") as base:
+        events(base, "/chat", "gina", {"message": "hello"})  # the conversation exists
+        store = SqliteHistoryStore(str(tmp_path / "chat.db"), session_id="gina")
+        with store.lock(wait_s=0):  # another request is still being answered
+            status, headers, raw = call(base, "/chat", "gina", {"message": "again"})
+        assert status == 409, raw
+        assert headers["Content-Type"].startswith("text/plain")
+        assert "still answering your other request" in raw.decode()
+        assert "Error" not in raw.decode() and "<" not in raw.decode()
+        after = events(base, "/chat", "gina", {"message": "again"})  # the lock is free again
+        assert after[-1] == ("done", {"subtype": "success", "error": None})
+
+
+@needs_gunicorn
+def test_a_stale_approval_is_a_readable_409(tmp_path: Path) -> None:
+    with gunicorn(tmp_path) as base:
+        first = events(base, "/chat", "hana", {"message": "email ada@example.com"})
+        (calls,) = [data["calls"] for event, data in first if event == "approval"]
+        decision = {"approvals": {calls[0]["id"]: True}}
+
+        def approve() -> Tuple[int, Dict[str, str], bytes]:
+            return call(base, "/approve", "hana", decision)
+
+        with ThreadPoolExecutor(2) as pool:  # the same click in two tabs, at once
+            answers = list(pool.map(lambda _: approve(), range(2)))
+        answers.append(approve())  # and once more, later
+        statuses = sorted(status for status, _, _ in answers)
+        assert statuses == [200, 409, 409], answers
+        for status, headers, raw in answers:
+            if status == 409:
+                text = raw.decode()
+                assert headers["Content-Type"].startswith("text/plain")
+                assert "already" in text and "reload" in text.lower(), text
+                assert "toolu_" not in text and "approvals" not in text, text
+        history = json.loads(call(base, "/history", "hana")[2])
+        assert history["pending"] == [] and history["messages"][-1]["text"].startswith("Done")

@@ -12,7 +12,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
-from typing import Any, Iterator, List
+from typing import Any, Iterator, List, Tuple
 
 import pytest
 
@@ -34,8 +34,14 @@ from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
 
 @pytest.fixture
-def app_url(tmp_path: Path) -> Iterator[str]:
-    """The example app in its own process, offline, on a free port it reports."""
+def app_url(app: Tuple[str, Any]) -> str:
+    return app[0]
+
+
+@pytest.fixture
+def app(tmp_path: Path) -> Iterator[Tuple[str, Any]]:
+    """The example app in its own process, offline, on a free port it reports:
+    ``(url, process)``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
     env.update(PYTHONPATH=str(ROOT), WEB_CHAT_DB=str(tmp_path / "chat.db"))
     process = subprocess.Popen([sys.executable, str(APP), "0"], env=env, cwd=tmp_path,
@@ -49,7 +55,7 @@ def app_url(tmp_path: Path) -> Iterator[str]:
         assert found, f"the app did not start: {first}{process.stderr.read()}"
         # Keep reading its request log, so that a full pipe never blocks the server.
         drain.start()
-        yield found.group(0)
+        yield found.group(0), process
     finally:
         process.terminate()
         process.wait(30)
@@ -121,3 +127,54 @@ def test_chat_approve_and_reload(app_url: str, browser: Any) -> None:
     browser.refresh()
     wait.until(lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-loaded"))
     assert shown(browser) == before
+
+
+# -- when things go wrong, the page says so in words ----------------------------------------
+
+
+def errors_shown(driver: Any) -> List[str]:
+    return [el.text for el in driver.find_elements(By.CSS_SELECTOR, "#log .error")]
+
+
+def test_a_server_that_cannot_be_reached_is_said_and_the_form_stays_usable(
+        app: Tuple[str, Any], browser: Any) -> None:
+    url, process = app
+    wait = WebDriverWait(browser, WAIT_S)
+    browser.get(url)
+    wait.until(lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-loaded"))
+    process.terminate()  # the network goes away before the message is sent
+    process.wait(30)
+    box = browser.find_element(By.ID, "message")
+    box.send_keys("hello?")
+    browser.find_element(By.ID, "send").click()
+    wait.until(lambda d: errors_shown(d))
+    assert errors_shown(browser) == [
+        "Could not reach the server, so nothing was sent. Check your connection and try again."]
+    form = browser.find_element(By.ID, "form")
+    assert form.get_attribute("data-busy") is None  # not frozen: the user can send again
+    assert box.get_attribute("value") == "hello?"  # and the text is there to send again
+
+
+def test_an_approval_already_given_in_another_tab_is_said_in_words(
+        app_url: str, browser: Any) -> None:
+    wait = WebDriverWait(browser, WAIT_S)
+    browser.get(app_url)
+    wait.until(lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-loaded"))
+    browser.find_element(By.ID, "message").send_keys("Please email ada@example.com")
+    browser.find_element(By.ID, "send").click()
+    wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, ".approval .approve"))
+    first = browser.current_window_handle
+
+    browser.switch_to.new_window("tab")  # the same user (cookie) in a second tab
+    browser.get(app_url)
+    approve = wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, ".approval .approve"))
+    approve[0].click()
+    wait.until(lambda d: any(line.startswith("assistant: Done:") for line in shown(d)))
+
+    browser.switch_to.window(first)  # still showing the buttons: a stale page
+    browser.find_element(By.CSS_SELECTOR, ".approval .approve").click()
+    wait.until(lambda d: errors_shown(d))
+    (error,) = errors_shown(browser)
+    assert error.startswith("This call was already answered, maybe in another tab"), error
+    assert "toolu_" not in error and "approvals" not in error and "<" not in error
+    assert browser.find_element(By.ID, "form").get_attribute("data-busy") is None

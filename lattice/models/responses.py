@@ -1,0 +1,200 @@
+"""``OpenAIResponsesClient``: the Responses API codec on the shared HTTP transport.
+
+``responses_wire.py`` translates requests and replies (``input`` items in, output items
+out), ``responses_stream.py`` reads ``response.*`` events, ``http.py`` does the I/O
+exactly as for the other clients (retries, deadlines, abort, secrets).
+"""
+
+from __future__ import annotations
+
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Callable,
+    Dict,
+    Iterator,
+    List,
+    Mapping,
+    Optional,
+    Sequence,
+    Tuple,
+)
+from urllib.parse import urlencode
+
+from .._version import __version__
+from ..errors import APIConnectionError, APIStatusError
+from .base import ModelRequest, ReplyDict
+from .chat_wire import Translations
+from .client import HTTPModelClient
+from .http import EventCallback, Transport
+from .openai import DEFAULT_OPENAI_BASE_URL, _check_query
+from .options import (
+    check_client_options,
+    check_secret,
+    clean_headers,
+    require_requests,
+    resolve_base_url,
+    secret_from_env,
+    secrets_of,
+)
+from .responses_stream import parse_responses_stream
+from .responses_wire import reply_from_response, responses_body
+from .retry import RetryPolicy
+from .status import add_hint, error_from_response, load_json
+
+if TYPE_CHECKING:  # pragma: no cover
+    import requests
+
+__all__ = ["OpenAIResponsesClient", "ResponsesCodec", "responses_url", "bearer_token"]
+
+TokenProvider = Callable[[], str]
+
+
+class ResponsesCodec:
+    """How the transport reads Responses API replies and errors."""
+
+    api = "Responses API"
+    request_id_header = "x-request-id"
+
+    def __init__(self, url: str, hint: str = "") -> None:
+        self.url = url
+        self.hint = hint  # added to a 404 (likely a wrong base URL or deployment)
+
+    def read_json(self, content: bytes) -> ReplyDict:
+        try:
+            body = load_json(content)
+        except ValueError as exc:
+            raise APIConnectionError(
+                f"malformed JSON response ({exc}): {content[:200]!r}") from None
+        return reply_from_response(body)
+
+    def read_stream(self, chunks: Iterator[bytes], on_event: Optional[EventCallback]
+                    ) -> ReplyDict:
+        return parse_responses_stream(chunks, on_event)
+
+    def error(self, status: int, headers: Mapping[str, str], content: bytes,
+              secrets: Sequence[str]) -> APIStatusError:
+        error = error_from_response(status, headers, content, secrets,
+                                    request_id_header=self.request_id_header)
+        if status == 404 and self.hint:
+            add_hint(error, self.hint)
+        return error
+
+
+def responses_url(base_url: str) -> str:
+    """``{base}/v1/responses``, whether ``base_url`` ends in ``/v1`` or not."""
+    return base_url + ("/responses" if base_url.endswith("/v1") else "/v1/responses")
+
+
+def bearer_token(provider: TokenProvider) -> str:
+    """What ``provider()`` returns, checked (never shown in an error)."""
+    token = check_secret("token_provider()", provider())
+    if token is None:
+        raise ValueError("token_provider() returned None; it must return a token (str)")
+    return token
+
+
+class OpenAIResponsesClient(HTTPModelClient):
+    """Calls ``POST {base_url}/v1/responses``; a ``ModelClient`` for ``lattice.Agent``.
+
+    Reasoning items come back in the reply's ``openai_items`` key and are sent back with
+    the next request (no other client sends them). One client (and its pooled
+    ``requests.Session``) may be shared by any number of threads and agents.
+
+    Args:
+        api_key: sent as ``Authorization: Bearer``; default ``OPENAI_API_KEY`` (read at
+            each call) unless ``token_provider`` or an ``api-key`` header is given.
+        base_url: default ``OPENAI_BASE_URL``, else ``https://api.openai.com/v1``; with or
+            without the ``/v1``.
+        stream: use SSE streaming (default) rather than one JSON response.
+        store: let OpenAI keep the responses (``store``). False (the default) asks for
+            ``include: ["reasoning.encrypted_content"]``, so reasoning travels with the
+            conversation instead.
+        max_retries: retries of 408/409/429/5xx and failed connections.
+        default_headers: extra headers for every request (they win over ours).
+        default_query: URL parameters for every request.
+        session: a ``requests.Session`` to use instead of the client's own.
+        timeout_ms: deadline of one ``create()`` (retries included) when the request has
+            none; without either, connect 10 s and read 600 s per attempt.
+        retry_policy: a ``RetryPolicy``; it replaces ``max_retries`` when given.
+        token_provider: a callable returning a bearer token, called for every request
+            (Microsoft Entra ID on Azure; the provider caches); ``api_key`` wins over it.
+    """
+
+    api_name = "OpenAIResponsesClient"
+
+    def __init__(
+        self,
+        *,
+        api_key: Optional[str] = None,
+        base_url: Optional[str] = None,
+        stream: bool = True,
+        store: bool = False,
+        max_retries: int = 2,
+        default_headers: Optional[Mapping[str, str]] = None,
+        default_query: Optional[Mapping[str, Any]] = None,
+        session: Optional[requests.Session] = None,
+        timeout_ms: Optional[float] = None,
+        retry_policy: Optional[RetryPolicy] = None,
+        token_provider: Optional[TokenProvider] = None,
+    ) -> None:
+        self._api_key = check_secret("api_key", api_key)
+        check_client_options(max_retries=max_retries, stream=stream, timeout_ms=timeout_ms,
+                             session=session, retry_policy=retry_policy)
+        if not isinstance(store, bool):
+            raise ValueError(f"store must be True or False, got {store!r}")
+        if token_provider is not None and not callable(token_provider):
+            raise ValueError(f"token_provider must be a callable returning a token, got "
+                             f"{token_provider!r}")
+        self._token_provider = token_provider
+        self._default_headers = clean_headers(default_headers)
+        query = _check_query(default_query)
+        require_requests(self.api_name)
+        self.base_url = self._resolve_base_url(base_url)
+        self.stream = stream
+        self.store = store
+        url = self._url()
+        self._query_secrets = secrets_of(dict(query))
+        self._cache = Translations()  # what earlier requests translated
+        self._transport = Transport(
+            url + ("?" + urlencode(query) if query else ""), ResponsesCodec(url, self._hint()),
+            session=session, retry_policy=retry_policy or RetryPolicy(max_retries=max_retries),
+            timeout_ms=timeout_ms)
+
+    def _resolve_base_url(self, base_url: Optional[str]) -> str:
+        return resolve_base_url(base_url, "OPENAI_BASE_URL", DEFAULT_OPENAI_BASE_URL)
+
+    def _url(self) -> str:
+        return responses_url(self.base_url)
+
+    def _hint(self) -> str:
+        return ""
+
+    def _body(self, request: ModelRequest) -> Tuple[bytes, bool]:
+        return responses_body(request, stream=self.stream, store=self.store,
+                              cache=self._cache)
+
+    def _credentials(self) -> Tuple[Dict[str, str], List[str]]:
+        """The auth header: our key, else the token provider's token, else the env key
+        (not when an ``api-key`` header is configured: that key is for another host)."""
+        key = self._api_key
+        if key is None and self._token_provider is not None:
+            token = bearer_token(self._token_provider)
+            return {"authorization": f"Bearer {token}"}, [token]
+        if key is None and not any(k.lower() == "api-key" for k in self._default_headers):
+            key = secret_from_env("OPENAI_API_KEY")
+        return ({"authorization": f"Bearer {key}"}, [key]) if key else ({}, [])
+
+    def _headers(self) -> Tuple[Dict[str, str], List[str]]:
+        headers = {
+            "content-type": "application/json",
+            "accept": "application/json",
+            "user-agent": f"agent-lattice/{__version__}",
+        }
+        auth, secrets = self._credentials()
+        headers.update(auth)
+        headers.update(self._default_headers)
+        return headers, secrets_of(self._default_headers, *secrets, *self._query_secrets)
+
+    def __repr__(self) -> str:
+        return super().__repr__()[:-1] + f", store={self.store})"

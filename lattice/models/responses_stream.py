@@ -1,0 +1,123 @@
+"""Responses API streaming: ``response.*`` events -> one assistant dict.
+
+The SSE layers are the shared ones (``sse.iter_lines``, ``SSEDecoder``, ``load_data``).
+The stream ends with ``response.completed`` or ``response.incomplete``, whose ``response``
+is the whole response object: it is read exactly like a JSON reply, so streamed and not
+streamed give the same message. Output items assembled from the events before it
+(``output_item.added``/``done``, text and argument deltas) stand in when a server sends
+the final object without its ``output``. ``response.failed`` and ``error`` events raise
+the error their code names; a stream that ends before the final event raises
+``APIConnectionError``. Unknown events are ignored.
+"""
+
+from __future__ import annotations
+
+import json
+from itertools import chain
+from json.scanner import make_scanner
+from typing import Any, Callable, Dict, Iterable, List, Optional
+
+from ..errors import APIConnectionError
+from .responses_wire import error_from_responses, reply_from_response
+from .sse import SSEDecoder, iter_lines, load_data
+
+__all__ = ["ResponsesStreamAccumulator", "parse_responses_stream"]
+
+_FINAL = ("response.completed", "response.incomplete")
+
+
+class ResponsesStreamAccumulator:
+    """Feed it event dicts in order; ``reply()`` gives the assistant dict."""
+
+    __slots__ = ("_items", "_texts", "_args", "_head", "final")
+
+    def __init__(self) -> None:
+        self._items: Dict[Any, Dict[str, Any]] = {}
+        self._texts: Dict[Any, List[str]] = {}  # output_index -> text deltas
+        self._args: Dict[Any, List[str]] = {}  # output_index -> argument deltas
+        self._head: Dict[str, Any] = {}
+        self.final: Optional[Dict[str, Any]] = None
+
+    def feed(self, event: Dict[str, Any]) -> None:
+        """Apply one event; raise the error a failed response or ``error`` event names."""
+        kind = event.get("type")
+        if kind == "response.output_text.delta" or kind == "response.refusal.delta":
+            delta = event.get("delta")
+            if isinstance(delta, str):
+                self._texts.setdefault(event.get("output_index"), []).append(delta)
+        elif kind == "response.function_call_arguments.delta":
+            delta = event.get("delta")
+            if isinstance(delta, str):
+                self._args.setdefault(event.get("output_index"), []).append(delta)
+        elif kind in ("response.output_item.added", "response.output_item.done"):
+            item = event.get("item")
+            if isinstance(item, dict):
+                self._items[event.get("output_index", len(self._items))] = dict(item)
+                if kind == "response.output_item.done":  # whole: its deltas are in it
+                    self._texts.pop(event.get("output_index"), None)
+                    self._args.pop(event.get("output_index"), None)
+        elif kind in _FINAL:
+            response = event.get("response")
+            if not isinstance(response, dict):
+                raise APIConnectionError(f"{kind} event without a response object")
+            self.final = response
+        elif kind == "response.failed":
+            response = event.get("response")
+            raise error_from_responses(response.get("error") if isinstance(response, dict)
+                                       else None)
+        elif kind == "error":
+            raise error_from_responses(event.get("error") if isinstance(
+                event.get("error"), dict) else event)
+        elif kind in ("response.created", "response.in_progress", "response.queued"):
+            response = event.get("response")
+            if isinstance(response, dict):
+                self._head.update({k: response[k] for k in ("id", "model") if response.get(k)})
+
+    def reply(self) -> Dict[str, Any]:
+        """The assistant dict; ``APIConnectionError`` if the stream was cut."""
+        final = self.final
+        if final is None:
+            raise APIConnectionError(
+                "the stream ended before response.completed or response.incomplete")
+        if not final.get("output") and self._items:
+            final = dict(final, output=[self._assembled(i) for i in sorted(
+                self._items, key=lambda k: (0, k) if isinstance(k, int) else (1, str(k)))])
+        missing = {k: v for k, v in self._head.items() if not final.get(k)}
+        if missing:  # id and model from response.created when the end lacks them
+            final = dict(final, **missing)
+        return reply_from_response(final)
+
+    def _assembled(self, index: Any) -> Dict[str, Any]:
+        item = self._items[index]
+        if index in self._args and item.get("type") == "function_call":
+            item["arguments"] = (item.get("arguments") or "") + "".join(self._args[index])
+        if index in self._texts and item.get("type") == "message":
+            item["content"] = [{"type": "output_text", "text": "".join(self._texts[index])}]
+        return item
+
+
+def parse_responses_stream(
+    chunks: Iterable[bytes], on_event: Optional[Callable[[Dict[str, Any]], None]] = None
+) -> Dict[str, Any]:
+    """Read a Responses SSE byte stream up to its final event; return the assistant dict.
+
+    Each event dict goes to ``on_event`` exactly as received, before it is applied.
+    """
+    decoder = SSEDecoder()
+    accumulator = ResponsesStreamAccumulator()
+    feed = accumulator.feed
+    scan = make_scanner(json.JSONDecoder())  # type: ignore[arg-type]  # one per stream: memo
+    for sse in chain(decoder.events(iter_lines(chunks)), iter(decoder.flush, None)):
+        if sse.data[:1] == b"[" and sse.data.strip() == b"[DONE]":
+            continue  # some proxies end every stream so
+        event = load_data(sse, scan)
+        if event is None:
+            continue
+        if sse.event and "type" not in event:  # the type from the event: name
+            event["type"] = sse.event
+        if on_event is not None:
+            on_event(event)
+        feed(event)
+        if accumulator.final is not None:
+            break
+    return accumulator.reply()

@@ -1,0 +1,396 @@
+"""Responses API JSON shapes <-> the Messages-shaped history, without any I/O.
+
+Requests (``responses_body``): the system prompt is ``instructions``; the history becomes
+``input`` items: user text and images as ``message`` items, ``tool_use`` blocks as
+``function_call`` items and ``tool_result`` blocks as ``function_call_output`` items (paired
+by ``call_id``), assistant text as assistant messages. Tools are function tools with
+``strict`` always explicit; ``output_format`` is ``text.format`` (name ``"output"``).
+
+Replies (``reply_from_response``): ``message`` items become text blocks (a refusal's text
+when there is no other text), ``function_call`` items ``tool_use`` blocks, reasoning
+summaries a ``thinking`` block (for display; never sent). The output items the content
+does not carry (reasoning with its ``encrypted_content``, built-in tool calls) are kept in
+the reply's ``openai_items`` key, in output order, with stubs (type and ids) standing for
+the message and function_call items the text and tool_use blocks came from. The next
+request sends them back in the same order: the API pairs a reasoning item with the items
+that follow it by id. No other codec sends that key (``messages.PROVIDER_KEYS``).
+"""
+
+from __future__ import annotations
+
+import json
+import operator
+from typing import Any, Dict, List, Optional, Tuple, Type
+
+from ..errors import (
+    APIConnectionError,
+    APIStatusError,
+    BadRequestError,
+    InternalServerError,
+    PromptTooLongError,
+    RateLimitError,
+    error_class_for_type,
+    is_prompt_too_long,
+)
+from .base import ModelRequest
+from .chat_wire import Translations, call_block
+from .status import error_message
+
+__all__ = ["ITEMS_KEY", "responses_body", "responses_input", "responses_tools",
+           "reply_from_response", "usage_from_responses", "error_from_responses",
+           "text_of_system"]
+
+ITEMS_KEY = "openai_items"
+_CACHE_MAX = 8192
+# Parts of a tool_use / text block the stub does not repeat.
+_CARRIED = {"function_call": ("name", "arguments", "status", "type"), "message": ()}
+
+
+# -- requests ------------------------------------------------------------------------------
+
+
+def responses_body(request: ModelRequest, *, stream: bool, store: bool,
+                   cache: Optional[Translations] = None) -> Tuple[bytes, bool]:
+    """The JSON body for ``request`` and whether it asks for a stream (``extra`` wins)."""
+    if not request.model:
+        raise ValueError("OpenAIResponsesClient needs ModelRequest.model (the model name)")
+    body: Dict[str, Any] = {"model": request.model,
+                            "input": responses_input(request.messages, cache)}
+    instructions = text_of_system(request.system)
+    if instructions:
+        body["instructions"] = instructions
+    body["max_output_tokens"] = request.max_tokens
+    if request.tools:
+        body["tools"] = _tools(request.tools, cache)
+    if request.output_format is not None:
+        body["text"] = {"format": {"type": "json_schema", "name": "output",
+                                   "schema": request.output_format, "strict": True}}
+    body["store"] = store
+    if not store:  # reasoning comes back encrypted, to be sent back next turn
+        body["include"] = ["reasoning.encrypted_content"]
+    if stream:
+        body["stream"] = True
+    body.update(request.extra)
+    data = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    return data, body.get("stream") is True
+
+
+def text_of_system(system: Any) -> str:
+    if isinstance(system, str):
+        return system
+    return "\n\n".join(b.get("text", "") for b in system or ()
+                       if isinstance(b, dict) and b.get("type") == "text")
+
+
+def _tools(tools: List[Dict[str, Any]], cache: Optional[Translations]) -> List[Dict[str, Any]]:
+    if cache is None:
+        return responses_tools(tools)
+    seen, translated = cache.tools
+    if len(seen) != len(tools) or not all(map(operator.is_, seen, tools)):
+        translated = responses_tools(tools)
+        cache.tools = (tuple(tools), translated)
+    return translated
+
+
+def responses_tools(tools: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """Messages tool definitions as function tools, ``strict`` explicit."""
+    out = []
+    for tool in tools:
+        function: Dict[str, Any] = {"type": "function", "name": tool.get("name")}
+        if tool.get("description"):
+            function["description"] = tool["description"]
+        function["parameters"] = tool.get("input_schema") or {"type": "object",
+                                                              "properties": {}}
+        function["strict"] = tool.get("strict") is True
+        out.append(function)
+    return out
+
+
+def responses_input(messages: List[Dict[str, Any]], cache: Optional[Translations] = None
+                    ) -> List[Dict[str, Any]]:
+    """The history as ``input`` items. ``cache`` (one per client) spares translating again
+    what an earlier request of the same conversation sent (see ``chat_wire.Translations``)."""
+    if cache is None:
+        return [item for message in messages for item in _message(message)]
+    _, last_in, last_out = cache.last
+    done = len(last_in)
+    if done and len(messages) >= done and all(map(operator.is_, last_in, messages)):
+        out = list(last_out)
+    else:
+        done, out = 0, []
+    by_id = cache.by_id
+    for message in messages[done:]:
+        hit = by_id.get(id(message))
+        if hit is not None and hit[0] is message:
+            out.extend(hit[1])
+            continue
+        translated = _message(message)
+        if len(by_id) >= _CACHE_MAX:
+            by_id.clear()
+        by_id[id(message)] = (message, translated)
+        out.extend(translated)
+    cache.last = (None, tuple(messages), tuple(out))
+    return out
+
+
+def _message(message: Dict[str, Any]) -> List[Dict[str, Any]]:
+    content = message.get("content")
+    if message.get("role") == "assistant":
+        return _assistant(content, message.get(ITEMS_KEY))
+    if isinstance(content, str):
+        return [{"role": "user", "content": content}]
+    return _user(content or [])
+
+
+def _assistant(content: Any, kept: Any) -> List[Dict[str, Any]]:
+    if isinstance(content, str):
+        content = [{"type": "text", "text": content}]
+    blocks = [b for b in content or () if isinstance(b, dict)
+              and b.get("type") in ("text", "tool_use")]
+    out: List[Dict[str, Any]] = []
+    for item in kept if isinstance(kept, list) else ():
+        if not isinstance(item, dict):
+            continue
+        kind = item.get("type")
+        if kind == "message" and "content" not in item:  # stands for the next text block
+            found = next((b for b in blocks if b.get("type") == "text"), None)
+            if found is not None:
+                blocks.remove(found)
+                out.append({**item, "role": "assistant", "status": "completed", "content": [
+                    {"type": "output_text", "text": found.get("text", ""), "annotations": []}]})
+        elif kind == "function_call" and "name" not in item:  # stands for a tool_use block
+            found = next((b for b in blocks if b.get("type") == "tool_use"
+                          and b.get("id") == item.get("call_id")), None)
+            if found is not None:
+                blocks.remove(found)
+                out.append(_call(found, item))
+        else:
+            out.append(item)
+    for block in blocks:  # blocks without a stub (another provider's reply, an edit)
+        if block["type"] == "tool_use":
+            out.append(_call(block, {"type": "function_call"}))
+        elif block.get("text"):
+            out.append({"role": "assistant", "content": block["text"]})
+    return out
+
+
+def _call(block: Dict[str, Any], stub: Dict[str, Any]) -> Dict[str, Any]:
+    arguments = block.get("input")
+    return {**stub, "call_id": block.get("id"), "name": block.get("name"),
+            "arguments": arguments if isinstance(arguments, str)
+            else json.dumps(arguments if arguments is not None else {}, ensure_ascii=False)}
+
+
+def _user(blocks: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """One ``function_call_output`` per tool_result, in order, then a message for the rest."""
+    out: List[Dict[str, Any]] = []
+    parts: List[Dict[str, Any]] = []
+    for block in blocks:
+        if block.get("type") == "tool_result":
+            out.append({"type": "function_call_output", "call_id": block.get("tool_use_id"),
+                        "output": _tool_output(block)})
+        else:
+            parts.append(_part(block))
+    if parts:
+        out.append({"role": "user", "content": parts})
+    return out
+
+
+def _part(block: Dict[str, Any]) -> Dict[str, Any]:
+    kind = block.get("type")
+    if kind == "text":
+        return {"type": "input_text", "text": block.get("text", "")}
+    source = block.get("source") or {}
+    where = source.get("type")
+    url = source.get("url") if where == "url" else \
+        f"data:{source.get('media_type', '')};base64,{source.get('data', '')}"
+    if kind == "image":
+        if where == "file":  # uploaded with the Files API
+            return {"type": "input_image", "file_id": source.get("file_id"), "detail": "auto"}
+        return {"type": "input_image", "image_url": url, "detail": "auto"}
+    if kind == "document" and where == "text":
+        return {"type": "input_text", "text": source.get("data", "")}
+    if kind == "document" and where == "file":
+        return {"type": "input_file", "file_id": source.get("file_id")}
+    if kind == "document" and where == "url":
+        return {"type": "input_file", "file_url": url}
+    if kind == "document" and where == "base64":
+        return {"type": "input_file", "filename": block.get("title") or "document.pdf",
+                "file_data": url}
+    raise ValueError(f"a {kind!r} content block cannot be sent to the Responses API "
+                     "(text, images, documents and tool results can)")
+
+
+def _tool_output(block: Dict[str, Any]) -> Any:
+    """A str result as text; a list of blocks as a list of parts (images included)."""
+    content = block.get("content")
+    error = bool(block.get("is_error"))
+    if isinstance(content, list):
+        parts = [_part(item) for item in content if isinstance(item, dict)]
+        if error and parts and parts[0]["type"] == "input_text":
+            parts[0] = dict(parts[0], text=_error_text(parts[0]["text"]))
+        elif error:
+            parts.insert(0, {"type": "input_text", "text": "Error"})
+        return parts
+    text = "" if content is None else str(content)
+    return _error_text(text) if error else text
+
+
+def _error_text(text: str) -> str:
+    return text if text.lstrip().lower().startswith("error") else "Error: " + text
+
+
+# -- replies -------------------------------------------------------------------------------
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def usage_from_responses(usage: Any) -> Dict[str, int]:
+    """Responses usage as lattice usage: cached input as cache reads (cache writes, when
+    reported, as cache creation), reasoning tokens shown apart (they are output tokens)."""
+    usage = usage if isinstance(usage, dict) else {}
+    details = usage.get("input_tokens_details")
+    details = details if isinstance(details, dict) else {}
+    cached, written = _count(details.get("cached_tokens")), _count(
+        details.get("cache_write_tokens"))
+    out_details = usage.get("output_tokens_details")
+    reasoning = _count(out_details.get("reasoning_tokens")) if isinstance(
+        out_details, dict) else 0
+    return {"input_tokens": max(0, _count(usage.get("input_tokens")) - cached - written),
+            "output_tokens": _count(usage.get("output_tokens")),
+            "cache_creation_input_tokens": written, "cache_read_input_tokens": cached,
+            "reasoning_tokens": reasoning}
+
+
+_BY_CODE: Dict[str, Type[APIStatusError]] = {
+    "server_error": InternalServerError, "rate_limit_exceeded": RateLimitError,
+    "insufficient_quota": RateLimitError, "vector_store_timeout": InternalServerError,
+    "context_length_exceeded": PromptTooLongError, "invalid_prompt": BadRequestError}
+_STATUS: Dict[Type[APIStatusError], int] = {
+    BadRequestError: 400, PromptTooLongError: 400, RateLimitError: 429,
+    InternalServerError: 500}
+
+
+def error_from_responses(error: Any, request_id: Optional[str] = None) -> Exception:
+    """The error a failed response or an ``error`` event names: the ``APIStatusError`` of
+    its ``code`` (else its ``type``), else ``APIConnectionError``."""
+    detail = error if isinstance(error, dict) else {}
+    message = error_message({"error": error}) or "the response failed"
+    code, kind = detail.get("code"), detail.get("type")
+    cls: Optional[Type[APIStatusError]] = None
+    if isinstance(code, str):
+        cls = _BY_CODE.get(code)
+        if cls is None and code.startswith(("invalid_", "image_", "unsupported_", "empty_",
+                                            "failed_to_download")):
+            cls = BadRequestError
+    if cls is None and isinstance(kind, str) and error_class_for_type(kind) is not \
+            APIStatusError:
+        cls = error_class_for_type(kind)
+    if cls is None and isinstance(code, int) and not isinstance(code, bool) and code >= 400:
+        from ..errors import status_error_class
+
+        cls = status_error_class(code)
+    if cls is BadRequestError and is_prompt_too_long(message, code):
+        cls = PromptTooLongError
+    if cls is None:
+        return APIConnectionError(f"the response failed: {message}")
+    return cls(message, status_code=_STATUS.get(cls), request_id=request_id,
+               body={"error": error})
+
+
+def reply_from_response(body: Any) -> Dict[str, Any]:
+    """A ``response`` object as the assistant dict clients return."""
+    if not isinstance(body, dict):
+        raise APIConnectionError(f"the reply is not a JSON object: {str(body)[:200]!r}")
+    status = body.get("status")
+    if status == "failed" or (body.get("error") and "output" not in body):
+        raise error_from_responses(body.get("error"))
+    output = body.get("output")
+    if not isinstance(output, list):
+        raise APIConnectionError(
+            f"the reply has no output list (not a response?): {json.dumps(body)[:200]}")
+    content, kept, refused = _content(output)
+    stop: Any = "end_turn"
+    if any(b["type"] == "tool_use" for b in content):
+        stop = "tool_use"
+    elif refused:
+        stop = "refusal"
+    if status == "incomplete":
+        details = body.get("incomplete_details")
+        reason = details.get("reason") if isinstance(details, dict) else None
+        stop = {"max_output_tokens": "max_tokens", "content_filter": "refusal"}.get(
+            reason, reason or "max_tokens")  # type: ignore[arg-type]
+    elif status not in ("completed", None):
+        stop = status  # queued / in_progress (background) and the like, as given
+    reply: Dict[str, Any] = {"role": "assistant", "content": content, "stop_reason": stop,
+                             "usage": usage_from_responses(body.get("usage")),
+                             "model": body.get("model") or None,
+                             "provider_response_id": body.get("id") or None}
+    if kept:
+        reply[ITEMS_KEY] = kept
+    return reply
+
+
+def _content(output: List[Any]) -> Tuple[List[Dict[str, Any]], List[Dict[str, Any]], bool]:
+    """(content blocks, items to keep or [] when none is needed, refused without text)."""
+    thinking: List[str] = []
+    blocks: List[Dict[str, Any]] = []
+    kept: List[Dict[str, Any]] = []
+    needed = refused = False
+    for item in output:
+        if not isinstance(item, dict):
+            raise APIConnectionError(f"the reply has an output item that is not an "
+                                     f"object: {str(item)[:200]!r}")
+        kind = item.get("type")
+        if kind == "message":
+            text, refusal = _message_text(item)
+            if text or refusal:
+                blocks.append({"type": "text", "text": text or refusal})
+                refused = refused or not text
+                kept.append(_stub(item))
+                needed = needed or "phase" in item
+                continue
+        elif kind == "function_call":
+            block = call_block(item.get("call_id"), item.get("name"), item.get("arguments"))
+            blocks.append(block)
+            kept.append(dict(_stub(item), call_id=block["id"]))
+            continue
+        elif kind == "reasoning":
+            thinking += _reasoning_text(item)
+        kept.append(item)
+        needed = True
+    if thinking:
+        blocks.insert(0, {"type": "thinking", "thinking": "\n\n".join(thinking)})
+    return blocks, kept if needed else [], refused
+
+
+def _stub(item: Dict[str, Any]) -> Dict[str, Any]:
+    drop = _CARRIED.get(item.get("type"), ())  # type: ignore[arg-type]
+    return {k: v for k, v in item.items() if k not in drop and k not in (
+        "content", "role", "status") or k == "type"}
+
+
+def _message_text(item: Dict[str, Any]) -> Tuple[str, str]:
+    texts, refusals = [], []
+    parts = item.get("content")
+    if isinstance(parts, str):
+        return parts, ""
+    for part in parts if isinstance(parts, list) else ():
+        if not isinstance(part, dict):
+            continue
+        if part.get("type") in ("output_text", "text") and isinstance(part.get("text"), str):
+            texts.append(part["text"])
+        elif part.get("type") == "refusal" and isinstance(part.get("refusal"), str):
+            refusals.append(part["refusal"])
+    return "".join(texts), "".join(refusals)
+
+
+def _reasoning_text(item: Dict[str, Any]) -> List[str]:
+    found = []
+    for key in ("summary", "content"):
+        for part in item.get(key) or () if isinstance(item.get(key), list) else ():
+            if isinstance(part, dict) and isinstance(part.get("text"), str) and part["text"]:
+                found.append(part["text"])
+    return found

@@ -1,0 +1,211 @@
+"""``AnthropicVertexClient``: the Messages API through Google Vertex AI.
+
+A codec plus a signer on the shared transport: the Anthropic codec (``wire.py``, SSE
+from ``sse.py``) with the model in the URL (``:rawPredict`` / ``:streamRawPredict``), a
+body without ``model`` and with Vertex's ``anthropic_version``, and a bearer token: the
+given ``access_token``, a ``token_provider()`` called for every request (it caches; after a
+401 it is called once more and the request retried once), or Google application-default
+credentials through ``google-auth`` (``pip install 'agent-lattice[vertex]'``), imported
+only when that path is taken.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import threading
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Tuple
+
+from .._version import __version__
+from ..errors import APIStatusError, AuthenticationError
+from .anthropic import MessagesCodec
+from .base import ModelRequest, ReplyDict
+from .client import HTTPModelClient
+from .http import Transport
+from .options import (
+    check_client_options,
+    check_secret,
+    clean_headers,
+    require_requests,
+    resolve_base_url,
+    secrets_of,
+)
+from .retry import RetryPolicy
+from .status import error_from_response
+from .wire import dump_body, request_dict
+
+if TYPE_CHECKING:  # pragma: no cover
+    import requests
+
+__all__ = ["AnthropicVertexClient", "VERTEX_VERSION"]
+
+VERTEX_VERSION = "vertex-2023-10-16"
+_SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
+
+
+class VertexCodec(MessagesCodec):
+    """The Messages codec; errors may also come in Google's ``{"error": {"code",
+    "message", "status"}}`` shape, which ``error_from_response`` reads."""
+
+    api = "Vertex AI"
+
+    def error(self, status: int, headers: Mapping[str, str], content: bytes,
+              secrets: Any) -> APIStatusError:
+        return error_from_response(status, headers, content, secrets)
+
+
+def _setting(value: Optional[str], option: str, variable: str) -> str:
+    if value is not None and (not isinstance(value, str) or not value.strip()):
+        raise ValueError(f"{option} must be a non-empty str or None, got {value!r}")
+    found = (value or os.environ.get(variable) or "").strip()
+    if not found:
+        raise ValueError(f"{option}: pass {option}= or set {variable}")
+    if "/" in found or "?" in found or "#" in found:
+        raise ValueError(f"{option} {found!r} cannot hold '/', '?' or '#'")
+    return found
+
+
+class AnthropicVertexClient(HTTPModelClient):
+    """Claude on Google Vertex AI; a ``ModelClient`` for ``lattice.Agent``. Thread-safe.
+
+    Args:
+        project_id: default ``ANTHROPIC_VERTEX_PROJECT_ID``.
+        region: default ``CLOUD_ML_REGION``; ``global`` uses the global endpoint.
+        access_token: a fixed OAuth access token (``Authorization: Bearer``).
+        token_provider: ``() -> str``, called for every request (let it cache); after a
+            401 it is called once more and the request sent once more (not counted
+            against ``max_retries``).
+        base_url: default ``ANTHROPIC_VERTEX_BASE_URL``, else
+            ``https://{region}-aiplatform.googleapis.com`` (``https://aiplatform.googleapis.com``
+            for ``global``); with or without ``/v1``.
+        stream, max_retries, default_headers, session, timeout_ms, retry_policy: as
+            ``AnthropicClient``.
+
+    Without ``access_token`` and ``token_provider``, Google application-default
+    credentials are used through ``google-auth`` (the ``vertex`` extra).
+    """
+
+    provider_name = "gcp.vertex_ai"
+
+    def __init__(
+        self,
+        *,
+        project_id: Optional[str] = None,
+        region: Optional[str] = None,
+        access_token: Optional[str] = None,
+        token_provider: Optional[Callable[[], str]] = None,
+        base_url: Optional[str] = None,
+        stream: bool = True,
+        max_retries: int = 2,
+        default_headers: Optional[Mapping[str, str]] = None,
+        session: Optional[requests.Session] = None,
+        timeout_ms: Optional[float] = None,
+        retry_policy: Optional[RetryPolicy] = None,
+    ) -> None:
+        self._access_token = check_secret("access_token", access_token)
+        if token_provider is not None and not callable(token_provider):
+            raise ValueError(f"token_provider must be a callable or None, got "
+                             f"{type(token_provider).__name__}")
+        if token_provider is not None and self._access_token is not None:
+            raise ValueError("pass access_token or token_provider, not both")
+        self._token_provider = token_provider
+        if self._access_token is None and token_provider is None and not _has_google_auth():
+            raise ValueError("AnthropicVertexClient needs access_token=, token_provider=, or "
+                             "google-auth for application-default credentials: pip install "
+                             "'agent-lattice[vertex]'")
+        self.project_id = _setting(project_id, "project_id", "ANTHROPIC_VERTEX_PROJECT_ID")
+        self.region = _setting(region, "region", "CLOUD_ML_REGION")
+        check_client_options(max_retries=max_retries, stream=stream, timeout_ms=timeout_ms,
+                             session=session, retry_policy=retry_policy)
+        self._default_headers = clean_headers(default_headers)
+        require_requests("AnthropicVertexClient")
+        host = ("https://aiplatform.googleapis.com" if self.region == "global"
+                else f"https://{self.region}-aiplatform.googleapis.com")
+        url = resolve_base_url(base_url, "ANTHROPIC_VERTEX_BASE_URL", host)
+        self.base_url = url[:-3] if url.endswith("/v1") else url
+        self.stream = stream
+        self._google: Any = None
+        self._google_lock = threading.Lock()
+        self._transport = Transport(
+            self.base_url, VertexCodec(self.base_url), session=session,
+            retry_policy=retry_policy or RetryPolicy(max_retries=max_retries),
+            timeout_ms=timeout_ms)
+
+    def create(self, request: ModelRequest) -> ReplyDict:
+        """Send one request; return the assistant dict (nothing partial)."""
+        request.signal.throw_if_aborted()
+        body, streaming = self._body(request)
+        url = (f"{self.base_url}/v1/projects/{self.project_id}/locations/{self.region}/"
+               f"publishers/anthropic/models/{request.model}:"
+               f"{'streamRawPredict' if streaming else 'rawPredict'}")
+        headers, secrets = self._signed(self._token(refresh=False))
+        try:
+            return self._transport.send(request, body, headers, secrets, streaming, url=url)
+        except AuthenticationError as exc:
+            if exc.status_code != 401 or self._access_token is not None:
+                raise
+        # The token went stale under us: ask for a new one and try once more.
+        headers, secrets = self._signed(self._token(refresh=True))
+        return self._transport.send(request, body, headers, secrets, streaming, url=url)
+
+    def _token(self, *, refresh: bool) -> str:
+        if self._access_token is not None:
+            return self._access_token
+        if self._token_provider is not None:
+            token = self._token_provider()
+            if not isinstance(token, str):
+                raise AuthenticationError("token_provider() must return the access token as "
+                                          f"a str, got {type(token).__name__}",
+                                          status_code=None)
+            return check_secret("token", token, "the token token_provider() returned") or ""
+        return self._google_token(refresh)
+
+    def _google_token(self, refresh: bool) -> str:
+        # the vertex extra; only this path needs it (no stubs: imported by name)
+        google_auth: Any = importlib.import_module("google.auth")
+        transport: Any = importlib.import_module("google.auth.transport.requests")
+        with self._google_lock:
+            if self._google is None:
+                self._google, _ = google_auth.default(scopes=_SCOPES)
+            credentials = self._google
+            if refresh or not credentials.valid:
+                credentials.refresh(transport.Request())
+            token = credentials.token
+        if not isinstance(token, str) or not token:
+            raise AuthenticationError("Google application-default credentials gave no access "
+                                      "token", status_code=None)
+        return token
+
+    def _signed(self, token: str) -> Tuple[Dict[str, str], List[str]]:
+        headers, secrets = self._headers()
+        headers["authorization"] = f"Bearer {token}"
+        headers.update(self._default_headers)
+        return headers, sorted(set(secrets) | set(secrets_of({}, token)), key=len,
+                               reverse=True)
+
+    def _body(self, request: ModelRequest) -> Tuple[bytes, bool]:
+        body = request_dict(request, stream=self.stream)
+        body.pop("model", None)
+        body.setdefault("anthropic_version", VERTEX_VERSION)
+        return dump_body(body), body.get("stream") is True
+
+    def _headers(self) -> Tuple[Dict[str, str], List[str]]:
+        headers = {
+            "content-type": "application/json",
+            "accept": "application/json",
+            "user-agent": f"agent-lattice/{__version__}",
+        }
+        headers.update(self._default_headers)
+        return headers, secrets_of(self._default_headers)
+
+    def __repr__(self) -> str:
+        return (f"AnthropicVertexClient(project_id={self.project_id!r}, region={self.region!r},"
+                f" base_url={self.base_url!r}, stream={self.stream}, "
+                f"max_retries={self.retry_policy.max_retries}, timeout_ms={self.timeout_ms!r})")
+
+
+def _has_google_auth() -> bool:
+    try:
+        return importlib.util.find_spec("google.auth") is not None
+    except (ImportError, ValueError):
+        return False

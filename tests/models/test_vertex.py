@@ -1,0 +1,189 @@
+"""AnthropicVertexClient against MockMessagesServer's Vertex routes: URLs, body, bearer
+tokens (fixed, a provider called per request and once more after a 401, google-auth
+application-default credentials), tool loops, abort and timeout mid-stream."""
+
+from __future__ import annotations
+
+import sys
+import time
+import types
+from typing import Any, Dict, List
+
+import pytest
+import responses
+
+from lattice import (
+    AbortController,
+    Agent,
+    AnthropicVertexClient,
+    AuthenticationError,
+    RateLimitError,
+    tool,
+)
+from lattice.models.base import ModelRequest
+from lattice.testing import MockMessagesServer, assert_well_formed
+
+MODEL = "claude-sonnet-4-5@20250929"
+TOKEN = "ya29.mock-access-token-0123456789"
+
+
+@tool
+def lookup(key: str) -> str:
+    """Look a key up.
+
+    Args:
+        key: What to look up.
+    """
+    return f"value of {key}"
+
+
+def tool_call(body: Dict[str, Any]) -> Dict[str, Any]:
+    return {"content": [{"type": "tool_use", "id": f"toolu_{len(body['messages'])}",
+                         "name": "lookup", "input": {"key": "k"}}]}
+
+
+def client(server: MockMessagesServer, **options: Any) -> AnthropicVertexClient:
+    if "token_provider" not in options:
+        options.setdefault("access_token", TOKEN)
+    options.setdefault("project_id", "my-project")
+    options.setdefault("region", "us-east5")
+    return AnthropicVertexClient(base_url=server.base_url, **options)
+
+
+def request() -> ModelRequest:
+    return ModelRequest(model=MODEL, messages=[{"role": "user", "content": "hi"}])
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_a_tool_loop(stream: bool) -> None:
+    with MockMessagesServer([tool_call, "done"], vertex_token=TOKEN) as server:
+        agent = Agent(model=MODEL, model_client=client(server, stream=stream), tools=[lookup],
+                      include_partial_messages=True)
+        messages = list(agent.query("go"))
+        assert messages[-1].subtype == "success" and messages[-1].result == "done"
+        assert any(m.type == "stream_event" for m in messages) is stream
+        assert_well_formed(agent.get_history())
+        for body, headers in zip(server.requests, server.request_headers):
+            assert body["anthropic_version"] == "vertex-2023-10-16" and "model" not in body
+            assert body.get("stream", False) is stream
+            assert headers["authorization"] == f"Bearer {TOKEN}"
+
+
+@pytest.mark.parametrize("region, base_url, expected", [
+    ("us-east5", None, "https://us-east5-aiplatform.googleapis.com/v1/projects/p/locations/"
+     "us-east5/publishers/anthropic/models/claude-x@1:streamRawPredict"),
+    ("global", None, "https://aiplatform.googleapis.com/v1/projects/p/locations/global/"
+     "publishers/anthropic/models/claude-x@1:streamRawPredict"),
+    ("europe-west1", "https://proxy.example.com/v1", "https://proxy.example.com/v1/projects/p/"
+     "locations/europe-west1/publishers/anthropic/models/claude-x@1:streamRawPredict"),
+    ("europe-west1", "https://proxy.example.com/", "https://proxy.example.com/v1/projects/p/"
+     "locations/europe-west1/publishers/anthropic/models/claude-x@1:streamRawPredict"),
+])
+@responses.activate
+def test_urls(region: str, base_url: Any, expected: str) -> None:
+    responses.add(responses.POST, expected, status=429, json={"error": {
+        "code": 429, "message": "Quota exceeded", "status": "RESOURCE_EXHAUSTED"}})
+    vertex = AnthropicVertexClient(project_id="p", region=region, access_token=TOKEN,
+                                   base_url=base_url, max_retries=0)
+    with pytest.raises(RateLimitError, match="Quota exceeded"):
+        vertex.create(ModelRequest(model="claude-x@1", messages=[{"role": "user",
+                                                                   "content": "x"}]))
+    assert responses.calls[0].request.url == expected
+
+
+def test_settings_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ANTHROPIC_VERTEX_PROJECT_ID", "env-project")
+    monkeypatch.setenv("CLOUD_ML_REGION", "global")
+    vertex = AnthropicVertexClient(access_token=TOKEN)
+    assert (vertex.project_id, vertex.region) == ("env-project", "global")
+    assert vertex.base_url == "https://aiplatform.googleapis.com"
+    monkeypatch.delenv("CLOUD_ML_REGION")
+    with pytest.raises(ValueError, match="region: pass region= or set CLOUD_ML_REGION"):
+        AnthropicVertexClient(access_token=TOKEN)
+    with pytest.raises(ValueError, match="not both"):
+        AnthropicVertexClient(region="r", access_token=TOKEN, token_provider=lambda: "t")
+    with pytest.raises(ValueError, match="token_provider must be a callable"):
+        AnthropicVertexClient(region="r", token_provider="t")  # type: ignore[arg-type]
+
+
+def test_a_token_provider_is_called_for_every_request() -> None:
+    calls: List[int] = []
+
+    def provider() -> str:
+        calls.append(1)
+        return TOKEN
+
+    with MockMessagesServer(["a", "b", "c"], vertex_token=TOKEN) as server:
+        vertex = client(server, token_provider=provider)
+        for _ in range(3):
+            vertex.create(request())
+    assert len(calls) == 3
+
+
+def test_after_a_401_the_provider_is_asked_again_and_the_request_retried_once() -> None:
+    tokens = iter(["stale-token-123456", TOKEN, "stale-again-123456", "stale-thrice-1234"])
+    with MockMessagesServer(["fresh"], vertex_token=TOKEN) as server:
+        vertex = client(server, token_provider=lambda: next(tokens), max_retries=0)
+        assert vertex.create(request())["content"][0]["text"] == "fresh"
+        with pytest.raises(AuthenticationError) as raised:  # retried once only
+            vertex.create(request())
+        assert raised.value.status_code == 401
+        assert "stale" not in str(raised.value)
+    with MockMessagesServer(vertex_token=TOKEN) as server:  # a fixed token: no retry
+        with pytest.raises(AuthenticationError):
+            client(server, access_token="wrong-token-0123").create(request())
+
+
+def test_google_application_default_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
+    refreshed: List[Any] = []
+
+    class Creds:
+        valid = False
+        token = None
+
+        def refresh(self, request: Any) -> None:
+            refreshed.append(request)
+            self.token, self.valid = TOKEN, True
+
+    google = types.ModuleType("google")
+    auth = types.ModuleType("google.auth")
+    auth.default = lambda scopes: (Creds(), "adc-project")  # type: ignore[attr-defined]
+    transport = types.ModuleType("google.auth.transport")
+    transport_requests = types.ModuleType("google.auth.transport.requests")
+    transport_requests.Request = lambda: "a-request"  # type: ignore[attr-defined]
+    google.auth = auth  # type: ignore[attr-defined]
+    for name, module in (("google", google), ("google.auth", auth),
+                         ("google.auth.transport", transport),
+                         ("google.auth.transport.requests", transport_requests)):
+        monkeypatch.setitem(sys.modules, name, module)
+    monkeypatch.setattr("lattice.models.vertex._has_google_auth", lambda: True)
+    with MockMessagesServer(["one", "two"], vertex_token=TOKEN) as server:
+        vertex = AnthropicVertexClient(project_id="p", region="us-east5",
+                                       base_url=server.base_url)
+        vertex.create(request())
+        vertex.create(request())
+    assert refreshed == ["a-request"]  # refreshed once, then valid
+
+
+def test_without_any_way_to_a_token_the_error_says_what_to_install(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("lattice.models.vertex._has_google_auth", lambda: False)
+    with pytest.raises(ValueError, match=r"agent-lattice\[vertex\]"):
+        AnthropicVertexClient(project_id="p", region="r")
+
+
+def test_abort_and_timeout_mid_stream() -> None:
+    with MockMessagesServer([MockMessagesServer.hang(after_events=3)]) as server:
+        agent = Agent(model=MODEL, model_client=client(server), include_partial_messages=True)
+        controller = AbortController()
+        t0 = time.monotonic()
+        seen = []
+        for message in agent.query("x", signal=controller.signal):
+            seen.append(message)
+            if message.type == "stream_event":
+                controller.abort()
+        assert seen[-1].subtype == "error_abort" and time.monotonic() - t0 < 5
+    with MockMessagesServer([MockMessagesServer.hang(after_events=3)]) as server:
+        agent = Agent(model=MODEL, model_client=client(server), request_timeout_ms=300)
+        t0 = time.monotonic()
+        assert agent.prompt("x").subtype == "error_timeout" and time.monotonic() - t0 < 5
