@@ -20,8 +20,9 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Dict, List, Optional, Tuple
 
-import lattice
 from backend import Backend, send_email  # noqa: F401  (send_email: the demo's tool)
+
+import lattice
 
 DB_PATH = os.environ.get("WEB_CHAT_DB", ".agent-sessions/web_chat.db")
 BROKER_URL = os.environ.get("CELERY_BROKER_URL") or os.environ.get("LATTICE_BROKER_URL")
@@ -36,6 +37,22 @@ def make_agent(user: str, db_path: str = DB_PATH) -> lattice.Agent:
     store = lattice.SqliteHistoryStore(db_path, session_id=user)
     return lattice.Agent(**_backend.options(), tools=[send_email], history_store=store,
                          system=SYSTEM, session_lock_wait_s=LOCK_WAIT_S)
+
+
+def pending_calls(user: str, db_path: str = DB_PATH) -> List[lattice.ToolCall]:
+    """The calls of the user's conversation waiting for a decision (reads the store only:
+    no model is started for it)."""
+    store = lattice.SqliteHistoryStore(db_path, session_id=user)
+    try:
+        agent = lattice.Agent(model="none", model_client=_no_model, tools=[send_email],
+                              history_store=store)
+        return agent.pending_approvals()
+    finally:
+        store.close()
+
+
+def _no_model(request: Any) -> Dict[str, Any]:
+    raise RuntimeError("pending_calls never asks a model")
 
 
 def run_chat(user: str, run_id: str, message: Optional[str] = None,
