@@ -23,6 +23,7 @@ from .errors import (
     HistoryStoreError,
     InternalServerError,
     LatticeError,
+    LockLostError,
     MaxTurnsExceededError,
     MissingOutputError,
     NotFoundError,
@@ -109,6 +110,7 @@ __all__ = [
     # errors
     "LatticeError",
     "ConcurrentQueryError",
+    "LockLostError",
     "MissingOutputError",
     "MaxTurnsExceededError",
     "BudgetExceededError",

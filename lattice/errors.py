@@ -4,6 +4,7 @@
 
     LatticeError
     ├── ConcurrentQueryError          a second query on a busy Agent (also from replace_history)
+    │   └── LockLostError             another holder took the session over mid-query (fencing)
     ├── MissingOutputError            the model ended without submit_output
     ├── MaxTurnsExceededError         the query reached max_turns (on ResultMessage.error)
     ├── BudgetExceededError           the query reached max_budget_tokens (on ResultMessage.error)
@@ -37,6 +38,7 @@ from typing import Any, List, Optional, Union
 __all__ = [
     "LatticeError",
     "ConcurrentQueryError",
+    "LockLostError",
     "MissingOutputError",
     "MaxTurnsExceededError",
     "BudgetExceededError",
@@ -67,6 +69,13 @@ class LatticeError(Exception):
 
 class ConcurrentQueryError(LatticeError):
     """A query was started (or history replaced) while another query of the Agent runs."""
+
+
+class LockLostError(ConcurrentQueryError):
+    """The session lock this query held was taken over by another holder (its lease ran out
+    while this process was paused, or its database connection died and someone else locked
+    the session meanwhile): the store refused the write, and the query writes nothing more.
+    """
 
 
 class MissingOutputError(LatticeError):

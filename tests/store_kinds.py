@@ -88,3 +88,45 @@ def assistant(text):
 
 def dumps(value):
     return json.dumps(value)
+
+
+class Backend:
+    """Where one test's stores live; ``store()`` makes a new store object on it each time
+    (as a new Agent would), except for memory, which is one object."""
+
+    def __init__(self, kind, where):
+        import uuid
+
+        self.kind = kind
+        self.where = where
+        self.session = f"s-{uuid.uuid4().hex[:12]}"
+        self._memory = MemoryHistoryStore() if kind == "memory" else None
+        self.made = []
+
+    def store(self, session=None, **options):
+        if self._memory is not None:
+            return self._memory
+        made = make_store(self.kind, self.where, session or self.session, **options)
+        self.made.append(made)
+        return made
+
+    def close(self):
+        for store in self.made:
+            close = getattr(store, "close", None)
+            if close is not None:
+                close()
+
+
+def backend_for(request, tmp_path):
+    """A ``Backend`` for the fixture param ``request.param`` (a generator: yield from it)."""
+    import pytest
+
+    kind = request.param
+    if kind.startswith("postgres-"):
+        pytest.importorskip(kind.split("-", 1)[1])
+        where = request.getfixturevalue("postgres_server").conninfo
+    else:
+        where = str(tmp_path)
+    made = Backend(kind, where)
+    yield made
+    made.close()

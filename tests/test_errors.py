@@ -4,7 +4,8 @@ import pytest
 import lattice
 
 TREE = {
-    "ConcurrentQueryError": "LatticeError", "MissingOutputError": "LatticeError",
+    "ConcurrentQueryError": "LatticeError", "LockLostError": "ConcurrentQueryError",
+    "MissingOutputError": "LatticeError",
     "RequestTimeoutError": "LatticeError", "AbortError": "LatticeError",
     "HistoryStoreError": "LatticeError", "SchemaError": "LatticeError",
     "APIError": "LatticeError", "APIConnectionError": "APIError",

@@ -17,7 +17,8 @@ DEFAULT_COMPACTION_PROMPT OutputSchema SUBMIT_OUTPUT_TOOL_NAME Usage AssistantMe
 UserMessage SystemMessage ResultMessage StreamEvent LatticeError ConcurrentQueryError
 MissingOutputError RequestTimeoutError AbortError APIError APIConnectionError APIStatusError
 AuthenticationError PermissionDeniedError NotFoundError RateLimitError OverloadedError
-InternalServerError BadRequestError PromptTooLongError HistoryStoreError SchemaError""".split()
+InternalServerError BadRequestError PromptTooLongError HistoryStoreError SchemaError
+LockLostError""".split()
 
 @pytest.mark.parametrize("name", PUBLIC)
 def test_spec_name_in_all(name):

@@ -16,6 +16,7 @@ import threading
 from typing import Any, Callable, Dict, Iterable, List, Optional, Protocol, Union, runtime_checkable
 
 from ..errors import HistoryStoreError
+from . import runs
 from .locks import MemorySessionLock, check_wait
 from .shape import keep_messages
 
@@ -65,6 +66,15 @@ class HistoryStore(Protocol):
         (``append``, ``replace``, a delete), read from the store itself (not a cache), so a
         value seen after this process's last write that differs from the current one means
         another writer has been there. ``None`` while nothing is stored.
+
+    The hold ``lock`` returns carries ``token``, a fencing token greater than that of every
+    earlier hold of the session, and ``lost``, set once the store knows another holder took
+    the session over. While held, the store's writes (``append``, ``replace``,
+    ``save_run``) carry the token, and a store that can be outlived (a lease that expires, a
+    lock that dies with a connection) refuses a write whose token is older than the
+    session's newest with ``LockLostError`` (SPEC 18).
+
+    Durable runs add three more (``runs.py``): ``load_run``, ``save_run``, ``list_runs``.
 
     ``session.hold_session`` and ``session.is_stale`` apply both under the error policy.
     """
@@ -148,9 +158,11 @@ def resolve_path(path: PathArg) -> str:
 
 
 class _CallableHistoryStore:
-    """What ``define_history_store`` returns: three optional callables and a flag."""
+    """What ``define_history_store`` returns: optional callables and a flag. The run-record
+    methods exist only when their callables were given (``runs.records_runs``)."""
 
-    __slots__ = ("_load", "_append", "_replace", "fail_on_error")
+    __slots__ = ("_load", "_append", "_replace", "fail_on_error", "load_run", "save_run",
+                 "list_runs")
 
     def __init__(
         self,
@@ -158,11 +170,15 @@ class _CallableHistoryStore:
         append: Optional[Callable[[Message], Any]],
         replace: Optional[Callable[[List[Message]], Any]],
         fail_on_error: bool,
+        runs: Dict[str, Optional[Callable[..., Any]]],
     ) -> None:
         self._load = load
         self._append = append
         self._replace = replace
         self.fail_on_error = fail_on_error
+        for name, fn in runs.items():
+            if fn is not None:
+                setattr(self, name, fn)
 
     def load(self) -> List[Message]:
         if self._load is None:
@@ -181,7 +197,11 @@ class _CallableHistoryStore:
 
     def __repr__(self) -> str:
         names = [n for n in ("load", "append", "replace") if getattr(self, "_" + n) is not None]
+        names += [n for n in _RUN_METHODS if hasattr(self, n)]
         return f"<history store ({', '.join(names) or 'no callables'})>"
+
+
+_RUN_METHODS = ("load_run", "save_run", "list_runs")
 
 
 def define_history_store(
@@ -190,19 +210,34 @@ def define_history_store(
     replace: Optional[Callable[[List[Message]], Any]] = None,
     *,
     fail_on_error: bool = False,
+    load_run: Optional[Callable[[str], Optional[Dict[str, Any]]]] = None,
+    save_run: Optional[Callable[[Dict[str, Any]], Any]] = None,
+    list_runs: Optional[Callable[..., List[Dict[str, Any]]]] = None,
 ) -> HistoryStore:
     """Build a store from plain callables.
 
     A missing ``load`` loads nothing (``[]``); a missing ``append`` or ``replace`` does
     nothing. The callables receive the Agent's own dicts: copy them if you keep them.
 
+    Durable runs (``run_id=``, SPEC 17) need all three of ``load_run(run_id) -> dict |
+    None``, ``save_run(record)`` (an upsert by ``record["run_id"]``; the record holds the
+    call journal too) and ``list_runs(state=None) -> list[dict]``; without them the store
+    does not record runs.
+
     Raises:
-        ValueError: an argument that is neither None nor callable (named in the message).
+        ValueError: an argument that is neither None nor callable (named in the message),
+            or only some of the three run-record callables.
     """
-    for name, fn in (("load", load), ("append", append), ("replace", replace)):
+    runs = {"load_run": load_run, "save_run": save_run, "list_runs": list_runs}
+    for name, fn in (("load", load), ("append", append), ("replace", replace), *runs.items()):
         if fn is not None and not callable(fn):
             raise ValueError(f"define_history_store: {name} must be callable or None, got {fn!r}")
-    return _CallableHistoryStore(load, append, replace, bool(fail_on_error))
+    given = [name for name, fn in runs.items() if fn is not None]
+    if given and len(given) != len(runs):
+        missing = [name for name in runs if name not in given]
+        raise ValueError(f"define_history_store: load_run, save_run and list_runs go "
+                         f"together; {', '.join(given)} given without {', '.join(missing)}")
+    return _CallableHistoryStore(load, append, replace, bool(fail_on_error), runs)
 
 
 # -- in memory ----------------------------------------------------------------------
@@ -213,18 +248,22 @@ class MemoryHistoryStore:
 
     Every message is deep-copied on the way in and out, so later changes to the Agent's
     dicts (or to what ``load`` returned) never alter what is stored. ``messages`` is the
-    stored list itself, for inspection. ``lock`` excludes other holders in this process;
-    ``version`` counts the writes made through the store.
+    stored list itself, for inspection; ``runs`` the run records by run id. ``lock``
+    excludes other holders in this process (a ``threading.Lock`` cannot be outlived, so its
+    fencing token is never stale); ``version`` counts the writes made through the store,
+    run records included.
     """
 
     def __init__(
         self, messages: Optional[Iterable[Message]] = None, *, fail_on_error: bool = False
     ) -> None:
         self.messages: List[Message] = copy.deepcopy(list(messages or []))
+        self.runs: Dict[str, Dict[str, Any]] = {}
         self.fail_on_error = fail_on_error
         self._lock = threading.Lock()
         self._session = threading.Lock()
         self._writes = 0
+        self._tokens = 0
 
     def load(self) -> List[Message]:
         with self._lock:
@@ -243,9 +282,36 @@ class MemoryHistoryStore:
             self.messages[:] = stored  # same list object, so a held reference stays live
             self._writes += 1
 
+    # -- run records (SPEC 17) --------------------------------------------------------------
+    def load_run(self, run_id: str) -> Optional[Dict[str, Any]]:
+        """The run's record, or None."""
+        with self._lock:
+            found = self.runs.get(run_id)
+            return copy.deepcopy(found) if found is not None else None
+
+    def save_run(self, record: Dict[str, Any]) -> None:
+        """Insert or update the record of ``record["run_id"]``."""
+        stored = runs.stamp(record, None)  # one session: it has no id
+        runs.encode_record(stored)  # what a file or database store would refuse, refused
+        with self._lock:
+            self.runs[stored["run_id"]] = stored
+            self._writes += 1
+
+    def list_runs(self, state: Optional[str] = None) -> List[Dict[str, Any]]:
+        """The run records (of ``state``, if given), oldest first."""
+        runs.check_state(state)
+        with self._lock:
+            return runs.select(copy.deepcopy(list(self.runs.values())), state)
+
+    # -- the session ------------------------------------------------------------------------
     def lock(self, *, wait_s: float = 0.0) -> MemorySessionLock:
         """Hold this store's session for one query (see ``HistoryStore``)."""
-        return MemorySessionLock(self._session, check_wait(wait_s), repr(self))
+        return MemorySessionLock(self._session, check_wait(wait_s), repr(self), self._token)
+
+    def _token(self) -> int:
+        with self._lock:
+            self._tokens += 1
+            return self._tokens
 
     def version(self) -> int:
         """How many writes went through this store (changes with each)."""

@@ -19,7 +19,12 @@ hold an ``flock`` on. Why each piece is the way it is:
 
 * ``lock()`` (one query's hold on the conversation) is a byte-range lock on byte 1 of the
   same ``<path>.lock`` (see ``locks.py``): on Linux ``flock`` and byte-range locks never
-  conflict, so holding the session never delays an append or a load.
+  conflict, so holding the session never delays an append or a load. The lock belongs to
+  the open descriptor: a paused holder keeps it and a dead one loses it, so it cannot be
+  outlived and writes need no fencing check (SPEC 18).
+* Run records (SPEC 17) are lines too, ``{"lattice_run": {...}}``: not messages, so an older
+  reader skips them. ``save_run`` appends the whole record; the last line of a run id wins;
+  ``replace`` carries each run's last record over into the new file.
 
 Without ``fcntl`` (Windows) there is no lock and no cached descriptor (an open descriptor
 would make another process's rename fail there); the rename is still atomic.
@@ -33,8 +38,9 @@ import json
 import os
 import threading
 import weakref
-from typing import Any, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
+from . import runs
 from .base import Message, PathArg, encode_message, resolve_path
 from .locks import FileSessionLock, check_wait
 from .shape import keep_messages
@@ -50,6 +56,7 @@ __all__ = ["JsonlHistoryStore", "create_jsonl_history_store"]
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _BINARY = getattr(os, "O_BINARY", 0)  # Windows would otherwise turn b"\n" into b"\r\n"
 _BOM = b"\xef\xbb\xbf"
+_RUN_PREFIX = b'{"' + runs.RUN_KEY.encode() + b'":'  # how save_run's lines start
 
 
 def _encode_line(message: Message) -> bytes:
@@ -57,8 +64,9 @@ def _encode_line(message: Message) -> bytes:
     return encode_message(message) + b"\n"
 
 
-def _parse_lines(data: bytes) -> Tuple[List[Any], int]:
-    """The JSON values in ``data`` and how many non-empty lines were not JSON."""
+def _parse_lines(data: bytes, *, run_lines: bool = False) -> Tuple[List[Any], int]:
+    """The JSON values in ``data`` and how many non-empty lines were not JSON: the
+    messages, or with ``run_lines`` only the run-record lines."""
     if data.startswith(_BOM):
         data = data[len(_BOM) :]  # an editor's byte-order mark must not cost the first line
     values: List[Any] = []
@@ -66,7 +74,7 @@ def _parse_lines(data: bytes) -> Tuple[List[Any], int]:
     # The piece after the last b"\n" is b"" or a final line cut short; it is parsed like
     # the others, so a complete line that merely lacks its newline is kept.
     for raw in data.split(b"\n"):
-        if not raw:
+        if not raw or raw.startswith(_RUN_PREFIX) != run_lines:
             continue
         try:
             values.append(json.loads(raw.decode("utf-8")))
@@ -143,6 +151,7 @@ class JsonlHistoryStore:
 
     def __init__(self, path: PathArg, *, fail_on_error: bool = False, fsync: bool = False) -> None:
         self.path = resolve_path(path)
+        self.session_id = os.fspath(path)  # what run records name (SPEC 21a: as given)
         self.lock_path = self.path + ".lock"
         self.fail_on_error = fail_on_error
         self.fsync = fsync
@@ -227,6 +236,7 @@ class JsonlHistoryStore:
         self._after_fork()
         folder = os.path.dirname(self.path)
         with self._mutex, _flocked(self._lock_fd(), exclusive=True):
+            data += b"".join(_run_line(r) for r in self._runs_unlocked().values())
             tmp = f"{self.path}.{os.getpid()}-{os.urandom(4).hex()}.tmp"
             try:
                 fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _CLOEXEC | _BINARY, 0o600)
@@ -248,6 +258,42 @@ class JsonlHistoryStore:
                     pass
                 raise
             _fsync_dir(folder)
+
+    # -- run records (SPEC 17) ----------------------------------------------------------
+
+    def load_run(self, run_id: str) -> Optional[Dict[str, Any]]:
+        """The last record of run ``run_id`` in the file, or None."""
+        return self._runs().get(run_id)
+
+    def save_run(self, record: Dict[str, Any]) -> None:
+        """Append ``record`` as a run line (the last line of a run id is its record)."""
+        line = _run_line(runs.stamp(record, self.session_id))  # before any I/O
+        try:
+            self._append(line)
+        except OSError as exc:
+            _named(exc, self.path)
+            raise
+
+    def list_runs(self, state: Optional[str] = None) -> List[Dict[str, Any]]:
+        """The file's run records (of ``state``, if given), oldest first."""
+        runs.check_state(state)
+        return runs.select(self._runs().values(), state)
+
+    def _runs(self) -> Dict[str, Dict[str, Any]]:
+        try:
+            data = self._read()
+        except OSError as exc:
+            _named(exc, self.path)
+            raise
+        return {} if data is None else _latest_runs(data)
+
+    def _runs_unlocked(self) -> Dict[str, Dict[str, Any]]:
+        """``_runs`` for a caller already holding the mutex and the exclusive flock."""
+        try:
+            with open(self.path, "rb") as f:
+                return _latest_runs(f.read())
+        except FileNotFoundError:
+            return {}
 
     # -- the optional capabilities ------------------------------------------------------
 
@@ -328,6 +374,22 @@ class JsonlHistoryStore:
         if created and self.fsync:
             _fsync_dir(os.path.dirname(self.path))  # the new directory entry, too
         return fd, st.st_size
+
+
+def _run_line(record: Dict[str, Any]) -> bytes:
+    return (runs.encode_record({runs.RUN_KEY: record}) + "\n").encode("utf-8")
+
+
+def _latest_runs(data: bytes) -> Dict[str, Dict[str, Any]]:
+    """Each run id's last record among the run lines of ``data``."""
+    values, _ = _parse_lines(data, run_lines=True)
+    latest: Dict[str, Dict[str, Any]] = {}
+    for value in values:
+        record = value.get(runs.RUN_KEY) if isinstance(value, dict) else None
+        if isinstance(record, dict) and isinstance(record.get("run_id"), str):
+            latest.pop(record["run_id"], None)  # keep file order: a resave moves it last
+            latest[record["run_id"]] = record
+    return latest
 
 
 class _flocked:

@@ -104,16 +104,35 @@ def _try_range_lock(fd: int) -> bool:
     return True
 
 
+_TOKEN_AT = 8  # bytes 0-7 of the lock file are left alone (byte 1 is the session's)
+
+
+def _next_token(fd: int) -> int:
+    """Raise the acquisition counter in ``fd``'s file (call with the session byte held)."""
+    raw = os.pread(fd, 8, _TOKEN_AT)
+    token = (int.from_bytes(raw, "big") if len(raw) == 8 else 0) + 1
+    os.pwrite(fd, token.to_bytes(8, "big"), _TOKEN_AT)
+    return token
+
+
 class FileSessionLock:
     """``with FileSessionLock(lock_path, wait_s, what)``: hold the session byte of
-    ``lock_path`` (created, with its folder, if missing) on a descriptor of its own."""
+    ``lock_path`` (created, with its folder, if missing) on a descriptor of its own.
 
-    __slots__ = ("lock_path", "wait_s", "what", "_fd", "_key")
+    The lock belongs to the open descriptor, so it cannot be outlived: a paused holder
+    keeps it (others wait), a dead one loses it with its descriptor. ``token`` counts the
+    acquisitions, kept in bytes 8-15 of the lock file and raised under the lock; ``lost``
+    is never set.
+    """
+
+    __slots__ = ("lock_path", "wait_s", "what", "token", "lost", "_fd", "_key")
 
     def __init__(self, lock_path: str, wait_s: float, what: str) -> None:
         self.lock_path = lock_path
         self.wait_s = wait_s
         self.what = what
+        self.token = 0
+        self.lost = False
         self._fd: Optional[int] = None
         self._key: Optional[Tuple[int, int]] = None
 
@@ -126,8 +145,10 @@ class FileSessionLock:
             st = os.fstat(fd)
             key = (st.st_dev, st.st_ino)
             poll(lambda: self._try(fd, key), self.wait_s, self.what)
+            self.token = _next_token(fd)
         except BaseException:
-            os.close(fd)
+            self._fd = fd
+            self.__exit__()
             raise
         self._fd = fd
         return self
@@ -159,15 +180,20 @@ class FileSessionLock:
 
 
 class MemorySessionLock:
-    """``with MemorySessionLock(mutex, wait_s, what)``: hold ``mutex`` (a ``threading.Lock``,
-    so any thread may release it) for one query."""
+    """``with MemorySessionLock(mutex, wait_s, what, next_token)``: hold ``mutex`` (a
+    ``threading.Lock``, so any thread may release it) for one query; ``token`` is
+    ``next_token()`` of the acquisition. A held mutex cannot be outlived: never ``lost``."""
 
-    __slots__ = ("mutex", "wait_s", "what", "_held")
+    __slots__ = ("mutex", "wait_s", "what", "next_token", "token", "lost", "_held")
 
-    def __init__(self, mutex: Any, wait_s: float, what: str) -> None:
+    def __init__(self, mutex: Any, wait_s: float, what: str,
+                 next_token: Callable[[], int]) -> None:
         self.mutex = mutex
         self.wait_s = wait_s
         self.what = what
+        self.next_token = next_token
+        self.token = 0
+        self.lost = False
         self._held = False
 
     def __enter__(self) -> MemorySessionLock:
@@ -175,6 +201,7 @@ class MemorySessionLock:
         if not got:
             raise busy(self.what, self.wait_s)
         self._held = True
+        self.token = self.next_token()
         return self
 
     def __exit__(self, *exc_info: object) -> None:

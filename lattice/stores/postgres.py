@@ -15,10 +15,13 @@ connection held for the whole query: the server frees it when that connection en
 killed holder frees its session as soon as the server notices the closed socket. While it
 is held, the store runs every statement on that connection: a statement still running in
 the server when its client dies ends before the backend notices, so the session is not
-free until a killed holder's last write has committed.
+free until a killed holder's last write has committed. Each acquisition gets a fencing
+token, and writes made while held carry it (``pg_lock.py``): a holder whose connection died
+and whose session was taken by someone else meanwhile cannot write (``LockLostError``).
 
-``pg_sql.py`` holds the statements below the methods (the table's DDL, running one
-statement or one transaction), ``pg_driver.py`` the connections and their pool.
+Run records (SPEC 17) live in ``<table>_runs``, fencing tokens in ``<table>_fences``.
+``pg_sql.py`` holds the statements below the methods (the tables' DDL, running one
+statement or one transaction), ``pg_lock.py`` the lock, ``pg_driver.py`` the connections.
 """
 
 from __future__ import annotations
@@ -26,12 +29,11 @@ from __future__ import annotations
 import copy
 import json
 import re
-import threading
-from typing import Any, Callable, List, Optional, Tuple, TypeVar
+from typing import Any, Callable, Dict, List, Optional, TypeVar
 
+from . import runs
 from .base import Message, encode_message
-from .idle import Loan
-from .locks import check_wait, poll
+from .locks import check_wait
 from .pg_conninfo import parse_conninfo, redacted
 from .pg_driver import (
     DRIVERS,
@@ -42,15 +44,8 @@ from .pg_driver import (
     shared_pool,
     sqlstate,
 )
-from .pg_sql import (
-    UNDEFINED_TABLE,
-    create_table,
-    fetch,
-    in_transaction,
-    lock_key,
-    roll_back,
-    single,
-)
+from .pg_lock import AdvisoryLock
+from .pg_sql import UNDEFINED_TABLE, Tables, fetch, in_transaction, lock_key, single
 from .shape import keep_messages
 
 __all__ = ["PostgresHistoryStore"]
@@ -119,9 +114,9 @@ class PostgresHistoryStore:
             params = parse_conninfo(conninfo)
             self._shown = repr(redacted(params))
             self._pool = shared_pool(conninfo, params, driver)
-        self._index = f"{table.rsplit('.', 1)[-1][:50]}_session_idx"
+        self._sql = Tables(table)
         self._lock_key = lock_key(table, session_id)
-        self._held: Optional[_AdvisoryLock] = None  # while locked: run statements there
+        self._held: Optional[AdvisoryLock] = None  # while locked: run statements there
 
     def __repr__(self) -> str:
         return f"PostgresHistoryStore({self._shown}, {self.session_id!r}, table={self.table!r})"
@@ -147,16 +142,31 @@ class PostgresHistoryStore:
                              unreadable=len(rows) - len(values))
 
     def append(self, message: Message) -> None:
-        """Add one message at the end of the session (one ``INSERT``)."""
+        """Add one message at the end of the session (one ``INSERT``; while locked, one that
+        checks the fencing token)."""
         text = encode_message(message).decode("utf-8")  # before any I/O
-        sql = f"INSERT INTO {self.table} (session_id, message) VALUES (%s, %s)"
-        self._run(lambda cur: cur.execute(sql, (self.session_id, text)), retry=False)
+        sid = self.session_id
+        hold = self._fence()
+        if hold is None:
+            sql = f"INSERT INTO {self.table} (session_id, message) VALUES (%s, %s)"
+            self._run(lambda cur: cur.execute(sql, (sid, text)), retry=False)
+            return
+        fenced, token = self._tables.fenced_append, hold.token
+        added = self._run(lambda cur: _rowcount(cur, fenced, (sid, text, sid, token)),
+                          retry=False, fenced=True)
+        self._refused_unless(added, hold)
 
     def replace(self, messages: List[Message]) -> None:
         """Make the session hold exactly ``messages``, in one transaction."""
         texts = [encode_message(m).decode("utf-8") for m in messages]
+        hold = self._fence()
 
         def rewrite(cur: Any) -> None:
+            if hold is not None:
+                sql = f"SELECT {self._tables.fence_ok}"
+                if not fetch(cur, sql, (self.session_id, hold.token))[0][0]:
+                    hold.lost = True
+                    raise runs.lock_lost(self._where())
             cur.execute(f"DELETE FROM {self.table} WHERE session_id = %s", (self.session_id,))
             for start in range(0, len(texts), _CHUNK):
                 chunk = texts[start:start + _CHUNK]
@@ -166,21 +176,64 @@ class PostgresHistoryStore:
                     [value for text in chunk for value in (self.session_id, text)],
                 )
 
-        self._run(rewrite, retry=True, transaction=True)
+        self._run(rewrite, retry=True, transaction=True, fenced=hold is not None)
+
+    # -- run records (SPEC 17) ----------------------------------------------------------
+
+    def load_run(self, run_id: str) -> Optional[Dict[str, Any]]:
+        """The record of run ``run_id`` in this session, or None."""
+        sql = f"SELECT record FROM {self._tables.runs} WHERE session_id = %s AND run_id = %s"
+        rows = self._run(lambda cur: fetch(cur, sql, (self.session_id, run_id)), retry=True)
+        return runs.decode_record(rows[0][0]) if rows else None
+
+    def save_run(self, record: Dict[str, Any]) -> None:
+        """Insert or update the record of ``record["run_id"]`` (one statement, fenced like
+        ``append`` while locked)."""
+        stored = runs.stamp(record, self.session_id)
+        text = runs.encode_record(stored)  # before any I/O
+        hold = self._fence()
+        sid = self.session_id
+        params = (sid, stored["run_id"], str(stored.get("state")), float(stored["started_at"]),
+                  float(stored["updated_at"]), self.table, text, sid,
+                  _NO_FENCE if hold is None else hold.token)
+        sql = self._tables.upsert
+        saved = self._run(lambda cur: _rowcount(cur, sql, params), retry=True,
+                          fenced=hold is not None)
+        self._refused_unless(saved, hold)
+
+    def list_runs(self, state: Optional[str] = None, *,
+                  all_sessions: bool = False) -> List[Dict[str, Any]]:
+        """The run records of this session (of every session of the table with
+        ``all_sessions``), of ``state`` if given, oldest first."""
+        runs.check_state(state)
+        where, params = ["TRUE"], []
+        if not all_sessions:
+            where.append("session_id = %s")
+            params.append(self.session_id)
+        if state is not None:
+            where.append("state = %s")
+            params.append(state)
+        sql = (f"SELECT record FROM {self._tables.runs} WHERE {' AND '.join(where)} "
+               "ORDER BY started_at, run_id")
+        rows = self._run(lambda cur: fetch(cur, sql, params), retry=True)
+        found = [runs.decode_record(text) for (text,) in rows]
+        return [r for r in found if r is not None]
 
     # -- the optional capabilities ------------------------------------------------------
 
-    def lock(self, *, wait_s: float = 0.0) -> _AdvisoryLock:
+    def lock(self, *, wait_s: float = 0.0) -> AdvisoryLock:
         """Hold this session for one query, across processes and hosts (an advisory lock
         on a connection kept for the query). Entering raises ``ConcurrentQueryError`` if
-        another holder keeps it past ``wait_s`` seconds."""
-        return _AdvisoryLock(self, check_wait(wait_s))
+        another holder keeps it past ``wait_s`` seconds. Each acquisition gets a fencing
+        token; while held, this store's writes are refused (``LockLostError``) once another
+        holder has taken the session over."""
+        return AdvisoryLock(self, check_wait(wait_s))
 
     def version(self) -> Optional[int]:
-        """The session's largest row id (None when it holds nothing): one indexed read."""
-        rows = self._run(lambda cur: fetch(cur, f"SELECT max(id) FROM {self.table} "
-                                                "WHERE session_id = %s", (self.session_id,)),
-                         retry=True)
+        """The largest of the session's message ids and run-record versions (None when it
+        holds neither): two indexed reads in one statement."""
+        sql, sid = self._tables.version, self.session_id
+        rows = self._run(lambda cur: fetch(cur, sql, (sid, sid)), retry=True)
         return None if rows[0][0] is None else int(rows[0][0])
 
     # -- sessions -------------------------------------------------------------------
@@ -214,8 +267,28 @@ class PostgresHistoryStore:
     def _where(self) -> str:
         return f"session {self.session_id!r} of table {self.table} ({self._shown})"
 
+    @property
+    def _tables(self) -> Tables:
+        """The statements for ``self.table`` (made again if someone assigned another)."""
+        if self._sql.messages != self.table:
+            self._sql = Tables(self.table)
+        return self._sql
+
+    def _fence(self) -> Optional[AdvisoryLock]:
+        """The lock this store holds (None: an unfenced write); ``LockLostError`` at once
+        when it is already known lost."""
+        hold = self._held
+        if hold is not None and hold.lost:
+            raise runs.lock_lost(self._where())
+        return hold
+
+    def _refused_unless(self, rowcount: int, hold: Optional[AdvisoryLock]) -> None:
+        if rowcount != 1 and hold is not None:  # the fence said no: a newer token exists
+            hold.lost = True
+            raise runs.lock_lost(self._where())
+
     def _run(self, op: Callable[[Any], T], *, retry: bool, transaction: bool = False,
-             own_cursor: bool = False) -> T:
+             own_cursor: bool = False, fenced: bool = False) -> T:
         """``op(cursor)`` on a pooled connection, the table created first if needed.
 
         A connection error on a reused connection is retried once on a new one when
@@ -226,7 +299,7 @@ class PostgresHistoryStore:
         """
         held = self._held
         if held is not None:
-            done = held.run(op, retry=retry, transaction=transaction)
+            done = held.run(op, retry=retry, transaction=transaction, fenced=fenced)
             if done is not None:
                 return done[0]
         attempts = 2
@@ -257,9 +330,12 @@ class PostgresHistoryStore:
         if self.table in self._pool.ready_tables:
             return
 
-        exists = single(conn, lambda cur: fetch(cur, "SELECT to_regclass(%s)", (self.table,)))
-        if exists[0][0] is None:
-            in_transaction(conn, lambda cur: create_table(cur, self.table, self._index))
+        # The fences table is made with the runs table: with both of these, all exist.
+        tables = self._tables
+        exists = single(conn, lambda cur: fetch(cur, "SELECT to_regclass(%s), to_regclass(%s)",
+                                                (tables.messages, tables.runs)))
+        if None in exists[0]:
+            in_transaction(conn, tables.create)
         self._pool.ready_tables.add(self.table)
 
 
@@ -267,6 +343,14 @@ def _check_session(session_id: Any) -> str:
     if not isinstance(session_id, str) or not session_id:
         raise ValueError(f"session_id must be a non-empty str, got {session_id!r}")
     return session_id
+
+
+_NO_FENCE = 2 ** 63 - 1  # the token of a write made without the lock: no fence refuses it
+
+
+def _rowcount(cur: Any, sql: str, params: Any) -> int:
+    cur.execute(sql, params)
+    return int(cur.rowcount)
 
 
 def _parse_rows(rows: List[Any]) -> List[Any]:
@@ -283,93 +367,3 @@ def _parse_rows(rows: List[Any]) -> List[Any]:
         except (TypeError, ValueError):
             pass
     return values
-
-
-class _AdvisoryLock:
-    """The context manager ``PostgresHistoryStore.lock`` returns."""
-
-    __slots__ = ("store", "wait_s", "_conn", "_loan", "_mutex")
-
-    def __init__(self, store: PostgresHistoryStore, wait_s: float) -> None:
-        self.store = store
-        self.wait_s = wait_s
-        self._conn: Optional[Connection] = None
-        self._loan: Optional[Loan[Connection]] = None  # how _conn came, to give it back
-        self._mutex = threading.Lock()  # one statement at a time on the connection
-
-    def __enter__(self) -> _AdvisoryLock:
-        key = self.store._lock_key
-
-        def try_once(conn: Connection) -> bool:
-            rows = single(conn, lambda cur: fetch(cur, "SELECT pg_try_advisory_lock(%s)",
-                                                  (key,)))
-            return bool(rows[0][0])
-
-        pool = self.store._pool
-        for attempt in (1, 2):  # a connection found broken by the first try: once more
-            loan = pool.borrow()
-            conn = loan.conn
-            try:
-                got = try_once(conn)
-                break
-            except Exception as exc:
-                conn.close()
-                if attempt == 2 or not loan.reused or not connection_lost(exc, conn):
-                    raise
-        try:
-            if not got:
-                poll(lambda: try_once(conn), self.wait_s, self.store._where())
-        except BaseException:
-            conn.close()  # a connection that may hold the lock must not go back to the pool
-            raise
-        self._conn, self._loan = conn, loan
-        self.store._held = self
-        return self
-
-    def run(self, op: Callable[[Any], T], *, retry: bool, transaction: bool
-            ) -> Optional[Tuple[T]]:
-        """``(op(cursor),)`` on the lock's connection; None when the lock is not held here
-        any more: released, or its connection was lost (the server freed the lock with it),
-        and the statement may be tried again on a pooled connection."""
-        with self._mutex:
-            conn = self._conn
-            if conn is None:
-                return None
-            for attempt in (1, 2):
-                try:
-                    self.store._ensure_table(conn)
-                    return (in_transaction(conn, op) if transaction else single(conn, op),)
-                except Exception as exc:
-                    if connection_lost(exc, conn):
-                        self._conn = None
-                        if self.store._held is self:
-                            self.store._held = None
-                        conn.close()
-                        if retry or ended_by_server(exc):
-                            return None
-                        raise
-                    roll_back(conn)
-                    if attempt == 1 and sqlstate(exc) == UNDEFINED_TABLE:
-                        self.store._pool.ready_tables.discard(self.store.table)
-                        continue
-                    raise
-        raise AssertionError("unreachable")  # pragma: no cover
-
-    def __exit__(self, *exc_info: object) -> None:
-        with self._mutex:
-            conn, self._conn = self._conn, None
-            loan, self._loan = self._loan, None
-            if self.store._held is self:
-                self.store._held = None
-        if conn is None:
-            return
-        try:
-            rows = single(conn, lambda cur: fetch(cur, "SELECT pg_advisory_unlock(%s)",
-                                                  (self.store._lock_key,)))
-        except Exception:
-            conn.close()  # the server frees the lock with the connection
-            raise
-        if rows[0][0] and loan is not None:
-            self.store._pool.give_back(loan)
-        else:
-            conn.close()

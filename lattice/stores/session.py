@@ -33,6 +33,18 @@ class SessionHold:
         forgiven (``fail_on_error`` False), or once released."""
         return self._cm is not None
 
+    @property
+    def token(self) -> Optional[int]:
+        """The fencing token of this acquisition (None without a held lock)."""
+        token = getattr(self._cm, "token", None)
+        return token if isinstance(token, int) else None
+
+    @property
+    def lost(self) -> bool:
+        """True once the store found that another holder took the session over (SPEC 18):
+        the query ends at its next step with ``LockLostError``."""
+        return bool(getattr(self._cm, "lost", False))
+
     def release(self) -> None:
         with self._mutex:
             cm, self._cm = self._cm, None

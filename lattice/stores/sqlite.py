@@ -3,7 +3,8 @@
 One table, ``lattice_history(session_id, seq, message)`` keyed by ``(session_id, seq)``,
 ``message`` holding the JSON text; beside it ``lattice_history_versions`` counts each
 session's rewrites (for ``version()``) and ``lattice_history_leases`` holds session locks
-(``sqlite_lease.py``). The database runs in WAL mode, so readers never wait
+(``sqlite_lease.py``), ``lattice_history_fences`` their fencing tokens and ``lattice_runs``
+the run records (``sqlite_runs.py``). The database runs in WAL mode, so readers never wait
 for the writer, and every connection waits up to 30 s for a lock instead of failing.
 
 Connections are borrowed from a small pool for one operation and given back. A
@@ -18,8 +19,9 @@ import functools
 import json
 import os
 import time
-from typing import TYPE_CHECKING, Any, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
+from . import runs, sqlite_runs
 from .base import Message, PathArg, encode_message, resolve_path
 from .idle import IdlePool
 from .locks import check_wait
@@ -49,6 +51,7 @@ CREATE TABLE IF NOT EXISTS lattice_history_versions (
     rewrites INTEGER NOT NULL
 )""",
     LEASE_SCHEMA,
+    *sqlite_runs.SCHEMA,
 )
 
 _BUMP = (
@@ -58,7 +61,8 @@ _BUMP = (
 
 _VERSION = """
 SELECT (SELECT MAX(seq) FROM lattice_history WHERE session_id = ?),
-       (SELECT rewrites FROM lattice_history_versions WHERE session_id = ?)"""
+       (SELECT rewrites FROM lattice_history_versions WHERE session_id = ?),
+       (SELECT MAX(ver) FROM lattice_runs WHERE session_id = ?)"""
 
 # One statement, so it runs as one write transaction: the write lock is taken before
 # MAX(seq) is read, and two appenders can never pick the same seq.
@@ -167,6 +171,7 @@ class SqliteHistoryStore:
         self.session_id = session_id
         self.fail_on_error = fail_on_error
         self._pool = _Pool(self.path, fsync)
+        self._hold: Optional[SqliteLease] = None  # while locked: writes carry its token
 
     def __repr__(self) -> str:
         return f"SqliteHistoryStore({self.path!r}, {self.session_id!r})"
@@ -201,10 +206,19 @@ class SqliteHistoryStore:
                              unreadable=len(rows) - len(values))
 
     def append(self, message: Message) -> None:
-        """Add one message at the end of the session."""
+        """Add one message at the end of the session (refused with ``LockLostError`` while
+        this store holds a lease another holder has since taken over)."""
         text = encode_message(message).decode("utf-8")  # before any I/O
+        sid = self.session_id
+        hold = self._fence()
         with self._naming(), self._pool.borrow() as conn:
-            conn.execute(_APPEND, (self.session_id, text, self.session_id))
+            if hold is None:
+                conn.execute(_APPEND, (sid, text, sid))
+                return
+            cursor = conn.execute(sqlite_runs.FENCED_APPEND, (sid, sid, text, sid, hold.token))
+            if cursor.rowcount != 1:
+                hold.lost = True
+                raise runs.lock_lost(self._where())
 
     def replace(self, messages: List[Message]) -> None:
         """Make the session hold exactly ``messages``, in one transaction."""
@@ -212,33 +226,66 @@ class SqliteHistoryStore:
             (self.session_id, seq, encode_message(m).decode("utf-8"))
             for seq, m in enumerate(messages, 1)
         ]
+        hold = self._fence()
         with self._naming(), self._pool.borrow() as conn, transaction(conn):
+            self._check_fence(conn, hold)
             _delete(conn, self.session_id)
             conn.executemany(
                 "INSERT INTO lattice_history (session_id, seq, message) VALUES (?, ?, ?)", rows
             )
+
+    # -- run records (SPEC 17) ----------------------------------------------------------
+
+    def load_run(self, run_id: str) -> Optional[Dict[str, Any]]:
+        """The record of run ``run_id`` in this session, or None."""
+        if not os.path.exists(self.path):
+            return None
+        with self._naming(), self._pool.borrow() as conn:
+            return sqlite_runs.load_run(conn, self.session_id, run_id)
+
+    def save_run(self, record: Dict[str, Any]) -> None:
+        """Insert or update the record of ``record["run_id"]`` (fenced like ``append``)."""
+        stored = runs.stamp(record, self.session_id)
+        runs.encode_record(stored)  # before any I/O
+        hold = self._fence()
+        with self._naming(), self._pool.borrow() as conn, transaction(conn):
+            self._check_fence(conn, hold)
+            sqlite_runs.save_run(conn, stored)
+
+    def list_runs(self, state: Optional[str] = None, *,
+                  all_sessions: bool = False) -> List[Dict[str, Any]]:
+        """The run records of this session (of every session with ``all_sessions``), of
+        ``state`` if given, oldest first."""
+        runs.check_state(state)
+        if not os.path.exists(self.path):
+            return []
+        with self._naming(), self._pool.borrow() as conn:
+            return sqlite_runs.list_runs(conn, None if all_sessions else self.session_id,
+                                         state)
 
     # -- the optional capabilities ------------------------------------------------------
 
     def lock(self, *, wait_s: float = 0.0) -> SqliteLease:
         """Hold this session for one query, across threads and processes: a lease row
         renewed every second while held, free 5 s after a holder dies. Entering raises
-        ``ConcurrentQueryError`` if another holder keeps it past ``wait_s`` seconds."""
-        return SqliteLease(self._pool, self.session_id, check_wait(wait_s), self._where())
+        ``ConcurrentQueryError`` if another holder keeps it past ``wait_s`` seconds. Each
+        acquisition gets a fencing token; while held, this store's writes are refused
+        (``LockLostError``) once another holder has taken the session over."""
+        return SqliteLease(self, check_wait(wait_s))
 
-    def version(self) -> Optional[Tuple[int, int]]:
-        """``(rewrites, last seq)`` of the session: every append raises the last seq, every
-        replace or delete the rewrite count. None while the session has never been written.
+    def version(self) -> Optional[Tuple[int, int, int]]:
+        """``(rewrites, last seq, run writes)`` of the session: every append raises the last
+        seq, every replace or delete the rewrite count, every saved run record the third.
+        None while the session has never been written.
         """
         if not os.path.exists(self.path):
             return None
+        sid = self.session_id
         with self._naming(), self._pool.borrow() as conn:
-            last, rewrites = conn.execute(
-                _VERSION, (self.session_id, self.session_id)
-            ).fetchone()
-        if last is None and rewrites is None:
+            last, rewrites, run_ver = conn.execute(_VERSION, (sid, sid, sid)).fetchone()
+        if last is None and rewrites is None and run_ver is None:
             return None
-        return (rewrites or 0, last or 0)
+        return (rewrites or 0, last or 0, run_ver or 0)
 
     # -- sessions -------------------------------------------------------------------
 
@@ -273,8 +320,22 @@ class SqliteHistoryStore:
     def _where(self) -> str:
         return f"session {self.session_id!r} of database {self.path}"
 
-    def _naming(self) -> _Naming:
-        return _Naming(self._where())
+    def _fence(self) -> Optional[SqliteLease]:
+        """The lease this store holds (None: an unfenced write), refusing at once when a
+        renewal already found it taken."""
+        hold = self._hold
+        if hold is not None and hold.lost:
+            raise runs.lock_lost(self._where())
+        return hold
+
+    def _check_fence(self, conn: sqlite3.Connection, hold: Optional[SqliteLease]) -> None:
+        """Inside a write transaction: refuse it if a newer token exists."""
+        if hold is not None and not sqlite_runs.fence_ok(conn, self.session_id, hold.token):
+            hold.lost = True
+            raise runs.lock_lost(self._where())
+
+    def _naming(self) -> sqlite_runs.Naming:
+        return sqlite_runs.Naming(self._where())
 
 
 def _delete(conn: sqlite3.Connection, session_id: str) -> None:
@@ -282,29 +343,3 @@ def _delete(conn: sqlite3.Connection, session_id: str) -> None:
     conn.execute("DELETE FROM lattice_history WHERE session_id = ?", (session_id,))
     for statement in _BUMP:
         conn.execute(statement, (session_id,))
-
-
-class _Naming:
-    """Re-raise a ``sqlite3.Error`` with the database and session in its message (SQLite's
-    own messages, e.g. "unable to open database file", name neither); the original is
-    chained. ``OSError`` gets the file name if it has none."""
-
-    __slots__ = ("where",)
-
-    def __init__(self, where: str) -> None:
-        self.where = where
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        if exc is None:
-            return
-        import sqlite3
-
-        if isinstance(exc, sqlite3.Error) and self.where not in str(exc):
-            named = type(exc)(f"{exc} ({self.where})")
-            for attr in ("sqlite_errorcode", "sqlite_errorname"):
-                if hasattr(exc, attr):
-                    setattr(named, attr, getattr(exc, attr))
-            raise named from exc

@@ -6,6 +6,12 @@ thread per process pushes the ``expires_at`` of every lease it holds forward eve
 ``RENEW_S``. A holder killed with ``kill -9``
 stops renewing, and its lease is free ``TTL_S`` seconds later at most. Times are wall-clock
 seconds (``time.time()``), comparable between the processes of one host.
+
+A lease can be outlived: a holder paused past ``TTL_S`` (SIGSTOP, a frozen VM, a tool holding
+the GIL) finds the session taken when it goes on. So taking a lease raises the session's
+fencing token (``sqlite_runs.bump_fence``) in the same transaction, and while the lease is
+held the store checks the token in each write's own transaction: the paused holder's writes
+are refused (``LockLostError``), and a renewal that finds the lease gone marks it ``lost``.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Dict, Optional
 
 from .base import logger
 from .locks import poll
+from .sqlite_runs import bump_fence
 
 if TYPE_CHECKING:
     import sqlite3
@@ -60,24 +67,29 @@ class transaction:
 
 
 class SqliteLease:
-    """``with SqliteLease(pool, session_id, wait_s, what)``: hold the session's lease.
+    """``with SqliteLease(store, wait_s)``: hold the session's lease.
 
-    ``pool`` is the store's connection pool (``borrow()`` gives a connection for one
-    operation).
+    ``store`` is the ``SqliteHistoryStore``: its ``_pool`` gives a connection for one
+    operation, and its ``_hold`` is this lease while held, so its writes carry ``token``.
+    ``lost`` turns True once a renewal finds the lease taken.
     """
 
-    def __init__(self, pool: Any, session_id: str, wait_s: float, what: str) -> None:
-        self.pool = pool
-        self.session_id = session_id
+    def __init__(self, store: Any, wait_s: float) -> None:
+        self.store = store
+        self.pool = store._pool
+        self.session_id: str = store.session_id
         self.wait_s = wait_s
-        self.what = what
+        self.what: str = store._where()
         self.owner = f"{os.getpid()}-{os.urandom(8).hex()}"
         self.held = False
+        self.lost = False
+        self.token = 0
         self._failures = 0
 
     def __enter__(self) -> SqliteLease:
         poll(self._try_take, self.wait_s, self.what)
         self.held = True
+        self.store._hold = self
         _renewer.add(self)
         return self
 
@@ -85,6 +97,8 @@ class SqliteLease:
         if not self.held:
             return
         self.held = False
+        if self.store._hold is self:
+            self.store._hold = None
         _renewer.discard(self)
         with self.pool.borrow() as conn:
             conn.execute(
@@ -103,7 +117,10 @@ class SqliteLease:
                 "INSERT OR IGNORE INTO lattice_history_leases VALUES (?, ?, ?)",
                 (self.session_id, self.owner, now + TTL_S),
             )
-            return bool(cursor.rowcount == 1)
+            if cursor.rowcount != 1:
+                return False
+            self.token = bump_fence(conn, self.session_id)
+            return True
 
     def renew(self) -> bool:
         """Push the expiry forward; False once the lease is no longer ours."""
@@ -122,8 +139,10 @@ class SqliteLease:
                                exc_info=True)
             return True
         if not kept and self.held:  # expired and taken: this process stalled past TTL_S
+            self.lost = True
             logger.warning("%s: the session lease expired while held (the process was "
-                           "stalled for over %g s); another query may run", self.what, TTL_S)
+                           "stalled for over %g s); another query may run, and this one "
+                           "ends at its next step", self.what, TTL_S)
         return kept
 
 
