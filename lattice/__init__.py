@@ -4,6 +4,7 @@
 runtime dependency, ``requests``, is imported by the built-in HTTP client when it is used.
 """
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
 from ._version import __version__
@@ -57,6 +58,7 @@ from .tools import Tool, ToolContext, ToolResult, tool
 from .usage import Usage
 
 if TYPE_CHECKING:  # the real classes for type checkers; at run time loaded on first use
+    from .follow import follow
     from .models.anthropic import AnthropicClient
     from .models.azure import AzureOpenAIChatClient, AzureOpenAIResponsesClient
     from .models.bedrock import AnthropicBedrockClient
@@ -98,6 +100,7 @@ __all__ = [
     "AnthropicVertexClient",
     "RetryPolicy",
     # history
+    "follow",
     "HistoryStore",
     "define_history_store",
     "create_jsonl_history_store",
@@ -132,30 +135,22 @@ __all__ = [
 ]
 
 
+# Names whose modules load on first use: the HTTP clients (their modules import requests,
+# the one runtime dependency) and follow().
+_LAZY = {
+    "AnthropicClient": ".models.anthropic",
+    "OpenAIChatClient": ".models.openai",
+    "OpenAIResponsesClient": ".models.responses",
+    "AzureOpenAIChatClient": ".models.azure",
+    "AzureOpenAIResponsesClient": ".models.azure",
+    "AnthropicBedrockClient": ".models.bedrock",
+    "AnthropicVertexClient": ".models.vertex",
+    "follow": ".follow",
+}
+
+
 def __getattr__(name: str) -> Any:
-    # AnthropicClient's module is the one that imports requests; load it on first use.
-    if name == "AnthropicClient":
-        from .models.anthropic import AnthropicClient
-
-        return AnthropicClient
-    if name == "OpenAIChatClient":
-        from .models.openai import OpenAIChatClient
-
-        return OpenAIChatClient
-    if name == "OpenAIResponsesClient":
-        from .models.responses import OpenAIResponsesClient
-
-        return OpenAIResponsesClient
-    if name in ("AzureOpenAIChatClient", "AzureOpenAIResponsesClient"):
-        from .models import azure
-
-        return getattr(azure, name)
-    if name == "AnthropicBedrockClient":
-        from .models.bedrock import AnthropicBedrockClient
-
-        return AnthropicBedrockClient
-    if name == "AnthropicVertexClient":
-        from .models.vertex import AnthropicVertexClient
-
-        return AnthropicVertexClient
-    raise AttributeError(f"module 'lattice' has no attribute {name!r}")
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'lattice' has no attribute {name!r}")
+    return getattr(importlib.import_module(module, __name__), name)
