@@ -2,10 +2,13 @@
 
 A local ``MockMessagesServer`` (in a child process, so it does not share our GIL) asks
 for one tool call per turn until turn N, then answers with text, in the Messages API's
-wire format or in Chat Completions form. For each provider we time
+wire format, in Chat Completions form (also on Azure's deployment route), or in the
+Responses API's form (with a reasoning item per reply, which must be sent back). For each
+provider we time
 
-* lattice: ``Agent(model_client=AnthropicClient(...) | OpenAIChatClient(...),
-  tools=[echo]).prompt(...)``, and the same query iterated through ``agent.query(...)``;
+* lattice: ``Agent(model_client=AnthropicClient(...) | OpenAIChatClient(...) |
+  OpenAIResponsesClient(...) | AzureOpenAIChatClient(...), tools=[echo]).prompt(...)``,
+  and the same query iterated through ``agent.query(...)``;
 * bare: a ``requests.Session().post`` loop (``trust_env = False``, as lattice's own
   session, which reads the proxy environment once) that sends the same growing bodies and
   reads the same replies;
@@ -19,8 +22,8 @@ reply itself). Runs alternate (order rotated each round); each figure is the med
 its runs; each ratio is the median over rounds of the ratio within a round (see
 ``compare``). Target: lattice (``prompt()`` and ``query()``) within 1.2x of bare.
 
-    python bench/http_loop.py [--reps 6] [--turns 50 500] [--providers anthropic openai]
-                              [--sdk-max-turns 100]
+    python bench/http_loop.py [--reps 6] [--turns 50 500] [--sdk-max-turns 100]
+                              [--providers anthropic openai responses azure]
 """
 
 from __future__ import annotations
@@ -38,11 +41,14 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import requests  # noqa: E402
+from _responses_loop import bare_responses_loop  # noqa: E402
 
 import lattice  # noqa: E402
 from lattice.testing.mock_server import MockMessagesServer  # noqa: E402
 
 KEY = "sk-ant-bench-0123456789"
+AZURE_VERSION = "2024-10-21"
+PROVIDERS = ["anthropic", "openai", "responses", "azure"]
 MODEL = "claude-bench"
 TURNS = {"n": 50}
 
@@ -50,8 +56,12 @@ TURNS = {"n": 50}
 def script(body: Dict[str, Any]) -> Any:
     """Tool call on every turn below N (turn = assistant messages so far + 1), then text."""
     turn = sum(1 for m in body["messages"] if m["role"] == "assistant") + 1
+    # Responses requests (the only ones with "store") get a reasoning model's replies: a
+    # thinking block, which becomes a reasoning item the client must send back.
+    thinking = [{"type": "thinking", "thinking": f"Step {turn} needs the tool."}] \
+        if "store" in body else []
     if turn < TURNS["n"]:
-        return {"content": [
+        return {"content": thinking + [
             {"type": "text", "text": f"Step {turn}: calling the tool."},
             {"type": "tool_use", "id": f"toolu_{turn:05d}", "name": "echo",
              "input": {"text": f"payload for step {turn}"}}]}
@@ -110,6 +120,11 @@ def lattice_loop(url: str, turns: int, stream: bool, provider: str,
     client: Any
     if provider == "openai":
         client = lattice.OpenAIChatClient(KEY, url + "/v1", stream=stream)
+    elif provider == "responses":
+        client = lattice.OpenAIResponsesClient(api_key=KEY, base_url=url, stream=stream)
+    elif provider == "azure":
+        client = lattice.AzureOpenAIChatClient(endpoint=url, deployment=MODEL, api_key=KEY,
+                                               api_version=AZURE_VERSION, stream=stream)
     else:
         client = lattice.AnthropicClient(KEY, url, stream=stream)
     agent = lattice.Agent(model=MODEL, model_client=client, tools=[echo], max_turns=turns + 1)
@@ -166,10 +181,16 @@ def _read_chat_sse(response: requests.Response) -> Dict[str, Any]:
             "name": "echo", "arguments": "".join(c["args"])}} for c in calls.values()]}
 
 
-def bare_chat_loop(url: str, turns: int, stream: bool, tools: List[Dict[str, Any]]) -> None:
+def bare_chat_loop(url: str, turns: int, stream: bool, tools: List[Dict[str, Any]],
+                   azure: bool = False) -> None:
+    """Chat Completions, or (``azure``) the same on an Azure deployment URL."""
     session = requests.Session()
     session.trust_env = False  # as lattice's session: proxies read once, not per request
     headers = {"authorization": f"Bearer {KEY}", "content-type": "application/json"}
+    path = "/v1/chat/completions"
+    if azure:
+        headers = {"api-key": KEY, "content-type": "application/json"}
+        path = f"/openai/deployments/{MODEL}/chat/completions?api-version={AZURE_VERSION}"
     chat_tools = [{"type": "function", "function": {
         "name": t["name"], "description": t["description"], "parameters": t["input_schema"]}}
         for t in tools]
@@ -181,11 +202,11 @@ def bare_chat_loop(url: str, turns: int, stream: bool, tools: List[Dict[str, Any
             body.update(stream=True, stream_options={"include_usage": True})
         data = json.dumps(body, separators=(",", ":")).encode()
         if stream:
-            with session.post(url + "/v1/chat/completions", data=data, headers=headers,
+            with session.post(url + path, data=data, headers=headers,
                               stream=True) as response:
                 reply = _read_chat_sse(response)
         else:
-            reply = session.post(url + "/v1/chat/completions", data=data,
+            reply = session.post(url + path, data=data,
                                  headers=headers).json()["choices"][0]["message"]
         calls = reply.get("tool_calls") or []
         if not _answer_calls(messages, reply.get("content"), calls, turn, turns):
@@ -331,12 +352,22 @@ def _sdk_available() -> bool:
     return True
 
 
+def bare_provider_loop(provider: str, url: str, turns: int, stream: bool,
+                       tools: List[Dict[str, Any]]) -> None:
+    """The bare ``requests`` loop speaking ``provider``'s wire format."""
+    if provider == "anthropic":
+        bare_loop(url, turns, stream, tools)
+    elif provider == "responses":
+        bare_responses_loop(url, turns, stream, tools, key=KEY, model=MODEL)
+    else:
+        bare_chat_loop(url, turns, stream, tools, azure=provider == "azure")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=6)
     parser.add_argument("--turns", type=int, nargs="+", default=[50, 500])
-    parser.add_argument("--providers", nargs="+", default=["anthropic", "openai"],
-                        choices=["anthropic", "openai"])
+    parser.add_argument("--providers", nargs="+", default=PROVIDERS, choices=PROVIDERS)
     parser.add_argument("--sdk-max-turns", type=int, default=100,
                         help="time the openai SDK only at up to this many turns")
     args = parser.parse_args()
@@ -352,8 +383,7 @@ def main() -> int:
             reps = args.reps if turns <= 100 else max(2, args.reps // 2)
             for provider in args.providers:
                 for stream in (False, True):
-                    bare_fn = bare_chat_loop if provider == "openai" else bare_loop
-                    runs = [lambda: bare_fn(url, turns, stream, tools),
+                    runs = [lambda: bare_provider_loop(provider, url, turns, stream, tools),
                             lambda: lattice_loop(url, turns, stream, provider),
                             lambda: lattice_loop(url, turns, stream, provider, True)]
                     with_sdk = provider == "openai" and sdk and turns <= args.sdk_max_turns

@@ -10,7 +10,9 @@ through ``requests`` and ``json.loads`` every event, in the same run:
 and reports the ratio to the faster of the two (target <= 1.5x). The floors' session is
 configured as lattice's own (``trust_env = False``). Last, one 16 MB event read 8 KiB at
 a time is parsed by ``lattice.models.sse.parse_stream``, against ``json.loads`` of its
-data, in CPU time (the line reader must stay linear; target <= 3x).
+data, in CPU time (the line reader must stay linear; target <= 3x). And the same events
+as a Bedrock event stream (base64 in ``chunk`` frames) are decoded against the SSE path
+(target <= 1.5x).
 
 Two wire shapes: the body in large HTTP chunks, and one ~event-sized chunk at a time (as
 the real API sends). The server runs in a child process so it does not share our GIL. The
@@ -247,7 +249,45 @@ def main() -> int:
     verdict = "PASS" if huge <= 3 * floor else "FAIL"
     print(f"one 16 MB event in 8 KiB reads: parse_stream {huge * 1e3:.1f} ms CPU, json.loads "
           f"{floor * 1e3:.1f} ms ({huge / floor:.2f}x; target <= 3x): {verdict}")
+    eventstream_row(args.deltas, args.reps)
     return 0
+
+
+def eventstream_row(deltas: int, reps: int) -> None:
+    """Bedrock's event stream against SSE on the same events: each SSE event's data, base64
+    in a ``chunk`` frame as Bedrock sends it; both decoded and assembled from 64 KiB reads
+    (``parse_event_stream`` vs ``parse_stream``), CPU time, interleaved, median."""
+    import base64
+
+    from lattice.models.bedrock_wire import parse_event_stream
+    from lattice.models.eventstream import encode_frame
+    from lattice.models.sse import SSEDecoder, iter_lines
+
+    sse = build_stream(deltas, 20)
+    headers = {":event-type": "chunk", ":content-type": "application/json",
+               ":message-type": "event"}
+    frames = b"".join(encode_frame(headers, b'{"bytes":"%s"}' % base64.b64encode(e.data))
+                      for e in SSEDecoder().events(iter_lines([sse])))
+
+    def pieces(data: bytes) -> List[bytes]:
+        return [data[i : i + (1 << 16)] for i in range(0, len(data), 1 << 16)]
+
+    sse_chunks, frame_chunks = pieces(sse), pieces(frames)
+    expected = parse_stream(sse_chunks)
+    assert parse_event_stream(frame_chunks) == expected
+    times: Tuple[List[float], List[float]] = ([], [])
+    for rep in range(max(reps, 5)):
+        for slot in ((0, 1) if rep % 2 == 0 else (1, 0)):
+            started = time.process_time()
+            (parse_stream if slot == 0 else parse_event_stream)(
+                sse_chunks if slot == 0 else frame_chunks)
+            times[slot].append(time.process_time() - started)
+    ours, floor = statistics.median(times[1]), statistics.median(times[0])
+    verdict = "PASS" if ours <= 1.5 * floor else "FAIL"
+    print(f"Bedrock event stream, {deltas} text deltas ({len(frames) / 1e6:.1f} MB of frames, "
+          f"{deltas * 20 / 1e6:.1f} MB of text): parse_event_stream {ours * 1e3:.1f} ms CPU, "
+          f"SSE parse_stream {floor * 1e3:.1f} ms on the same events ({ours / floor:.2f}x; "
+          f"target <= 1.5x): {verdict}")
 
 
 def huge_event() -> Tuple[float, float]:

@@ -1,25 +1,22 @@
-"""``Agent``: one conversation. Its options, tools and history; a query's start and end
-(the guard, the store's lock, approvals) are in ``query.py``, the loop in ``loop.py``."""
+"""``Agent``: one conversation. Its options and tools; the conversation a query works on
+(history, store, guard, session lock) is in ``conversation.py``, a query's start and end
+in ``query.py``, the loop in ``loop.py``."""
 
 from __future__ import annotations
 
-import copy
 import os
-import threading
 from dataclasses import replace
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Union
 
 from . import compaction
-from .calls import ToolCall, needs_approval, resolve_calls
-from .cancellation import AbortSignal, SignalLike, as_signal
-from .errors import ConcurrentQueryError
-from .history import History
-from .messages import ResultMessage, pending_tail, tool_uses_of
+from .calls import ToolCall
+from .cancellation import SignalLike, as_signal
+from .conversation import Conversation
+from .messages import ResultMessage
 from .models.base import ModelRequest, as_model_client
 from .observe import Observer
 from .output import SUBMIT_OUTPUT_TOOL_NAME, resolve_output_schema
 from .query import Query
-from .race import QueryRun
 from .settings import (
     QuerySettings,
     check_bool,
@@ -30,7 +27,6 @@ from .settings import (
     positive_int,
 )
 from .tools import flatten_tools
-from .usage import Usage
 
 __all__ = ["Agent", "create_agent"]
 
@@ -99,7 +95,7 @@ class Agent:
         if tracing or os.environ.get("LATTICE_TRACING"):  # else tracing is never imported
             from .tracing import tracing_observer
 
-            made = tracing_observer(tracing, trace_content)
+            made = tracing_observer(tracing, trace_content, client=model_client)
             if made is not None:
                 watchers.append(made)
         if model_client is None:
@@ -124,12 +120,8 @@ class Agent:
             observers=watchers)
         if output is not None and output_format is None:
             self._settings.tool_definitions.append(output.tool_definition())
-        self._lock_wait_s = non_negative_number("session_lock_wait_s", session_lock_wait_s)
-        self._history = History(history_store)
-        self._loaded = history_store is None
-        self._load_lock = threading.Lock()
-        self._guard = threading.Lock()
-        self._run: Optional[QueryRun] = None
+        self._conversation = Conversation(
+            history_store, non_negative_number("session_lock_wait_s", session_lock_wait_s))
         self.add_tools(*flatten_tools(tools if tools is not None else ()))
 
     # -- tools ---------------------------------------------------------------------------
@@ -151,56 +143,19 @@ class Agent:
                                  [t.definition for t in made])
 
     # -- history ---------------------------------------------------------------------------
-    def _ensure_loaded(self, *, again: bool = False) -> None:
-        if self._loaded and not again:  # set once, never reset: no lock needed to read it
-            return
-        with self._load_lock:
-            if self._loaded and not again:
-                return
-            loaded = self._history.load()  # a fail_on_error store raises: retried next time
-            self._loaded = True
-            from .stores import repair_history
-
-            messages, changed = repair_history(loaded or [])
-            self._history.keep_all(messages)
-            if changed:
-                self._history.save("replace", list(messages))  # the store gets the repair
-
     def get_history(self) -> List[Dict[str, Any]]:
         """A deep copy of the conversation."""
-        self._ensure_loaded()
-        run = self._run
-        if run is None:
-            return self._history.snapshot()
-        with run.cond:
-            return self._history.snapshot()
+        return self._conversation.snapshot()
 
     def replace_history(self, messages: List[Dict[str, Any]]) -> None:
         """Replace the conversation (and the store's copy); only while no query runs."""
         if not isinstance(messages, list):
             raise ValueError(f"replace_history takes a list of messages, got {messages!r}")
-        if not self._guard.acquire(blocking=False):
-            raise ConcurrentQueryError("replace_history() while a query is running")
-        try:
-            with self._load_lock:
-                self._loaded = True
-            self._history.replace(copy.deepcopy(messages))
-            self._history.last_usage = Usage()
-        finally:
-            self._guard.release()
+        self._conversation.replace(messages)
 
     def pending_approvals(self) -> List[ToolCall]:
         """The calls waiting for a decision (empty when none); loads the store first."""
-        self._ensure_loaded()
-        tail = pending_tail(self._history.messages)
-        if tail is None:
-            return []
-        calls = resolve_calls(copy.deepcopy(tool_uses_of(tail["content"])),
-                              self._settings.tools, AbortSignal(), self)
-        ids = tail.get("pending_approval_ids")
-        if isinstance(ids, list):  # decided when the query paused
-            return [c for c in calls if c.id in ids]
-        return [c for c in calls if needs_approval(c, self._settings)]
+        return self._conversation.pending_calls(self._settings, self)
 
     # -- queries ---------------------------------------------------------------------------
     def _prepare(self, prompt: Any, approvals: Any, overrides: Mapping[str, Any],
@@ -238,7 +193,8 @@ class Agent:
         settings = self._prepare(prompt, approvals, {
             "request_timeout_ms": request_timeout_ms, "max_turns": max_turns,
             "max_tokens": max_tokens, "max_budget_tokens": max_budget_tokens}, True)
-        return Query(self, prompt, approvals, settings, signal, lockstep=True)
+        return Query(self._conversation, settings, prompt, approvals, signal, lockstep=True,
+                     owner=self)
 
     def prompt(self, prompt: Optional[Prompt] = None, *, signal: Optional[SignalLike] = None,
                request_timeout_ms: Any = _UNSET, max_turns: Optional[int] = None,
@@ -249,18 +205,19 @@ class Agent:
         settings = self._prepare(prompt, approvals, {
             "request_timeout_ms": request_timeout_ms, "max_turns": max_turns,
             "max_tokens": max_tokens, "max_budget_tokens": max_budget_tokens}, False)
-        return Query(self, prompt, approvals, settings, signal, lockstep=False).result()
+        return Query(self._conversation, settings, prompt, approvals, signal, lockstep=False,
+                     owner=self).result()
 
     def interrupt(self) -> None:
         """End the running query as ``"interrupted"``; nothing when idle."""
-        run = self._run
+        run = self._conversation.run
         if run is not None:
             run.interrupt()
 
     def __repr__(self) -> str:
         s = self._settings
         return (f"<Agent model={s.model!r} tools={list(s.tools)} "
-                f"messages={len(self._history.messages)}>")
+                f"messages={len(self._conversation.history.messages)}>")
 
 
 def create_agent(**options: Any) -> Agent:

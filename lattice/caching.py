@@ -1,4 +1,4 @@
-"""Prompt-caching breakpoints for Anthropic requests (SPEC 15).
+"""Prompt-caching breakpoints for Anthropic requests (SPEC 15, 16a).
 
 A tool loop re-sends the whole conversation every turn. Marking the end of the request's
 prefix with ``cache_control`` lets the provider read the previous turns from its cache
@@ -6,17 +6,24 @@ instead of billing them again. ``mark_cache_breakpoints`` places up to three mar
 last content block of the last message, on the system prompt and on the last tool
 definition, never more than ``MAX_BREAKPOINTS`` counting the caller's own marks.
 
+The caller's marks (in prompts, the system prompt, tool results) count too, and a request
+never carries more than ``MAX_BREAKPOINTS`` whoever placed them (``fit_cache_breakpoints``):
+lattice leaves its own out first, then drops the caller's oldest (in request order: tools,
+system, messages). ``MarkLedger`` counts the history's marks once per message, so the
+check costs a few dict lookups per turn.
+
 The request's message dicts (and the system and tool lists) are shared with the history
-and the Agent's settings, so every mark goes on a copy: the history never sees one.
+and the Agent's settings, so every change goes on a copy: the history never sees one.
 """
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from .models.base import ModelRequest
 
-__all__ = ["mark_cache_breakpoints", "count_cache_breakpoints", "count_marks", "MAX_BREAKPOINTS"]
+__all__ = ["mark_cache_breakpoints", "count_cache_breakpoints", "count_marks", "MAX_BREAKPOINTS",
+           "fit_cache_breakpoints", "MarkLedger"]
 
 MAX_BREAKPOINTS = 4
 """The Messages API refuses a request with more ``cache_control`` marks than this."""
@@ -37,14 +44,58 @@ def mark_cache_breakpoints(request: ModelRequest) -> ModelRequest:
     conversation), then on the system prompt, then on the last tool. A place that already
     carries a mark, or cannot carry one (no tools, an empty text, a thinking block), is
     skipped. A str system prompt or message content becomes one text block with the mark.
+    More than ``MAX_BREAKPOINTS`` marks of the caller's: the oldest are dropped.
     """
-    room = MAX_BREAKPOINTS - count_cache_breakpoints(request)
+    fit_cache_breakpoints(request, count_cache_breakpoints(request), mark=True)
+    return request
+
+
+def fit_cache_breakpoints(request: ModelRequest, present: int, *, mark: bool) -> None:
+    """Keep ``request`` within ``MAX_BREAKPOINTS``; ``present`` is how many marks it
+    carries already (the caller's). Over the limit, the oldest are dropped (on copies);
+    under it, with ``mark``, lattice's own marks fill the room."""
+    if present > MAX_BREAKPOINTS:
+        _drop_oldest(request, present - MAX_BREAKPOINTS)
+        return
+    if not mark:
+        return
+    room = MAX_BREAKPOINTS - present
     for place in (_mark_last_message, _mark_system, _mark_last_tool):
         if room <= 0:
             break
         if place(request):
             room -= 1
-    return request
+
+
+class MarkLedger:
+    """How many marks a history's messages carry, each message counted once.
+
+    ``count(messages)`` is given the same list each turn (``History.sendable``, which only
+    grows by appending); another list (compaction, ``replace_history``) is counted anew.
+    """
+
+    __slots__ = ("messages", "counted", "total")
+
+    def __init__(self) -> None:
+        self.messages: Optional[List[Any]] = None
+        self.counted = 0
+        self.total = 0
+
+    def count(self, messages: List[Any]) -> int:
+        n = len(messages)
+        if messages is not self.messages or n < self.counted:
+            self.messages, self.counted, self.total = messages, 0, 0
+        total = self.total
+        for index in range(self.counted, n):
+            content = messages[index].get("content")
+            if type(content) is not list:
+                continue
+            for block in content:  # inline: a few lookups per block on the hot path
+                if type(block) is dict and ("cache_control" in block or (
+                        "content" in block and type(block["content"]) is list)):
+                    total += count_marks([block])
+        self.counted, self.total = n, total
+        return total
 
 
 def count_cache_breakpoints(request: ModelRequest) -> int:
@@ -71,6 +122,44 @@ def count_marks(blocks: List[Any]) -> int:
         if block.get("type") == "tool_result" and isinstance(inner, list):
             count += count_marks(inner)
     return count
+
+
+def _unmarked(blocks: List[Any], drop: int) -> Tuple[List[Any], int]:
+    """A copy of ``blocks`` without its first ``drop`` marks (inside tool results too), and
+    how many are still to drop."""
+    out = list(blocks)
+    for index, block in enumerate(blocks):
+        if drop <= 0:
+            break
+        if not isinstance(block, dict):
+            continue
+        if block.get("cache_control") is not None:
+            block = {k: v for k, v in block.items() if k != "cache_control"}
+            drop -= 1
+        inner = block.get("content")
+        if drop > 0 and block.get("type") == "tool_result" and isinstance(inner, list) \
+                and count_marks(inner):
+            content, drop = _unmarked(inner, drop)
+            block = {**block, "content": content}
+        out[index] = block
+    return out, drop
+
+
+def _drop_oldest(request: ModelRequest, drop: int) -> None:
+    """Remove the first ``drop`` marks in request order (tools, system, messages)."""
+    if count_marks(request.tools):
+        request.tools, drop = _unmarked(request.tools, drop)
+    if drop > 0 and isinstance(request.system, list) and count_marks(request.system):
+        request.system, drop = _unmarked(request.system, drop)
+    messages = list(request.messages)
+    for index, message in enumerate(messages):
+        if drop <= 0:
+            break
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, list) and count_marks(content):
+            content, drop = _unmarked(content, drop)
+            messages[index] = {**message, "content": content}
+    request.messages = messages
 
 
 def _marked(block: Block) -> Block:

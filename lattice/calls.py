@@ -1,8 +1,9 @@
 """One tool call's life, and a batch of them.
 
-resolve the tool -> validate the input -> (needs approval? the loop pauses the batch)
--> ``before_tool_call`` -> the handler (plain or ``async def``) -> ``after_tool_call``
--> one ``tool_result`` block. Sequential and parallel batches run the same ``run_call``.
+resolve the tool -> validate the input -> (needs approval? the loop pauses the batch:
+``approval.py``) -> ``before_tool_call`` -> the handler (plain or ``async def``) ->
+``after_tool_call`` -> one ``tool_result`` block. Sequential and parallel batches run the
+same ``run_call``; a call a person refused is answered from ``approval.refusals`` instead.
 
 Whatever happens becomes a tool_result the model can read; nothing raises into the loop
 but ``BaseException``s that are not ``Exception`` (Ctrl-C, the loop's own ``Stopped``).
@@ -20,9 +21,12 @@ from .messages import tool_result
 from .tools import Tool, ToolContext, ToolResult, error_text, result_content
 
 __all__ = ["ToolCall", "NOT_RUN", "not_run", "resolve_calls", "run_call", "run_batch",
-           "Hooks", "needs_approval"]
+           "Hooks", "Outcome"]
 
 log = logging.getLogger("lattice")
+
+Outcome = Tuple[Dict[str, Any], bool]
+"""A call's ``(tool_result block, end_turn)``."""
 
 NOT_RUN: Dict[str, str] = {
     "unknown": "Unknown tool {name}. Available tools: {available}.",
@@ -42,7 +46,7 @@ NOT_RUN: Dict[str, str] = {
 
 def not_run(tool_use_id: str, reason: str, **fields: str) -> Dict[str, Any]:
     """The ``is_error`` tool_result for a call that did not run (a row of ``NOT_RUN``)."""
-    return tool_result(tool_use_id, NOT_RUN[reason].format(**fields), True)
+    return tool_result(tool_use_id, NOT_RUN[reason].format(**fields), is_error=True)
 
 
 class ToolCall:
@@ -108,29 +112,10 @@ def resolve_calls(uses: List[Dict[str, Any]], tools: Dict[str, Tool], signal: Ab
     return calls
 
 
-def needs_approval(call: ToolCall, settings: Any) -> bool:
-    """Whether a call waits for a person's decision: its tool says so, or the Agent's
-    ``requires_approval`` predicate does (never for unknown tools or invalid input)."""
-    if call.problem is not None or call.tool is None:
-        return False
-    if call.tool.requires_approval:
-        return True
-    ask = settings.requires_approval
-    return bool(ask(call)) if ask is not None else False
-
-
-def run_call(call: ToolCall, hooks: Hooks,
-             decision: Any = True) -> Tuple[Dict[str, Any], bool]:
-    """Run one call to its ``(tool_result block, end_turn)``. ``decision`` is an approval
-    answer (True: run it; False / str / ToolResult: don't)."""
+def run_call(call: ToolCall, hooks: Hooks) -> Tuple[Dict[str, Any], bool]:
+    """Run one call to its ``(tool_result block, end_turn)``."""
     if call.problem is not None:
         return call.problem, False
-    if decision is not True:
-        if isinstance(decision, ToolResult):
-            return _block(call, decision)
-        if isinstance(decision, str):
-            return tool_result(call.id, decision, True), False
-        return not_run(call.id, "denied"), False
     assert call.tool is not None
     try:
         if hooks.before is not None:
@@ -153,7 +138,7 @@ def run_call(call: ToolCall, hooks: Hooks,
     except Exception as exc:
         log.warning("tool %r raised %s: %s", call.name, type(exc).__name__, exc,
                     exc_info=True)
-        return tool_result(call.id, error_text(call.name, exc), True), False
+        return tool_result(call.id, error_text(call.name, exc), is_error=True), False
     if hooks.after is None:  # the common case, kept short: a turn costs ~10 us
         content, is_error, end_turn = result_content(value)
         return tool_result(call.id, content, is_error), end_turn
@@ -170,7 +155,7 @@ def _after(call: ToolCall, hooks: Hooks, result: ToolResult) -> Tuple[Dict[str, 
         except Exception as exc:
             log.warning("after_tool_call for %r raised %s: %s", call.name,
                         type(exc).__name__, exc)
-            return tool_result(call.id, error_text(call.name, exc), True), False
+            return tool_result(call.id, error_text(call.name, exc), is_error=True), False
         result = replaced or result
     return _block(call, result)
 
@@ -202,25 +187,24 @@ def _run_coroutine(coroutine: Any, signal: AbortSignal) -> Any:
         loop.close()
 
 
-Outcome = Tuple[Dict[str, Any], bool]
 
-
-def run_batch(calls: List[ToolCall], hooks: Hooks, decisions: Dict[str, Any], *,
+def run_batch(calls: List[ToolCall], hooks: Hooks, answered: Dict[str, Outcome], *,
               parallel: bool, record: Callable[[str, Dict[str, Any]], None],
               started: Callable[[str], None], stop: Callable[[], bool],
               wrap: Optional[Callable[[ToolCall, Callable[[], Outcome]], Outcome]] = None,
               ) -> Optional[List[Outcome]]:
-    """Run a batch; results in call order. ``record`` keeps each result as it completes,
-    ``started`` notes a handler about to run, ``stop()`` is asked before each sequential
-    call; when it says stop, returns None (the caller repairs from what was recorded).
-    ``wrap`` surrounds each call (tracing)."""
+    """Run a batch; results in call order. ``answered`` holds the results of calls that
+    must not run (refused by a person: ``approval.refusals``). ``record`` keeps each result
+    as it completes, ``started`` notes a handler about to run, ``stop()`` is asked before
+    each sequential call; when it says stop, returns None (the caller repairs from what was
+    recorded). ``wrap`` surrounds each call (tracing)."""
 
     def one(call: ToolCall) -> Outcome:
         started(call.id)
-        if wrap is not None:
-            done = wrap(call, lambda: run_call(call, hooks, decisions.get(call.id, True)))
+        if wrap is None:
+            done = answered.get(call.id) or run_call(call, hooks)
         else:
-            done = run_call(call, hooks, decisions.get(call.id, True))
+            done = wrap(call, lambda: answered.get(call.id) or run_call(call, hooks))
         record(call.id, done[0])
         return done
 

@@ -32,6 +32,11 @@ from typing import Any, Dict, List, Optional
 
 from ._version import __version__
 from .agent import Agent
+from .cli_cloud import DEFAULT_MODELS as CLOUD_MODELS
+from .cli_cloud import PROVIDERS as CLOUD_PROVIDERS
+from .cli_cloud import REAL_KEY as CLOUD_KEYS
+from .cli_cloud import make_client as make_cloud_client
+from .cli_cloud import missing_credentials as missing_cloud_credentials
 from .cli_openai import PROVIDERS as OPENAI_PROVIDERS
 from .cli_openai import REAL_KEY as OPENAI_KEYS
 from .cli_openai import make_client as make_openai_client
@@ -87,10 +92,12 @@ def _parser() -> argparse.ArgumentParser:
                         help="keep the conversation in this JSONL file and resume from it")
     parser.add_argument("--max-turns", metavar="N", help="model requests per prompt (50)")
     parser.add_argument("--timeout-ms", metavar="MS", help="deadline of each model request")
-    parser.add_argument("--provider", choices=("anthropic", "openai") + OPENAI_PROVIDERS,
+    parser.add_argument("--provider",
+                        choices=("anthropic", "openai") + OPENAI_PROVIDERS + CLOUD_PROVIDERS,
                         default=os.environ.get("LATTICE_PROVIDER") or "anthropic",
                         help="API to speak: the Anthropic Messages API, OpenAI-compatible "
-                        "Chat Completions, OpenAI's Responses API or Azure OpenAI (default: "
+                        "Chat Completions, OpenAI's Responses API, Azure OpenAI, or Claude on "
+                        "AWS Bedrock or Google Vertex AI (default: "
                         "$LATTICE_PROVIDER or %(default)s)")
     parser.add_argument("--base-url", help="API base URL (default: $ANTHROPIC_BASE_URL or "
                         "https://api.anthropic.com; with --provider openai, "
@@ -121,7 +128,8 @@ def _positive_int(parser: argparse.ArgumentParser, option: str,
 
 
 # What to set instead of --mock, per provider (the mock's reply says it).
-REAL_KEY = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY", **OPENAI_KEYS}
+REAL_KEY = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY", **OPENAI_KEYS,
+            **CLOUD_KEYS}
 
 
 def _mock_reply(delay: float, provider: str = "anthropic") -> Any:
@@ -161,6 +169,13 @@ def _build_agent(parser: argparse.ArgumentParser, args: argparse.Namespace, *,
                                                        options.pop("base_url"))
         except ValueError as exc:
             parser.error(str(exc))
+    elif args.provider in CLOUD_PROVIDERS:
+        options.pop("api_key")
+        try:
+            options["model_client"] = make_cloud_client(
+                args.provider, base_url=options.pop("base_url"), mock=args.mock)
+        except ValueError as exc:
+            parser.error(str(exc))
     elif args.provider in OPENAI_PROVIDERS:
         try:
             options["model_client"] = make_openai_client(
@@ -195,11 +210,12 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 def _main(parser: argparse.ArgumentParser, argv: Optional[List[str]]) -> int:
     args = parser.parse_args(argv)
-    if args.provider not in ("anthropic", "openai") + OPENAI_PROVIDERS:  # $LATTICE_PROVIDER
-        parser.error("LATTICE_PROVIDER must be anthropic, openai, openai-responses or azure, "
-                     f"got {args.provider!r}")
+    if args.provider not in ("anthropic", "openai") + OPENAI_PROVIDERS + CLOUD_PROVIDERS:
+        parser.error("LATTICE_PROVIDER must be anthropic, openai, openai-responses, azure, "
+                     f"bedrock or vertex, got {args.provider!r}")  # from $LATTICE_PROVIDER
     args.model = args.model or os.environ.get("LATTICE_MODEL") or (
         os.environ.get("AZURE_OPENAI_DEPLOYMENT") if args.provider == "azure" else None) or (
+        CLOUD_MODELS.get(args.provider)) or (
         DEFAULT_OPENAI_MODEL if args.provider != "anthropic" else DEFAULT_MODEL)
     chat = args.words == ["chat"]
     if args.words == ["-"]:
@@ -229,6 +245,11 @@ def _main(parser: argparse.ArgumentParser, argv: Optional[List[str]]) -> int:
         keyless = args.base_url or os.environ.get("OPENAI_BASE_URL")
         if not args.mock and not keyless and not os.environ.get("OPENAI_API_KEY"):
             sys.stderr.write(NO_OPENAI_KEY)
+            return EXIT_USAGE
+    elif args.provider in CLOUD_PROVIDERS:
+        missing = None if args.mock else missing_cloud_credentials(args.provider)
+        if missing is not None:
+            sys.stderr.write(missing)
             return EXIT_USAGE
     elif args.provider in OPENAI_PROVIDERS:
         missing = None if args.mock else missing_credentials(args.provider, args.base_url)

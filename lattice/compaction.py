@@ -1,8 +1,10 @@
-"""Automatic compaction: the policy and the history surgery, as pure functions.
+"""Automatic compaction: the policy, the history surgery, and the ``Compactor``.
 
-The agent loop owns everything with side effects (the summary model call, racing it
-against the signal, usage accounting, ``store.replace``, the ``SystemMessage``). This
-module only decides and rewrites::
+``Compactor`` is what the loop talks to: ``between_turns()`` (the threshold check, SPEC
+9) and ``recover(error)`` (overflow recovery, once per query). It runs the summary call
+through the loop's ``summarise`` callable (the model call, raced and billed by the loop)
+and writes the new history through the query's ``commit``. Everything else here is pure
+functions that decide and rewrite::
 
     if should_compact(settings, last_usage):
         cut = find_cut(history, settings.keep_recent_messages)
@@ -19,8 +21,10 @@ thinking blocks and provider metadata survive compaction byte for byte.
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass, fields
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from functools import partial
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 __all__ = [
     "DEFAULT_COMPACTION_PROMPT",
@@ -33,9 +37,18 @@ __all__ = [
     "summary_text",
     "wrap_summary",
     "rebuild",
+    "Compactor",
 ]
 
+from .errors import HistoryStoreError, PromptTooLongError
+from .messages import SystemMessage
 from .usage import USAGE_FIELDS, Usage
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .history import History
+    from .race import QueryRun
+
+log = logging.getLogger("lattice")
 
 Message = Dict[str, Any]
 
@@ -315,3 +328,78 @@ def rebuild(summary: str, kept: Sequence[Message]) -> List[Message]:
         # The API rejects empty text blocks, so an empty prompt adds nothing.
         merged = [block]
     return [{**first, "content": merged}, *kept[1:]]
+
+
+# --- the side effects, for one query -------------------------------------------------
+
+
+class Compactor:
+    """Compaction and overflow recovery for one query.
+
+    ``summarise(messages)`` makes the summary model call and returns its reply (the loop
+    races it against the query's signal and adds its usage to the query's). The new
+    history goes through ``run.commit``: the store gets ``replace``, memory the new list,
+    the consumer a ``SystemMessage("compaction")``.
+    """
+
+    def __init__(self, policy: Optional[AutoCompact], history: History, run: QueryRun,
+                 summarise: Callable[[List[Message]], Dict[str, Any]]) -> None:
+        self.policy = policy
+        self.history = history
+        self.run = run
+        self.summarise = summarise
+        self.recovered = False  # overflow recovery happens once per query
+
+    def between_turns(self) -> bool:
+        """Compact if the last reply's prompt size passed the threshold; True if it did.
+        A failure (not of a ``fail_on_error`` store) is logged and skipped."""
+        policy = self.policy
+        if policy is None or not should_compact(policy, self.history.last_usage):
+            return False
+        try:
+            return self.compact(policy)
+        except HistoryStoreError:
+            raise  # fail_on_error: the history stays uncompacted and the error propagates
+        except Exception:
+            log.warning("compaction failed; continuing without it", exc_info=True)
+            self.history.last_usage = Usage()  # try again after the next reply
+            return False
+
+    def recover(self, error: PromptTooLongError) -> None:
+        """Overflow: compact so the loop can retry the turn, once per query; otherwise
+        raise the original error."""
+        policy = self.policy
+        if policy is None or self.recovered:
+            raise error
+        self.recovered = True
+        try:
+            compacted = self.compact(policy)
+        except HistoryStoreError:
+            raise
+        except Exception:
+            raise error from None
+        if not compacted:
+            raise error
+
+    def compact(self, policy: AutoCompact) -> bool:
+        """Summarise all but the recent messages with one model call; False if there is
+        nothing safe to summarise."""
+        history = self.history
+        messages = history.messages
+        cut = find_cut(messages, policy.keep_recent_messages)
+        if cut is None:
+            return False
+        reply = self.summarise(summary_messages(messages[:cut], policy.effective_prompt))
+        rebuilt = rebuild(summary_text(reply), messages[cut:])
+
+        def keep() -> None:
+            history.keep_all(rebuilt)
+            history.last_usage = Usage()
+
+        def diverged() -> None:  # stored, but the query ended first: resynced next time
+            history.diverged = True
+
+        item = SystemMessage("compaction", cut, Usage.from_dict(reply.get("usage")))
+        self.run.commit(partial(history.save, "replace", rebuilt), keep,
+                        item if self.run.lockstep else None, late=diverged)
+        return True

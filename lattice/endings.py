@@ -1,9 +1,11 @@
 """How a query ends: one value, made where the loop (or a race) decides, turned into the
 ``ResultMessage`` in one place.
 
-Every ending is a row of ``KINDS``: its subtype, whether it is an error, and what the model
-reads for a call it asked for that was never answered because the query ended this way.
-Adding an ending is adding a row (and, where the loop decides it, one ``return``).
+Every ending is a row of ``KINDS``: its subtype, whether it is an error, whether it stops
+work still in flight (the run's signal fires: tools and the model client see it), and what
+the model reads for a call it asked for that was never answered because the query ended
+this way. Adding an ending is adding a row (and, where the loop decides it, one
+``return``).
 
 Two ways out are not results: ``closed`` (the caller closed or dropped the generator; no
 ``ResultMessage`` is produced, the history is still repaired) and an exception escaping the
@@ -22,22 +24,23 @@ __all__ = ["Ending", "KINDS", "Kind"]
 
 class Kind(NamedTuple):
     is_error: bool
+    cancels: bool  # ending this way fires the run's signal (work in flight should stop)
     why: str  # completes "The call was not run: ..." for calls left unanswered
 
 
 KINDS: Dict[str, Kind] = {
-    "success": Kind(False, "the query ended"),
-    "interrupted": Kind(False, "the query was interrupted"),
-    "awaiting_approval": Kind(False, "the query is waiting for approval"),
-    "error_max_turns": Kind(True, "the query reached max_turns"),
-    "error_abort": Kind(True, "the query was aborted"),
-    "error_timeout": Kind(True, "the model request timed out"),
-    "error_missing_output": Kind(True, "the query ended without an output"),
-    "error_max_output_retries": Kind(True, "the query ran out of output retries"),
-    "error_max_budget": Kind(True, "the query reached max_budget_tokens"),
+    "success": Kind(False, False, "the query ended"),
+    "interrupted": Kind(False, True, "the query was interrupted"),
+    "awaiting_approval": Kind(False, False, "the query is waiting for approval"),
+    "error_max_turns": Kind(True, True, "the query reached max_turns"),
+    "error_abort": Kind(True, True, "the query was aborted"),
+    "error_timeout": Kind(True, True, "the model request timed out"),
+    "error_missing_output": Kind(True, True, "the query ended without an output"),
+    "error_max_output_retries": Kind(True, True, "the query ran out of output retries"),
+    "error_max_budget": Kind(True, True, "the query reached max_budget_tokens"),
     # Not results:
-    "closed": Kind(False, "the caller stopped the query"),
-    "raised": Kind(True, "the query failed"),
+    "closed": Kind(False, True, "the caller stopped the query"),
+    "raised": Kind(True, True, "the query failed"),
 }
 
 

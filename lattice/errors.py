@@ -91,7 +91,23 @@ class BudgetExceededError(LatticeError):
 
 
 class RequestTimeoutError(LatticeError, TimeoutError):
-    """A model request outlived ``request_timeout_ms`` (or the client's own timeout)."""
+    """A model request outlived ``request_timeout_ms`` (or the client's own timeout).
+
+    ``kind`` says which limit: ``"request"`` (the deadline of the whole request:
+    ``request_timeout_ms`` or the client's ``timeout_ms``), ``"connect"`` (no connection
+    within the connect timeout) or ``"read"`` (the server went silent for the read
+    timeout).
+    """
+
+    KINDS = ("connect", "read", "request")
+
+    def __init__(self, message: str = "model request timed out", *,
+                 kind: str = "request") -> None:
+        if kind not in self.KINDS:
+            raise ValueError(f"RequestTimeoutError kind must be one of {self.KINDS}, "
+                             f"got {kind!r}")
+        super().__init__(message)
+        self.kind = kind
 
 
 class AbortError(LatticeError):

@@ -1,12 +1,16 @@
 """The conversation: the history list, its provider-ready twin, and the store behind it.
 
-Memory is the truth; the store follows it. Rules (SPEC 10a), the same for every store:
+Memory is the truth; the store follows it. This module is the one store-failure policy
+(SPEC 10a, 16a), the same for every store and every store call (``_failed``):
 
 - A message is saved to the store first and kept in memory after, so with
-  ``fail_on_error=True`` a failed write raises and is kept nowhere: memory, store and
-  what the caller was shown agree.
-- With ``fail_on_error=False`` the first failure is logged once (WARNING, logger
-  ``lattice``, naming the cause) and the store gets nothing more: memory only.
+  ``fail_on_error=True`` a failed write raises ``HistoryStoreError`` and is kept nowhere:
+  memory, store and what the caller was shown agree.
+- With ``fail_on_error=False`` a failure is logged (WARNING, logger ``lattice``, naming the
+  cause; one record per query) and the store is left behind for the rest of that query:
+  memory only. The next query tries again (``rejoin``, under the session lock): a store
+  nobody else wrote meanwhile is rewritten from memory; one somebody else wrote (or one
+  this Agent never managed to read) wins, and the unsaved messages are dropped.
 - Store I/O is serialised by ``io`` and never runs under the query's lock. A write that
   finishes after its query ended leaves the store one step ahead of memory; the history
   is then ``diverged`` and the next store operation rewrites the store from memory.
@@ -22,9 +26,10 @@ import logging
 import threading
 from typing import Any, Dict, List, Optional
 
-from .errors import HistoryStoreError
+from .errors import ConcurrentQueryError, HistoryStoreError
 from .messages import sendable
-from .stores.session import is_stale, read_version
+from .stores.base import describe_store
+from .stores.session import SessionHold, hold_session
 from .usage import Usage
 
 __all__ = ["History"]
@@ -33,19 +38,34 @@ log = logging.getLogger("lattice")
 Message = Dict[str, Any]
 _UNREAD: Any = object()  # History.version before the store was first read or written
 
+# What a lenient failure means, by the store call that failed (the policy's one text).
+_CONSEQUENCE = {
+    "lock": "this query runs without the session lock",
+    "version": "other writers are not looked for this time",
+}
+_LEFT_BEHIND = "continuing with the in-memory history only until the next query"
+
 
 class History:
-    """The messages of one Agent, mirrored into its store (if any)."""
+    """The messages of one Agent, mirrored into its store (if any).
+
+    ``home`` is the store the Agent was given; ``store`` is where writes go now: ``home``,
+    or None without a store or while a lenient store is left behind (until ``rejoin``).
+    """
 
     def __init__(self, store: Any = None) -> None:
         self.messages: List[Message] = []
         self.sendable: List[Message] = []
+        self.home = store
         self.store = store
         self.io = threading.Lock()
         self.diverged = False
         self.last_usage = Usage()  # of the last reply: what compaction looks at
         # The store's version after this Agent's last read/write (None: the store was empty).
         self.version: Any = _UNREAD
+        self.read_once = False  # a load succeeded: the store's content is known
+        self.saved = 0  # while left behind: how many messages of memory the store holds
+        self._warned = False  # this query logged its store failure
 
     # -- memory (callers that race hold the query's lock) --------------------------------
     def keep(self, message: Message) -> None:
@@ -55,9 +75,54 @@ class History:
     def keep_all(self, messages: List[Message]) -> None:
         self.messages = list(messages)
         self.sendable = [sendable(m) for m in self.messages]
+        if self.behind:
+            self.saved = 0  # e.g. a compaction: none of the new list is stored
 
     def snapshot(self) -> List[Message]:
         return copy.deepcopy(self.messages)
+
+    # -- the failure policy ----------------------------------------------------------------
+    def _failed(self, action: str, exc: Exception) -> None:
+        """The one store-failure rule: raise (``fail_on_error``) or log once per query and
+        leave the store behind (a failed lock or version read only logs: the query still
+        writes)."""
+        store = self.home
+        if getattr(store, "fail_on_error", False):
+            raise HistoryStoreError(f"history store {action} failed: {exc} "
+                                    f"(store: {describe_store(store)})") from exc
+        if action not in _CONSEQUENCE:  # a failed write or load: memory only, this query
+            if self.store is not None:  # what the store holds: memory up to here
+                self.saved = len(self.messages)
+                if action != "load":
+                    self._own_version()
+            self.store = None
+        if self._warned:
+            return
+        self._warned = True
+        log.warning("history store %s failed: %s: %s (store: %s); %s", action,
+                    type(exc).__name__, exc, describe_store(store),
+                    _CONSEQUENCE.get(action, _LEFT_BEHIND), exc_info=exc)
+
+    def _own_version(self) -> None:
+        """A failed write may have landed in part (a short write on a full disk): the
+        version it left is this Agent's own doing, not another writer's (the session lock
+        is held), so ``rejoin`` compares with it. Unreadable (the store is down): the
+        version seen before stands."""
+        version = getattr(self.home, "version", None)
+        if callable(version):
+            try:
+                self.version = version()
+            except Exception:  # noqa: BLE001 - the failure is already being reported
+                pass
+
+    def new_query(self) -> None:
+        """A query starts: its first store failure is logged again."""
+        self._warned = False
+
+    @property
+    def behind(self) -> bool:
+        """A lenient store failed: writes go to memory only until ``rejoin``."""
+        return self.store is None and self.home is not None
 
     # -- the store -----------------------------------------------------------------------
     def save(self, method: str, *args: Any) -> Any:
@@ -71,7 +136,6 @@ class History:
         store = self.store
         if store is None:
             return None
-        fail = bool(getattr(store, "fail_on_error", False))
         try:
             written = False
             if self.diverged and method != "load":
@@ -81,18 +145,28 @@ class History:
                 written = method == "append" and any(m is args[0] for m in self.messages[-1:])
             # A load may run without the session lock (get_history between queries): read
             # the version first, so a write landing between the two reads makes it stale.
-            before = read_version(store) if method == "load" and self.versioned else None
+            before = self._read_version() if method == "load" else None
             out = None if written else getattr(store, method)(*args)
             if self.versioned:
-                self.version = before if method == "load" else read_version(store)
+                self.version = before if method == "load" else self._read_version()
+            if method == "load":
+                self.read_once = True
             return out
         except Exception as exc:
-            if fail:
-                raise HistoryStoreError(f"history store {method} failed: {exc}") from exc
-            log.warning("history store %r: %s failed (%s: %s); continuing with the "
-                        "in-memory history only", store, method, type(exc).__name__, exc)
-            self.store = None  # nothing more goes to a store that failed once
+            self._failed(method, exc)
             return None
+
+    def hold_session(self, wait_s: float) -> SessionHold:
+        """The store's session lock (SPEC 14) under the failure policy: a lock that cannot
+        be taken for another reason than a busy session raises (``fail_on_error``) or is
+        logged, and the query runs without it."""
+        try:
+            return hold_session(self.home, wait_s)
+        except ConcurrentQueryError:  # another holder: not a store failure
+            raise
+        except Exception as exc:
+            self._failed("lock", exc)
+            return SessionHold(None, self.home)
 
     def append(self, message: Message) -> None:
         """Save, then keep (outside a query's race)."""
@@ -125,8 +199,58 @@ class History:
     def versioned(self) -> bool:
         return callable(getattr(self.store, "version", None))
 
+    def _read_version(self) -> Any:
+        """``store.version()``; None without one or if it failed (the policy: logged)."""
+        if not self.versioned:
+            return None
+        try:
+            return self.store.version()
+        except Exception as exc:
+            self._failed("version", exc)
+            return None
+
     def stale(self) -> bool:
-        """Whether someone else wrote the store since this Agent last read or wrote it."""
+        """Whether someone else wrote the store since this Agent last read or wrote it.
+        A store whose version cannot be read is not stale: a store that is down never
+        makes the Agent drop the history it holds."""
         if not self.versioned or self.version is _UNREAD:
             return False
-        return is_stale(self.store, self.version)
+        try:
+            return bool(self.store.version() != self.version)
+        except Exception as exc:
+            self._failed("version", exc)
+            return False
+
+    # -- a lenient store comes back ----------------------------------------------------------
+    def rejoin(self) -> Optional[List[Message]]:
+        """At a query's start (under the session lock), try a store left behind again.
+
+        Nobody else wrote it meanwhile (its ``version()`` is the one this Agent last saw, or
+        it has none): it is rewritten from memory, and None is returned. Somebody did, or
+        this Agent never managed to read it: the store wins, and what it holds is returned
+        (memory's unsaved messages are dropped). Each is a WARNING. If it still fails, the
+        failure policy applies (one WARNING per query) and None is returned.
+        """
+        store, was_read = self.home, self.read_once
+        versioned = callable(getattr(store, "version", None))
+        try:
+            with self.io:
+                now = store.version() if versioned else None
+                if self.read_once and (not versioned or now == self.version):
+                    store.replace(list(self.messages))
+                    self.diverged, self.store = False, store
+                    self.version = self._read_version() if versioned else self.version
+                    log.warning("history store %s is back: rewritten from memory (%d "
+                                "messages)", describe_store(store), len(self.messages))
+                    return None
+                loaded = list(store.load())
+                self.version, self.read_once = now, True
+                self.diverged, self.store = False, store
+        except Exception as exc:
+            self._failed("replace" if was_read else "load", exc)
+            return None
+        dropped = max(0, len(self.messages) - self.saved)
+        log.warning("history store %s is back, but %s: it wins (loaded), %d unsaved "
+                    "messages dropped", describe_store(store),
+                    "was written meanwhile" if was_read else "was never read", dropped)
+        return loaded

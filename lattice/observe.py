@@ -1,15 +1,17 @@
 """The loop's event seam: what a query reports to observers (tracing, logging, metering).
 
 A query reports its start and end, each model request's start and end, and each tool
-call's start and end. ``*_start`` returns an opaque token that the matching ``*_end``
-gets back, so an observer keeps its own state (a span, a start time) without a lookup.
+call's start and end. ``model_start`` gets the request as it is sent: after the Agent's
+``on_model_request`` hook (SPEC 16a). ``*_start`` returns an opaque token that the
+matching ``*_end`` gets back, so an observer keeps its own state (a span, a start time)
+without a lookup.
 With no observer the loop's cost is a None check.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional, Protocol, Tuple
 
 if TYPE_CHECKING:
     from .messages import ResultMessage
@@ -113,6 +115,20 @@ class ObserverGroup(Observer):
     def tool_end(self, token: Any, result: Optional[Dict[str, Any]],
                  error: Optional[BaseException]) -> None:
         self._each("tool_end", token, result, error)
+
+    def watch_tool(self, query: Any, call: ToolCallLike,
+                   run: Callable[[], Tuple[Dict[str, Any], bool]]
+                   ) -> Tuple[Dict[str, Any], bool]:
+        """Run one tool call (``run()``: its result block and end_turn) between
+        ``tool_start`` and ``tool_end``."""
+        token = self.tool_start(query, call)
+        try:
+            done = run()
+        except BaseException as exc:
+            self.tool_end(token, None, exc)
+            raise
+        self.tool_end(token, done[0], None)
+        return done
 
     def __repr__(self) -> str:
         return f"<ObserverGroup {list(self.observers)!r}>"

@@ -1,17 +1,29 @@
-"""Structured output: the ``submit_output`` tool and what the payload is checked against.
+"""Structured output: what a payload is checked against, and the output contract.
 
 ``output_schema`` may be a JSON Schema dict, a dataclass or TypedDict type, an object with
 ``parse(input)`` and ``json_schema()``/``model_json_schema()``, or a pydantic-style class
 (``model_validate`` + ``model_json_schema``; pydantic itself is never imported here).
+
+``OutputContract`` holds the rules of SPEC 7 and 11 (``submit_output`` as a tool, or
+``output_format`` native): for each reply or submission the loop asks it, and it answers
+with a ``Verdict``: end here, or feed this back (or both: a submission's tool_use is
+always answered before the query ends).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import typing
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
 
-__all__ = ["SUBMIT_OUTPUT_TOOL_NAME", "OutputSchema", "resolve_output_schema"]
+from .calls import not_run
+from .endings import Ending
+from .errors import MissingOutputError
+from .messages import text_of, tool_result
+
+__all__ = ["SUBMIT_OUTPUT_TOOL_NAME", "OutputSchema", "resolve_output_schema",
+           "OutputContract", "Verdict"]
 
 SUBMIT_OUTPUT_TOOL_NAME = "submit_output"
 
@@ -55,8 +67,6 @@ class OutputSchema:
 
     def check_text(self, text: str) -> Tuple[bool, Any]:
         """``output_format``: the final reply's text, parsed as JSON, then ``check``."""
-        import json
-
         try:
             payload = json.loads(text)
         except ValueError as exc:
@@ -85,6 +95,88 @@ class OutputSchema:
         except Exception as exc:
             return False, (f"Invalid output, fix this and submit again:\n"
                            f"{type(exc).__name__}: {exc}")
+
+
+class Verdict(NamedTuple):
+    """The contract's answer: ``feed`` (the content of a user message to write: feedback, or
+    the answer to a submission) and/or ``end`` (how the query ends); both None: go on."""
+
+    feed: Optional[Any] = None
+    end: Optional[Ending] = None
+
+
+
+class OutputContract:
+    """One query's output rules: which reply ends the query, which gets feedback, and how
+    many bad outputs are allowed (``max_output_retries``: N feedbacks, then the end).
+
+    Without an output schema, every final reply is a success and no tool is special.
+    """
+
+    __slots__ = ("output", "native", "retries", "bad")
+
+    def __init__(self, output: Optional[OutputSchema], native: bool,
+                 retries: Optional[int]) -> None:
+        self.output = output
+        self.native = native and output is not None
+        self.retries = retries
+        self.bad = 0  # invalid outputs so far, this query
+
+    def submits(self, uses: List[Dict[str, Any]]) -> bool:
+        """Whether a batch holds a ``submit_output`` call (then it is the contract's, not a
+        batch of tools)."""
+        return self.output is not None and not self.native and any(
+            u.get("name") == SUBMIT_OUTPUT_TOOL_NAME for u in uses)
+
+    def final(self, reply: Dict[str, Any]) -> Verdict:
+        """A reply without tool calls: the answer, or what is missing from it."""
+        text = text_of(reply["content"])
+        output = self.output
+        if output is None:
+            return Verdict(end=Ending("success", result=text))
+        if not self.native:
+            return Verdict(end=_missing(text, "the model ended its turn without calling "
+                                                 "submit_output"))
+        if reply.get("stop_reason") == "refusal":
+            return Verdict(end=_missing(text, "the model refused to give the output"))
+        ok, value = output.check_text(text)
+        if ok:
+            return Verdict(end=Ending("success", result=text, structured_result=value))
+        end = self._bad_output()
+        return Verdict(end=end) if end is not None else Verdict(feed=value)
+
+    def submission(self, uses: List[Dict[str, Any]]) -> Verdict:
+        """A batch holding ``submit_output``: alone and valid ends the query; anything else
+        is answered with ``is_error`` results and counts as a bad output."""
+        output = self.output
+        assert output is not None
+        if len(uses) > 1:
+            return Verdict([not_run(u["id"], "exclusive") for u in uses], self._bad_output())
+        use = uses[0]
+        ok, value = output.check(use.get("input"))
+        if not ok:
+            return Verdict([tool_result(use["id"], value, is_error=True)], self._bad_output())
+        return Verdict([tool_result(use["id"], "Output accepted.")], Ending(
+            "success", structured_result=value,
+            result=json.dumps(use.get("input"), ensure_ascii=False)))
+
+    def tool_ended(self, text: str) -> Ending:
+        """A tool ended the turn (``end_turn``): a success, unless an output was due."""
+        if self.output is not None:
+            return _missing(text, "a tool ended the turn before an output was given")
+        return Ending("success", result=text)
+
+    def _bad_output(self) -> Optional[Ending]:
+        self.bad += 1
+        limit = self.retries
+        if limit is not None and self.bad > limit:
+            return Ending("error_max_output_retries", error=MissingOutputError(
+                f"no valid output after {self.bad} attempts (max_output_retries={limit})"))
+        return None
+
+
+def _missing(text: str, why: str) -> Ending:
+    return Ending("error_missing_output", result=text, error=MissingOutputError(why))
 
 
 def _wrap(json_schema: Dict[str, Any]) -> Dict[str, Any]:

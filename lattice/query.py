@@ -1,84 +1,71 @@
 """A query's start and end, on the caller's side: the one-query guard, the store's session
 lock, approvals, the worker, the repair of the history's tail and the ``ResultMessage``.
 
-``Query`` is what ``Agent.query()`` returns. The query starts when it is made (the guard
-is taken, so ``interrupt()`` applies from then on); the prompt enters the history and the
-worker starts at the first ``next()``. Closing or dropping it ends the query however far
-it got; one never advanced leaves the history as it was.
+``Query`` is what ``Agent.query()`` returns. It talks to the Agent's ``Conversation``
+(conversation.py: history, loader, guard, lock wait), never to the Agent itself. The query
+starts when it is made (the guard is taken, so ``interrupt()`` applies from then on); the
+prompt enters the history and the worker starts at the first ``next()``. Closing or
+dropping it ends the query however far it got; one never advanced leaves the history as
+it was. Every way out goes through ``_finish``.
 """
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Dict, Generator, Iterator, List, Optional
+from typing import TYPE_CHECKING, Any, Dict, Generator, Iterator, Optional
 
-from .calls import not_run
+from . import approval
+from .conversation import Conversation
 from .endings import Ending
-from .errors import ConcurrentQueryError
 from .loop import Loop
 from .messages import (
     ResultMessage,
     SDKMessage,
     UserMessage,
     pending_tail,
-    tool_uses_of,
     unanswered_tool_uses,
 )
 from .observe import ObserverGroup
-from .race import QueryRun
 from .settings import QuerySettings
-from .tools import ToolResult
+from .stores.repair import repair_history
+from .stores.session import SessionHold
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .agent import Agent
     from .cancellation import AbortSignal
 
 __all__ = ["Query"]
 
-log = logging.getLogger("lattice")
-
-
-def check_approvals(agent: Agent, approvals: Dict[str, Any]) -> None:
-    """``approvals`` must answer exactly the calls waiting for approval (ValueError)."""
-    pending = [c.id for c in agent.pending_approvals()]
-    if not pending:
-        raise ValueError("approvals= given, but no tool call is waiting for approval")
-    missing = [i for i in pending if i not in approvals]
-    unknown = [i for i in approvals if i not in pending]
-    if missing or unknown:
-        raise ValueError(f"approvals must answer exactly the pending calls: missing "
-                         f"{missing}, unknown {unknown}")
-    for key, decision in approvals.items():
-        if not isinstance(decision, (bool, str, ToolResult)):
-            raise ValueError(f"approvals[{key!r}] must be True, False, a str or a "
-                             f"ToolResult, got {decision!r}")
-
 
 class Query(Iterator[SDKMessage]):
-    """One running query, as an iterator of SDK messages (``ResultMessage`` last)."""
+    """One running query, as an iterator of SDK messages (``ResultMessage`` last).
 
-    def __init__(self, agent: Agent, prompt: Any, approvals: Optional[Dict[str, Any]],
-                 settings: QuerySettings, signal: Optional[AbortSignal], *,
-                 lockstep: bool) -> None:
-        if not agent._guard.acquire(blocking=False):
-            raise ConcurrentQueryError("this Agent is already running a query; create one "
-                                       "Agent per conversation")
-        self._agent = agent
-        if approvals is not None:  # bad approvals fail here, before a web app answers
-            try:
-                check_approvals(agent, approvals)
-            except BaseException:
-                agent._guard.release()
-                raise
+    Made by ``Agent.query()`` (and ``Agent.prompt()``, which runs it to its end).
+    """
+
+    def __init__(self, conversation: Conversation, settings: QuerySettings, prompt: Any,
+                 approvals: Optional[Dict[str, Any]], signal: Optional[AbortSignal], *,
+                 lockstep: bool, owner: Any = None) -> None:
+        self._conversation = conversation
+        self._run = conversation.start(signal, lockstep=lockstep)
+        self._owner = owner  # the Agent: only handed to tools (ToolContext.agent)
         self._prompt = prompt
         self._approvals = approvals
         self._settings = settings
-        self._run = QueryRun(signal, lockstep=lockstep)
-        agent._run = self._run
         self._steps: Optional[Generator[SDKMessage, None, None]] = None
         self._done = False
+        self._lock: Optional[SessionHold] = None
+        self._loop: Optional[Loop] = None
+        self._observers: Optional[ObserverGroup] = None
+        self._token: Any = None
+        self._started = time.monotonic()
+        self._tail_done = False
+        if approvals is not None:  # bad approvals fail here, before a web app answers
+            try:
+                self._check_approvals()
+            except BaseException:
+                self._finish(Ending("closed"), delivered=False)
+                raise
 
     def __next__(self) -> SDKMessage:
         if self._steps is None:
@@ -92,8 +79,7 @@ class Query(Iterator[SDKMessage]):
         if self._steps is not None:
             self._steps.close()
         elif not self._done:
-            self._done = True
-            self._release(None)
+            self._finish(Ending("closed"), delivered=False)
 
     def __del__(self) -> None:
         if getattr(self, "_done", True):  # ended (the usual case), or never made
@@ -115,25 +101,19 @@ class Query(Iterator[SDKMessage]):
 
     # -- the query -------------------------------------------------------------------------
     def _run_query(self) -> Generator[SDKMessage, None, None]:
-        agent, run, settings = self._agent, self._run, self._settings
-        history = agent._history
-        lock: Any = None
-        observers: Optional[ObserverGroup] = None
-        token: Any = None
-        released = False
-        started = time.monotonic()
-        loop: Optional[Loop] = None
+        run, settings, conversation = self._run, self._settings, self._conversation
         try:
             if settings.observers:
-                observers = ObserverGroup(settings.observers)
-                token = observers.query_start(settings.model, self._prompt)
-            if history.store is not None:
-                lock = self._take_lock()
-                agent._ensure_loaded(again=history.stale())
+                self._observers = ObserverGroup(settings.observers)
+                self._token = self._observers.query_start(settings.model, self._prompt)
+            if conversation.history.home is not None:
+                self._lock = conversation.hold_session()
+                conversation.catch_up()
             resume = self._begin()
-            loop = Loop(run, settings, history, agent=agent, observers=observers,
-                        query_token=token, resume=resume)
-            threading.Thread(target=loop, name="lattice-query", daemon=True).start()
+            self._loop = Loop(run, settings, conversation.history, agent=self._owner,
+                              observers=self._observers, query_token=self._token,
+                              resume=resume)
+            threading.Thread(target=self._loop, name="lattice-query", daemon=True).start()
             while True:
                 item = run.next_item()
                 if item is None:
@@ -144,87 +124,78 @@ class Query(Iterator[SDKMessage]):
             repair = self._repair_tail(ending)
             if repair is not None and run.lockstep:
                 yield UserMessage(repair)  # copies when read
-            last = loop.last_reply
-            result = ending.to_result(
-                last_text=loop.last_text, usage=loop.usage,
-                stop_reason=last.get("stop_reason") if last else None, num_turns=loop.turns,
-                duration_ms=int((time.monotonic() - started) * 1000))
-            if observers is not None:
-                observers.query_end(token, result, result.error)
-            released = True
-            self._release(lock)
+            result = self._finish(ending)
+            assert result is not None
             yield result
         finally:
-            if not released:
-                try:
-                    if run.ended is None:
-                        run.end(Ending("closed"))
-                    if loop is not None:
-                        self._repair_tail(run.ended)
-                finally:
-                    if observers is not None:
-                        error = run.ended.error if run.ended is not None else None
-                        observers.query_end(token, None, error)
-                    self._release(lock)
+            if not self._done:  # closed, dropped, or an exception (e.g. Ctrl-C) in here
+                run.end(Ending("closed"))  # a no-op if the query had ended
+                assert run.ended is not None
+                self._finish(run.ended, delivered=False)
 
-    def _take_lock(self) -> Any:
-        """The store's session lock (SPEC 14), held until the query ends."""
-        from .stores.session import hold_session
+    def _finish(self, ending: Ending, *, delivered: bool = True) -> Optional[ResultMessage]:
+        """The one end of every query, however it ends: the tail repaired, the result made
+        (None when nobody will receive it: the caller closed the query, or an exception
+        is on its way out; a ``raised`` ending raises its error here), observers told,
+        the session lock and the guard given back."""
+        self._done = True
+        result: Optional[ResultMessage] = None
+        try:
+            loop = self._loop
+            if loop is not None:
+                self._repair_tail(ending)
+                if delivered and ending.subtype != "closed":
+                    last = loop.last_reply
+                    result = ending.to_result(
+                        last_text=loop.last_text, usage=loop.usage,
+                        stop_reason=last.get("stop_reason") if last else None,
+                        num_turns=loop.turns,
+                        duration_ms=int((time.monotonic() - self._started) * 1000))
+        finally:
+            try:
+                if self._observers is not None:
+                    self._observers.query_end(self._token, result,
+                                              result.error if result else ending.error)
+            finally:
+                self._conversation.end(self._lock)
+        return result
 
-        return hold_session(self._agent._history.store, self._agent._lock_wait_s)
+    def _check_approvals(self) -> None:
+        assert self._approvals is not None
+        pending = self._conversation.pending_calls(self._settings, self._owner)
+        approval.check_decisions([c.id for c in pending], self._approvals)
 
     def _begin(self) -> Optional[Dict[str, Any]]:
         """Put the prompt in the history; settle calls that wait for approval."""
-        agent, prompt, approvals = self._agent, self._prompt, self._approvals
-        history = agent._history
+        prompt, approvals = self._prompt, self._approvals
+        history = self._conversation.history
         tail = pending_tail(history.messages)
         if approvals is not None:
-            check_approvals(agent, approvals)  # again, under the session lock
+            self._check_approvals()  # again, under the session lock
             return {"reply": tail, "decisions": dict(approvals), "prompt": prompt}
         if tail is not None:  # the user moved on: answer the pending calls first
-            history.append({"role": "user", "content": [
-                not_run(u.get("id", ""), "moved_on") for u in tool_uses_of(tail["content"])]})
+            history.append(approval.moved_on(tail))
         elif unanswered_tool_uses(history.messages):  # e.g. a store failed mid-batch
-            from .stores import repair_history
-
             messages, _ = repair_history(history.messages)
             for message in messages[len(history.messages):]:
                 history.append(message)
         history.append({"role": "user", "content": prompt})
         return None
 
-    def _repair_tail(self, ending: Optional[Ending]) -> Optional[Dict[str, Any]]:
+    def _repair_tail(self, ending: Ending) -> Optional[Dict[str, Any]]:
         """Answer the calls of an unanswered last reply, so the history stays sendable
-        (a reply waiting for approval stays as it is)."""
-        run, history = self._run, self._agent._history
-        if ending is None or ending.subtype == "awaiting_approval":
+        (a reply waiting for approval stays as it is). Once per query."""
+        if self._tail_done:
             return None
-        with run.cond:  # the query has ended: the worker can no longer write
-            uses = unanswered_tool_uses(history.messages)
-            if not uses:
-                return None
-            why = ending.kind.why
-            blocks: List[Dict[str, Any]] = []
-            for use in uses:
-                use_id = use.get("id", "")
-                done = run.partial.get(use_id)
-                if done is None:
-                    done = not_run(use_id, "cut" if use_id in run.started else "ended",
-                                   why=why)
-                blocks.append(done)
-            message = {"role": "user", "content": blocks}
-            history.keep(message)
+        self._tail_done = True
+        if ending.subtype == "awaiting_approval":
+            return None
+        history = self._conversation.history
+        # The query has ended: the worker can no longer change the history (QueryRun.commit).
+        uses = unanswered_tool_uses(history.messages)
+        if not uses:
+            return None
+        message = {"role": "user", "content": self._run.unanswered(uses, ending.kind.why)}
+        history.keep(message)
         history.save_later("append", message)  # never holds up the end (SPEC 10a)
         return message
-
-    def _release(self, lock: Any) -> None:
-        agent = self._agent
-        try:
-            self._run.release()
-            if lock is not None:  # once a store write still in flight has landed
-                self._run.after_writes(lock.release)
-        finally:  # even if a KeyboardInterrupt lands above
-            self._done = True
-            agent._run = None
-            agent._guard.release()
-

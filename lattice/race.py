@@ -16,20 +16,75 @@ nobody waits for it once the query has ended: the signal bounds the whole query.
 
 from __future__ import annotations
 
+import enum
+import logging
 import threading
 import time
 from collections import deque
 from typing import Any, Callable, Deque, Dict, List, Optional, Set
 
+from .calls import not_run
 from .cancellation import AbortController, AbortSignal, call_later, needs_polling
 from .endings import Ending
 from .errors import AbortError, LatticeError, RequestTimeoutError
 
-__all__ = ["QueryRun", "Stopped", "EVENT_POLL_S"]
+__all__ = ["QueryRun", "Stopped", "Phase", "EVENT_POLL_S", "ABANDONED_AFTER_S",
+           "abandoned_workers"]
+
+log = logging.getLogger("lattice")
 
 EVENT_POLL_S = 0.02
+ABANDONED_AFTER_S = 1.0  # a worker still running this long after its query ended ignored it
+ABANDONED_WARN_EVERY = 10
 
-IDLE, MODEL, TOOLS = "idle", "model", "tools"
+
+class _Abandoned:
+    """The process's worker threads that ignored their query's end (a tool or a client that
+    does not watch its signal, or code holding the GIL): they run on as daemons. Past 10
+    alive, one WARNING, then one per 10 more (SPEC 16a)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.alive = 0
+        self.warned = 0  # the count at the last warning; 0 again once all have finished
+
+    def add(self) -> None:
+        with self.lock:
+            self.alive += 1
+            alive = self.alive
+            warn = alive > ABANDONED_WARN_EVERY and alive >= self.warned + ABANDONED_WARN_EVERY
+            if warn:
+                self.warned = alive
+        if warn:
+            log.warning("%d lattice worker threads are still running after their queries "
+                        "ended (a tool or model client that ignores its signal, or code "
+                        "holding the GIL); they cannot be stopped and keep their resources",
+                        alive)
+
+    def remove(self) -> None:
+        with self.lock:
+            self.alive -= 1
+            if self.alive == 0:
+                self.warned = 0
+
+
+_ABANDONED = _Abandoned()
+
+
+def abandoned_workers() -> int:
+    """How many query worker threads are running on after their query ended."""
+    return _ABANDONED.alive
+
+
+class Phase(enum.Enum):
+    """What the worker is doing: what an interrupt or a deadline applies to."""
+
+    IDLE = "idle"  # between steps, or writing to the history
+    MODEL = "model"  # in a model request: an interrupt or its deadline ends the query now
+    TOOLS = "tools"  # running a batch: an interrupt waits for it (its results are kept)
+
+
+IDLE, MODEL, TOOLS = Phase.IDLE, Phase.MODEL, Phase.TOOLS
 
 
 def _nothing() -> None:
@@ -58,8 +113,24 @@ class QueryRun:
     - ``interrupted``: ``interrupt()`` from any thread; the worker reads it.
     - ``partial``, ``started``: replaced by the worker (``start_tools``) under ``cond``;
       filled by the tool threads of the current batch without it (one atomic dict/set
-      store each); the consumer reads them after the end, to answer every call of a cut
-      batch.
+      store each); the consumer reads them after the end (``unanswered``), to answer every
+      call of a cut batch.
+
+    The store-write / session-lock hand-off (the caller never waits for a slow store, yet
+    the store's session lock covers every write of the query):
+
+    - ``writing``: True while the worker is inside a store write (``commit``'s ``save``).
+      Set under ``cond`` together with the check that the query still runs, so no write
+      starts after the end; cleared when the write returns (``_written``), or at ``keep``
+      when the query still runs.
+    - ``_after_write``: what ``after_writes`` was asked to do once the query has ended while
+      a write was in flight (the query's session lock release). The worker runs them, in
+      order, when that write returns, whether it succeeded, failed or lost the race.
+    - ``_request_done``: cancels the current model request's deadline timer and unlinks its
+      signal from the run's. Set by ``start_model``; called once, by whichever comes first
+      of ``finish_model`` (the reply came) and ``release`` (the query ended first).
+    - ``_unlink``: removes the run's callback from the caller's signal (which may outlive
+      many queries); called once, by ``release``.
     """
 
     def __init__(self, signal: Optional[AbortSignal], *, lockstep: bool) -> None:
@@ -69,7 +140,7 @@ class QueryRun:
         self.lockstep = lockstep  # query(): a consumer reads every item; prompt(): nobody
         self.requested = 0
         self.emitted = 0
-        self.phase = IDLE
+        self.phase: Phase = IDLE
         self.request_no = 0  # which model request a deadline belongs to
         self.deadline: Optional[float] = None
         self.interrupted = False
@@ -82,6 +153,10 @@ class QueryRun:
         self._unlink: Optional[Callable[[], None]] = None
         self._request_done: Callable[[], None] = _nothing
         self.writing = False  # the worker is in a store write (commit's ``save``)
+        self.working = False  # the worker thread is running the loop
+        # ... and was still running ABANDONED_AFTER_S after the end: counted there
+        self.abandoned: Optional[_Abandoned] = None
+        self._look_again: Callable[[], None] = _nothing  # cancels that look
         self._after_write: List[Callable[[], None]] = []
         if signal is not None and not self.poll:
             callback = signal.add_callback(self.abort_from_user)
@@ -100,7 +175,7 @@ class QueryRun:
         """End the query unless it already ended; True if this call decided the end."""
         with self.cond:
             won = self._end(ending)
-        if won and ending.subtype not in ("success", "awaiting_approval"):
+        if won and ending.kind.cancels:
             self.controller.abort(ending.error if ending.error is not None
                                   else LatticeError(ending.subtype))
         return won
@@ -118,7 +193,7 @@ class QueryRun:
         """During a model request: end now. Otherwise the loop ends at its next check."""
         with self.cond:
             self.interrupted = True
-            if self.phase == MODEL:
+            if self.phase is MODEL:
                 self._end(Ending("interrupted"))
             self.cond.notify_all()
         self.controller.abort(LatticeError("interrupted"))
@@ -132,6 +207,32 @@ class QueryRun:
         if self._unlink is not None:
             self._unlink()
             self._unlink = None
+        with self.cond:  # the worker may be stuck where no signal reaches: look again later
+            if self.working:
+                registry = _ABANDONED
+                self._look_again = call_later(ABANDONED_AFTER_S,
+                                              lambda: self._check_abandoned(registry))
+
+    # -- the worker thread's life --------------------------------------------------------
+    def worker_enter(self) -> None:
+        # No lock: a release() that misses it ends the query before the loop's first check.
+        self.working = True
+
+    def worker_exit(self) -> None:
+        with self.cond:
+            self.working = False
+            counted, self.abandoned = self.abandoned, None
+            look_again, self._look_again = self._look_again, _nothing
+        look_again()  # the timer must not keep this run alive
+        if counted is not None:
+            counted.remove()
+
+    def _check_abandoned(self, registry: _Abandoned) -> None:
+        with self.cond:
+            if not self.working or self.abandoned is not None:
+                return
+            self.abandoned = registry
+        registry.add()
 
     # -- worker side -------------------------------------------------------------------
     def check(self) -> None:
@@ -237,7 +338,7 @@ class QueryRun:
 
         def expire() -> None:
             with self.cond:
-                if self.phase != MODEL or self.request_no != number:
+                if self.phase is not MODEL or self.request_no != number:
                     return
                 won = self._end(Ending("error_timeout", error=error))
             request.abort(error)
@@ -287,6 +388,21 @@ class QueryRun:
     def mark_started(self, tool_use_id: str) -> None:
         self.started.add(tool_use_id)  # set.add is atomic: no lock on the hot path
 
+    def unanswered(self, uses: List[Dict[str, Any]], why: str) -> List[Dict[str, Any]]:
+        """After the end: a ``tool_result`` for each of ``uses`` (the calls of the last
+        reply that the history leaves unanswered): the result the batch recorded, or one
+        saying the call was cut (its handler had started) or not run, and ``why``."""
+        with self.cond:
+            partial, started = self.partial, self.started
+        blocks: List[Dict[str, Any]] = []
+        for use in uses:
+            use_id = use.get("id", "")
+            done = partial.get(use_id)
+            if done is None:
+                done = not_run(use_id, "cut" if use_id in started else "ended", why=why)
+            blocks.append(done)
+        return blocks
+
     # -- consumer side -----------------------------------------------------------------
     def next_item(self) -> Any:
         """The next yielded item, or None once the query has ended and all are taken."""
@@ -305,11 +421,3 @@ class QueryRun:
         self.abort_from_user()  # a polled Event fired
         with self.cond:
             return self.queue.popleft() if self.queue else None
-
-    def wait_end(self) -> Ending:
-        """``prompt()``: wait for the end (nothing is queued without lockstep)."""
-        while True:
-            item = self.next_item()
-            if item is None:
-                assert self.ended is not None
-                return self.ended

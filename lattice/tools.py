@@ -1,7 +1,8 @@
-"""Tools: ``@tool`` and ``Tool``, what handlers may return, and running one call.
+"""Tools: ``@tool`` and ``Tool``, their input check, and what handlers may return.
 
-A call never raises into the loop: an unknown name, input that fails the schema, or a
-handler exception all become ``is_error`` tool_results the model can read and fix.
+A ``Tool`` checks its input against its schema (``validation_errors``) and turns what its
+handler returned into tool_result content (``result_content``, ``error_text``). Running a
+call, where nothing raises into the loop, is ``calls.py``.
 """
 
 from __future__ import annotations

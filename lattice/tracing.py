@@ -2,8 +2,10 @@
 
 Each query is a span ``invoke_agent``; each model request a child span ``chat {model}``;
 each tool call a child span ``execute_tool {name}``, all with the OpenTelemetry GenAI
-attributes. Message content (prompt, replies, tool input and output) is recorded only with
-``trace_content=True``: it may hold personal data or secrets.
+attributes (``gen_ai.provider.name`` on the query and chat spans). Message content
+(prompt, replies, tool input and output) is recorded only with ``trace_content=True``: it
+may hold personal data or secrets. What the attributes hold, in the conventions' schemas,
+is ``tracing_content``'s business.
 
 ``opentelemetry`` is imported when an ``OtelObserver`` is made, never at import time, so
 with tracing off nothing is imported and the loop pays one None check.
@@ -16,6 +18,7 @@ import logging
 import os
 from typing import TYPE_CHECKING, Any, Dict, Optional
 
+from . import tracing_content as genai
 from ._version import __version__
 from .observe import Observer, ToolCallLike
 from .usage import Usage
@@ -39,13 +42,16 @@ def tracing_enabled(enabled: bool = False) -> bool:
 
 
 def tracing_observer(enabled: bool = False, trace_content: bool = False, *,
-                     tracer_provider: Any = None) -> Optional[Observer]:
+                     tracer_provider: Any = None, client: Any = None) -> Optional[Observer]:
     """An ``OtelObserver`` when tracing is enabled and ``opentelemetry-api`` is installed,
-    else None (tracing without the package is not an error: nothing is traced)."""
+    else None (tracing without the package is not an error: nothing is traced).
+    ``client``: the Agent's model client (None: the default ``AnthropicClient``), whose
+    provider the spans name."""
     if not tracing_enabled(enabled):
         return None
     try:
-        return OtelObserver(trace_content=trace_content, tracer_provider=tracer_provider)
+        return OtelObserver(trace_content=trace_content, tracer_provider=tracer_provider,
+                            provider_name=genai.provider_name(client))
     except ImportError:
         log.info("tracing is on but opentelemetry-api is not installed, so nothing is traced "
                  "(pip install 'agent-lattice[otel]')")
@@ -71,14 +77,20 @@ class OtelObserver(Observer):
             ``gen_ai.tool.call.result``), as JSON.
         tracer_provider: the OpenTelemetry ``TracerProvider`` to use; default the global
             one (``opentelemetry.trace.set_tracer_provider``).
+        provider_name: ``gen_ai.provider.name`` (``anthropic``, ``openai``,
+            ``aws.bedrock``, ``gcp.vertex_ai``, ``azure.ai.openai``, ...).
 
     Raises:
         ImportError: ``opentelemetry-api`` is not installed.
     """
 
-    def __init__(self, *, trace_content: bool = False, tracer_provider: Any = None) -> None:
+    def __init__(self, *, trace_content: bool = False, tracer_provider: Any = None,
+                 provider_name: str = "anthropic") -> None:
         if not isinstance(trace_content, bool):
             raise ValueError(f"trace_content must be a bool, got {trace_content!r}")
+        if not isinstance(provider_name, str) or not provider_name:
+            raise ValueError(f"provider_name must be a non-empty str, got {provider_name!r}")
+        self.provider_name = provider_name
         from opentelemetry import trace
         from opentelemetry.trace import SpanKind, Status, StatusCode
 
@@ -89,7 +101,8 @@ class OtelObserver(Observer):
         self._tracer = trace.get_tracer("lattice", __version__, tracer_provider=tracer_provider)
 
     def __repr__(self) -> str:
-        return f"<OtelObserver trace_content={self.trace_content}>"
+        return (f"<OtelObserver provider={self.provider_name} "
+                f"trace_content={self.trace_content}>")
 
     # -- spans ---------------------------------------------------------------------------
     def _start(self, name: str, parent: Any, kind: Any, attributes: Dict[str, Any]) -> _Open:
@@ -115,9 +128,11 @@ class OtelObserver(Observer):
     # -- the query -------------------------------------------------------------------
     def query_start(self, model: Optional[str], prompt: Any) -> Any:
         opened = self._start("invoke_agent", None, self._kinds.INTERNAL, {
-            "gen_ai.operation.name": "invoke_agent", "gen_ai.request.model": model})
-        self._content(opened.span, "gen_ai.input.messages",
-                      [{"role": "user", "content": prompt}])
+            "gen_ai.operation.name": "invoke_agent", "gen_ai.provider.name": self.provider_name,
+            "gen_ai.request.model": model})
+        if prompt is not None:  # None: a resumed query (approvals), no new prompt
+            self._content(opened.span, "gen_ai.input.messages",
+                          genai.input_messages([{"role": "user", "content": prompt}]))
         return opened
 
     def query_end(self, token: Any, result: Optional[ResultMessage],
@@ -126,14 +141,14 @@ class OtelObserver(Observer):
             return
         span = token.span
         if result is not None:
+            finish = genai.finish_reason(self.provider_name, result.stop_reason)
             span.set_attributes(_clean({
                 "lattice.result.subtype": result.subtype,
-                "gen_ai.response.finish_reasons":
-                    [result.stop_reason] if result.stop_reason else None,
+                "gen_ai.response.finish_reasons": [finish] if finish else None,
                 **_usage_attributes(result.usage)}))
             if result.result is not None:
-                self._content(span, "gen_ai.output.messages", [
-                    {"role": "assistant", "content": [{"type": "text", "text": result.result}]}])
+                self._content(span, "gen_ai.output.messages",
+                              genai.output_messages(result.result, finish))
         if error is not None:
             self._fail(span, _error_type(error), error)
         elif result is not None and result.is_error:
@@ -146,10 +161,14 @@ class OtelObserver(Observer):
         opened = self._start(f"chat {model}" if model else "chat", query,
                              self._kinds.CLIENT, {
                                  "gen_ai.operation.name": "chat",
+                                 "gen_ai.provider.name": self.provider_name,
                                  "gen_ai.request.model": model,
                                  "gen_ai.request.max_tokens": request.max_tokens})
-        self._content(opened.span, "gen_ai.system_instructions", request.system)
-        self._content(opened.span, "gen_ai.input.messages", request.messages)
+        if self.trace_content:  # the conversion costs: only when recorded
+            self._content(opened.span, "gen_ai.system_instructions",
+                          genai.system_instructions(request.system))
+            self._content(opened.span, "gen_ai.input.messages",
+                          genai.input_messages(request.messages))
         return opened
 
     def model_end(self, token: Any, reply: Optional[Dict[str, Any]],
@@ -158,14 +177,15 @@ class OtelObserver(Observer):
             return
         span = token.span
         if reply is not None:
-            stop = reply.get("stop_reason")
+            finish = genai.finish_reason(self.provider_name, reply.get("stop_reason"))
             span.set_attributes(_clean({
                 "gen_ai.response.model": reply.get("model"),
                 "gen_ai.response.id": reply.get("provider_response_id") or reply.get("id"),
-                "gen_ai.response.finish_reasons": [stop] if isinstance(stop, str) else None,
+                "gen_ai.response.finish_reasons": [finish] if finish else None,
                 **_usage_attributes(Usage.from_dict(reply.get("usage")))}))
-            self._content(span, "gen_ai.output.messages",
-                          [{"role": "assistant", "content": reply.get("content")}])
+            if self.trace_content:
+                self._content(span, "gen_ai.output.messages",
+                              genai.output_messages(reply.get("content"), finish))
         if error is not None:
             self._fail(span, _error_type(error), error)
         span.end()

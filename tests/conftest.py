@@ -1,14 +1,16 @@
 """Fixtures only; the helpers live in helpers.py."""
 
 import pytest
-from helpers import ANTHROPIC_ENV, Gates, join_lattice_threads
+from helpers import ANTHROPIC_ENV, Gates, join_lattice_threads, lattice_threads
 
 
 @pytest.fixture
 def no_thread_leak():
-    """Asserts the test leaves no lattice threads running (with well-behaved clients)."""
+    """Asserts the test leaves none of the lattice threads it started running (with
+    well-behaved clients)."""
+    before = set(lattice_threads())
     yield
-    join_lattice_threads(5)
+    join_lattice_threads(before, 5)
 
 
 @pytest.fixture

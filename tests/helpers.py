@@ -183,14 +183,15 @@ def lattice_threads():
             if t.name.startswith(("lattice-query", "lattice-tool"))]
 
 
-def join_lattice_threads(timeout=10.0, ignore=()):
-    """Wait for every query worker and tool thread (but those in ``ignore``, e.g. left
-    running by an earlier test) to end; fail after ``timeout``."""
+def join_lattice_threads(before, timeout=10.0):
+    """Wait for the query workers and tool threads the test started, those not in
+    ``before`` (``set(lattice_threads())`` taken before it started them), to end; fail
+    after ``timeout`` in all. Threads another test left running are never waited for."""
     deadline = time.monotonic() + timeout
-    for thread in lattice_threads():
-        if thread not in ignore:
-            thread.join(max(0.0, deadline - time.monotonic()))
-    alive = [t for t in lattice_threads() if t not in ignore]
+    mine = [t for t in lattice_threads() if t not in before]
+    for thread in mine:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    alive = [t for t in mine if t.is_alive()]
     assert not alive, f"threads still running: {alive}"
 
 
@@ -339,7 +340,7 @@ def tool_then_text(text: str = "fine") -> ScriptedModelClient:
 
 def assert_usable(agent: Agent, expected: str = "fine") -> None:
     """The guard is free and the conversation continues."""
-    assert agent._run is None
+    assert agent._conversation.run is None
     assert_well_formed(agent.get_history())
     result = agent.prompt("and now?")
     assert result.subtype == "success" and result.result == expected

@@ -127,7 +127,7 @@ def test_the_session_stays_held_until_a_write_in_flight_at_the_end_lands(tmp_pat
     a = Agent(model="m", model_client=ScriptedModelClient(["slow reply"]),
               history_store=make(kind, tmp_path, SlowAppend))
     if where != "in the store":
-        a._history.io = SlowIo(entered, go)
+        a._conversation.history.io = SlowIo(entered, go)
     controller = AbortController()
     results = []
     worker = threading.Thread(target=lambda: results.append(
@@ -226,3 +226,44 @@ def test_a_closed_or_dropped_query_frees_the_session(tmp_path, kind, how):
         gc.collect()
     assert other.prompt("two").result == "second"
     assert_well_formed(make(kind, tmp_path).load())
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_the_same_agents_next_query_waits_for_its_own_write_in_flight(tmp_path, kind):
+    """SPEC 16a: after an abort returned early with a slow store, the same Agent's next
+    query waits for its own last write to land, then goes on; it is not another query
+    (ConcurrentQueryError is for another holder only)."""
+    entered, go = threading.Event(), threading.Event()
+
+    class Slow(store_class(kind)):
+        def append(self, message):
+            if contents([message]) == ["slow reply"]:
+                entered.set()
+                assert go.wait(20)
+            super().append(message)
+
+    replies = iter(["slow reply", "next reply"])
+    a = Agent(model="m", model_client=FunctionModelClient(lambda request: next(replies)),
+              history_store=make(kind, tmp_path, Slow))
+    controller = AbortController()
+    threading.Thread(target=lambda: entered.wait(20) and controller.abort()).start()
+    assert a.prompt("one", signal=controller.signal).subtype == "error_abort"
+    assert not go.is_set()  # the reply's write is still in flight
+    out = []
+    second = threading.Thread(target=lambda: out.append(_outcome(a.prompt, "two")))
+    second.start()
+    second.join(0.3)
+    assert second.is_alive() and out == []  # waiting for its own write, not refused
+    go.set()
+    second.join(20)
+    assert out and out[0].result == "next reply", out
+    stored = make(kind, tmp_path).load()
+    assert contents(stored) == ["one", "two", "next reply"]  # the late reply resynced out
+    assert_well_formed(stored)
+
+
+def _outcome(fn, *args):
+    try:
+        return fn(*args)
+    except Exception as exc:  # noqa: BLE001 - the outcome is what is checked
+        return exc

@@ -35,7 +35,8 @@ import pytest
 from helpers import read_log
 from store_kinds import ROOT, TESTS, make_store
 
-pytestmark = pytest.mark.skipif(os.name == "nt", reason="POSIX processes and signals")
+pytestmark = [pytest.mark.skipif(os.name == "nt", reason="POSIX processes and signals"),
+              pytest.mark.slow]
 
 KINDS = ("jsonl", "sqlite", "postgres-psycopg")
 WORKERS = 8

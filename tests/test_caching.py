@@ -167,9 +167,10 @@ def test_never_more_than_four_counting_the_callers_marks(existing: int) -> None:
         history[m]["content"][j] = marked(history[m]["content"][j])
     before = copy.deepcopy(history)
     request = mark_cache_breakpoints(make(history, "sys", TOOLS))
-    added = count_cache_breakpoints(request) - existing
+    kept = min(existing, MAX_BREAKPOINTS)  # SPEC 16a: never more than 4, whoever placed them
+    added = count_cache_breakpoints(request) - kept
     assert added == max(0, min(3, MAX_BREAKPOINTS - existing))
-    assert count_cache_breakpoints(request) == max(existing, min(existing + 3, MAX_BREAKPOINTS))
+    assert count_cache_breakpoints(request) == max(kept, min(existing + 3, MAX_BREAKPOINTS))
     # The last message is marked first, then the system prompt, then the tools.
     order = ["message:14:0", "system:0", "tool:write"][:added]
     assert [m for m in order if m in marks(request)] == order
@@ -218,3 +219,31 @@ def test_any_mix_of_existing_marks_stays_within_four(existing: int) -> None:
         request = mark_cache_breakpoints(make([{"role": "user", "content": content}], system,
                                               tools))
         assert existing <= count_cache_breakpoints(request) <= MAX_BREAKPOINTS, chosen
+
+
+@pytest.mark.parametrize("existing", [5, 6, 9])
+def test_over_four_callers_marks_the_oldest_are_dropped_on_the_copy(existing: int) -> None:
+    """SPEC 16a: lattice places none of its own, then drops the caller's oldest marks (in
+    request order: tools, system, messages); the history keeps what the caller wrote."""
+    tools = [TOOLS[0], marked(TOOLS[1])]
+    system = [marked({"type": "text", "text": "sys"})]
+    history: List[Dict[str, Any]] = []
+    for n in range(existing - 2):  # prompts the caller marked, one mark each
+        history.append({"role": "user", "content": [marked({"type": "text", "text": f"p{n}"})]})
+        history.append({"role": "assistant", "content": [{"type": "text", "text": f"a{n}"}]})
+    before = copy.deepcopy((history, system, tools))
+    for mark in (True, False):
+        request = make(history, system, tools)
+        if mark:
+            mark_cache_breakpoints(request)
+        else:
+            from lattice.caching import fit_cache_breakpoints
+
+            fit_cache_breakpoints(request, count_cache_breakpoints(request), mark=False)
+        assert count_cache_breakpoints(request) == MAX_BREAKPOINTS
+        everything = ["tool:write", "system:0"] + [
+            f"message:{i}:0" for i in range(0, len(history), 2)]
+        assert marks(request) == everything[-MAX_BREAKPOINTS:]  # the newest four survive
+        assert (history, system, tools) == before
+        copied = [a is not b for a, b in zip(request.messages, history)]
+        assert copied.count(True) == max(0, existing - 4 - 2)  # only the unmarked ones

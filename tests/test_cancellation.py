@@ -4,7 +4,7 @@ import threading
 import time
 
 import pytest
-from helpers import join_lattice_threads, lattice_threads, reply, tool_use
+from helpers import WAIT_S, join_lattice_threads, lattice_threads, reply, tool_use
 
 from lattice import (
     AbortController,
@@ -52,7 +52,7 @@ def test_abort_signal_basics():
         AbortSignal.timeout(-1)
 
 
-def test_abort_during_hung_model_call_returns_promptly(no_thread_leak=None):
+def test_abort_during_hung_model_call_returns_promptly():
     started = threading.Event()
     controller = AbortController()
     agent = Agent(model="m", model_client=hung_client(started))
@@ -131,7 +131,7 @@ def test_request_timeout_ends_with_error_timeout_and_late_reply_never_enters():
     assert result.subtype == "error_timeout" and result.is_error
     assert isinstance(result.error, RequestTimeoutError) and isinstance(result.error, TimeoutError)
     release.set()
-    join_lattice_threads(ignore=earlier)  # the late reply has come back, and been dropped
+    join_lattice_threads(earlier)  # the late reply has come back, and been dropped
     assert [m["role"] for m in agent.get_history()] == ["user"]
 
 
@@ -309,3 +309,75 @@ def test_abort_signal_timeout_fires_by_itself():
     assert signal.aborted is False
     assert signal.wait(10) is True  # fires after 30 ms; 10 s is only the failure bound
     assert signal.aborted is True
+
+
+# -- abandoned workers are visible (SPEC 16a) ------------------------------------------------
+def test_workers_that_ignore_cancellation_are_warned_about_past_ten(gates, monkeypatch,
+                                                                      caplog):
+    import logging
+
+    from lattice import race
+
+    registry = race._Abandoned()  # this test's count, whatever earlier tests left running
+    monkeypatch.setattr(race, "_ABANDONED", registry)
+    monkeypatch.setattr(race, "ABANDONED_AFTER_S", 0.2)  # the test need not wait a second
+
+    def stuck_agent():
+        gate = gates.new()
+        tool = Tool("stuck", "Ignores its signal.", {"type": "object"},
+                    lambda args: gate.wait(FOREVER) and "too late")
+        client = ScriptedModelClient([reply(tool_use("stuck", id="t1"))])
+        return Agent(model="m", model_client=client, tools=[tool]), gate
+
+    def abandon(count):
+        for _ in range(count):
+            agent, _ = stuck_agent()
+            assert agent.prompt("go", signal=AbortSignal.timeout(20)).subtype == "error_abort"
+
+    def warnings():
+        return [r.getMessage() for r in caplog.records
+                if r.levelno == logging.WARNING and "still running" in r.getMessage()]
+
+    def wait_for(count, warned):
+        deadline = time.monotonic() + WAIT_S
+        while (race.abandoned_workers(), len(warnings())) != (count, warned) \
+                and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert (race.abandoned_workers(), len(warnings())) == (count, warned)
+
+    with caplog.at_level(logging.WARNING, logger="lattice"):
+        abandon(10)
+        wait_for(10, 0)  # ten are tolerated
+        abandon(1)
+        wait_for(11, 1)
+        assert warnings()[0].startswith("11 lattice worker threads")
+        assert "holding the GIL" in warnings()[0]
+        abandon(9)
+        wait_for(20, 1)  # once per 10 more
+        abandon(1)
+        wait_for(21, 2)
+        assert warnings()[1].startswith("21 ")
+        gates.release_all()  # the tools return at last: nobody is left behind
+        wait_for(0, 2)
+
+
+def test_a_worker_that_stops_in_time_is_not_counted(monkeypatch):
+    from lattice import race
+
+    registry = race._Abandoned()
+    monkeypatch.setattr(race, "_ABANDONED", registry)
+    finished = threading.Event()
+
+    def slow(args):  # ignores the signal, but is done well within ABANDONED_AFTER_S
+        time.sleep(0.1)
+        finished.set()
+        return "done"
+
+    tool = Tool("slow", "Slow.", {"type": "object"}, slow)
+    agent = Agent(model="m", model_client=ScriptedModelClient([reply(tool_use("slow"))]),
+                  tools=[tool])
+    assert agent.prompt("go", signal=AbortSignal.timeout(20)).subtype == "error_abort"
+    assert finished.wait(WAIT_S)
+    # Nothing to wait for but the moment the worker is looked at (a timer), and past it.
+    time.sleep(race.ABANDONED_AFTER_S + 0.3)
+    assert race.abandoned_workers() == 0 and registry.warned == 0

@@ -239,7 +239,7 @@ def test_late_reply_after_timeout_never_enters_history(gates):
     r = agent.prompt("go")
     assert r.subtype == "error_timeout" and r.result is None and r.num_turns <= 1
     release.set()
-    join_lattice_threads(LONG, ignore=before)  # the worker has taken the late reply (and dropped it)
+    join_lattice_threads(before, LONG)  # the worker has taken the late reply (and dropped it)
     assert agent.get_history() == [{"role": "user", "content": "go"}]
 
 
@@ -256,5 +256,5 @@ def test_threading_event_fires_tool_context_signal():
     agent, _ = scripted([reply(tool_use("p", {}, "1"))],
                         tools=[Tool("p", "P.", {"type": "object"}, patient)])
     assert agent.prompt("go", signal=event).subtype == "error_abort"
-    join_lattice_threads(LONG, ignore=before)
+    join_lattice_threads(before, LONG)
     assert seen == [True]

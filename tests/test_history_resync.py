@@ -12,7 +12,7 @@ interleaving with an abort (which ends a query during a store write).
 import json
 import threading
 
-from helpers import MODEL, reply, tool_use
+from helpers import MODEL, join_lattice_threads, lattice_threads, reply, tool_use
 
 from lattice import AbortController, Agent, JsonlHistoryStore, Tool
 from lattice.history import History
@@ -74,12 +74,11 @@ def test_abort_while_a_result_is_being_stored_leaves_file_and_memory_equal(tmp_p
     # The interleaving the loaded runs hit: the worker's stored write loses the race to
     # the end of the query before the caller's repair is saved.
     save_later = History.save_later
+    before = set(lattice_threads())  # workers other tests left running are not waited for
 
     def after_the_worker(self, method, *args):
         store.go.set()
-        for thread in threading.enumerate():
-            if thread.name.startswith("lattice-query"):
-                thread.join(30)
+        join_lattice_threads(before, 30)  # this query's worker
         return save_later(self, method, *args)
 
     monkeypatch.setattr(History, "save_later", after_the_worker)

@@ -132,10 +132,10 @@ def test_the_request_deadline_ends_the_run_as_a_timeout():
     assert isinstance(run.ended.error, RequestTimeoutError)
 
 
-def test_wait_end_returns_the_ending_for_prompt():
+def test_without_lockstep_the_consumer_just_waits_for_the_end():
     run = QueryRun(None, lockstep=False)
     threading.Thread(target=lambda: run.end(Ending("success", result="x"))).start()
-    assert run.wait_end().result == "x"
+    assert run.next_item() is None and run.ended.result == "x"
 
 
 def test_record_and_started_keep_a_batch_for_the_repair():
@@ -162,7 +162,7 @@ def test_interrupt_during_request_discards_the_reply(gates):
     assert elapsed < QUICK
     assert isinstance(requests[0].signal, AbortSignal) and requests[0].signal.aborted
     release.set()
-    join_lattice_threads(LONG, ignore=before)  # the worker has taken the late reply (and dropped it)
+    join_lattice_threads(before, LONG)  # the worker has taken the late reply (and dropped it)
     # the late reply never enters the history
     assert agent.get_history() == [{"role": "user", "content": "draft notes"}]
 

@@ -14,6 +14,9 @@ from lattice import AbortController, Agent, Tool, ToolResult
 from lattice.testing import FunctionModelClient, assert_well_formed
 
 KINDS = ("ok", "raise", "end_turn", "unknown", "bad_input")
+# How a query of the storm may end: its result's subtype, or closed by the consumer.
+OUTCOMES = ("success", "error_max_turns", "error_abort", "interrupted", "error_timeout",
+            "closed")
 
 
 def _tools(rng, sleep=False):
@@ -81,6 +84,7 @@ def test_random_conversations_keep_history_well_formed(seed):
                 assert history[-1]["role"] == "user"
 
 
+@pytest.mark.slow
 def test_random_cancellation_storm():
     """Abort, interrupt, request timeouts and closed generators at random moments: during
     model calls, between turns, inside tools, inside parallel batches."""
@@ -121,8 +125,8 @@ def test_random_cancellation_storm():
                 gen.close()
                 closed = True
                 break
-        if messages and messages[-1].type == "result":
-            outcomes[messages[-1].subtype] = outcomes.get(messages[-1].subtype, 0) + 1
+        outcome = "closed" if closed else messages[-1].subtype
+        outcomes[outcome] = outcomes.get(outcome, 0) + 1
         history = agent.get_history()
         assert_well_formed(history)
         agent.replace_history(history)  # the guard is free
@@ -141,9 +145,8 @@ def test_random_cancellation_storm():
         time.sleep(0.01)
     for a, last in agents:
         assert a.get_history() == last
-    # the storm really exercised every ending
-    for subtype in ("success", "error_abort", "interrupted", "error_timeout"):
-        assert outcomes.get(subtype, 0) > 10, outcomes
+    # the storm really exercised every way a query can end here
+    assert set(outcomes) == set(OUTCOMES), outcomes
     assert made_replies - yielded_replies, "some replies should have lost the race"
 
 

@@ -30,7 +30,7 @@ from lattice import (
     Tool,
     define_history_store,
 )
-from lattice.query import Query
+from lattice.conversation import Conversation
 from lattice.testing import ScriptedModelClient, assert_well_formed
 
 # -- helpers -------------------------------------------------------------------------------
@@ -203,7 +203,7 @@ def test_a_store_failing_while_the_tail_is_repaired_releases_the_guard():
 def test_interrupt_as_the_query_ends_does_not_reach_the_next_query():
     agent = Agent(model="m", model_client=ScriptedModelClient(["one", "two", "three"]))
     # After the end was decided, before the guard is released.
-    with on_call(Query._release, agent.interrupt):
+    with on_call(Conversation.end, agent.interrupt):
         assert agent.prompt("a").subtype == "success"
     # While the consumer holds the ResultMessage (generator not closed).
     gen = agent.query("b")

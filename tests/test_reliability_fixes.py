@@ -96,8 +96,8 @@ def test_abort_reaches_the_query_past_a_raising_callback():
 
 
 def test_interrupt_while_the_history_loads_is_not_lost():
-    """Fix: in ``Agent._iterate``, create the ``QueryRun`` and set ``self._run`` right after
-    taking the guard, before ``self._ensure_loaded()``."""
+    """Fix: ``Conversation.start`` makes the ``QueryRun`` (so ``interrupt()`` reaches it)
+    right after taking the guard, before the store is loaded."""
     loading, loaded = threading.Event(), threading.Event()
 
     def load() -> List[Any]:
@@ -176,7 +176,7 @@ def test_an_ended_query_leaves_no_request_deadline_behind():
     seen: List[Any] = []
 
     def slow(request: Any) -> str:
-        seen.append((weakref.ref(agent._run), threading.current_thread()))
+        seen.append((weakref.ref(agent._conversation.run), threading.current_thread()))
         entered.set()
         release.wait(WAIT_S)
         return "late"

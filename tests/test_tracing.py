@@ -121,14 +121,16 @@ def test_a_tool_loop(exporter: InMemorySpanExporter) -> None:
         assert child.context.trace_id == root.context.trace_id
         assert child.status.status_code is StatusCode.UNSET
     assert dict(root.attributes) == {
-        "gen_ai.operation.name": "invoke_agent", "gen_ai.request.model": MODEL,
+        "gen_ai.operation.name": "invoke_agent", "gen_ai.provider.name": "anthropic",
+        "gen_ai.request.model": MODEL,
         "lattice.result.subtype": "success", "gen_ai.response.finish_reasons": ("end_turn",),
         "gen_ai.usage.input_tokens": 123, "gen_ai.usage.output_tokens": 12,
         "gen_ai.usage.cache_read.input_tokens": 90,
         "gen_ai.usage.cache_creation.input_tokens": 3}
     assert root.status.status_code is StatusCode.UNSET
     assert dict(chats[0].attributes) == {
-        "gen_ai.operation.name": "chat", "gen_ai.request.model": MODEL,
+        "gen_ai.operation.name": "chat", "gen_ai.provider.name": "anthropic",
+        "gen_ai.request.model": MODEL,
         "gen_ai.request.max_tokens": 512, "gen_ai.response.model": MODEL + "-20250101",
         "gen_ai.response.id": "msg_1", "gen_ai.response.finish_reasons": ("tool_use",),
         "gen_ai.usage.input_tokens": 103, "gen_ai.usage.output_tokens": 5,
@@ -154,13 +156,19 @@ def test_content_only_with_trace_content(exporter: InMemorySpanExporter) -> None
     spans = spans_by_name(exporter)
     root, chat, tool = (spans["invoke_agent"][0], spans[f"chat {MODEL}"][0],
                         spans["execute_tool read"][0])
+    # The conventions' schemas: role + parts (tests/test_tracing_content.py says more).
     assert json.loads(root.attributes["gen_ai.input.messages"]) == [
-        {"role": "user", "content": "What is in /etc/hosts?"}]
-    assert "Just localhost." in root.attributes["gen_ai.output.messages"]
-    assert chat.attributes["gen_ai.system_instructions"] == "Be brief."
+        {"role": "user", "parts": [{"type": "text", "content": "What is in /etc/hosts?"}]}]
+    assert json.loads(root.attributes["gen_ai.output.messages"]) == [
+        {"role": "assistant", "parts": [{"type": "text", "content": "Just localhost."}],
+         "finish_reason": "end_turn"}]
+    assert json.loads(chat.attributes["gen_ai.system_instructions"]) == [
+        {"type": "text", "content": "Be brief."}]
     assert json.loads(chat.attributes["gen_ai.input.messages"])[0]["role"] == "user"
-    assert json.loads(chat.attributes["gen_ai.output.messages"])[0]["content"][0][
-        "type"] == "tool_use"
+    assert json.loads(chat.attributes["gen_ai.output.messages"]) == [
+        {"role": "assistant", "finish_reason": "tool_use", "parts": [
+            {"type": "tool_call", "id": "toolu_1", "name": "read",
+             "arguments": {"path": "/h"}}]}]
     assert json.loads(tool.attributes["gen_ai.tool.call.arguments"]) == {"path": "/h"}
     assert tool.attributes["gen_ai.tool.call.result"] == "127.0.0.1 localhost"
 

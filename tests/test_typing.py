@@ -52,6 +52,7 @@ PROGRAM = textwrap.dedent('''
 ''')
 
 
+@pytest.mark.slow
 def test_mypy_strict_on_the_readme_program_sees_no_any(tmp_path: Path) -> None:
     pytest.importorskip("mypy", reason="needs mypy (test extra)")
     program = tmp_path / "prog.py"

@@ -1,30 +1,40 @@
-"""``MCPServerHTTP``: an MCP server over the Streamable HTTP transport (``requests``).
+"""``MCPServerHTTP``: an MCP server over the Streamable HTTP transport.
 
-Every message is a POST. A request's POST runs in its own daemon thread, which hands what
-comes back (one JSON body, or an SSE stream of messages ending with the reply) to the
-JSON-RPC session, so the caller waits on the session like over stdio, with its timeout and
-signal. Notifications and our replies to the server are posted at once, in order (the
-server must see ``notifications/initialized`` before the next request); a cancellation is
-posted in the background, and the stream it cancels is closed. After the handshake a
-GET stream (if the server offers one) carries the server's own requests and notifications.
+It uses lattice's one HTTP stack (``lattice.models.http``): the same session factory
+(proxies, CA bundle, connections a cut can reach), error mapping and bounded body readers
+as the model clients. Every message is a POST. A request's POST runs in its own daemon
+thread, which hands what comes back (one JSON body, or an SSE stream of messages ending
+with the reply) to the JSON-RPC session, so the caller waits on the session like over
+stdio, with its timeout and signal. A caller that gives up (timeout, signal) abandons its
+POST: the connection is shut down at once (``cutoff.HeldCall``), so no thread or socket
+outlives the call, even against a server that keeps the stream open with comments.
+Notifications and our replies to the server are posted at once, in order (the server
+must see ``notifications/initialized`` before the next request); a cancellation is
+posted in the background, bounded to a second. After the handshake a GET stream (if the
+server offers one) carries the server's own requests and notifications.
 
 ``requests`` is imported when a server starts. ``_lock`` guards ``_closed`` and ``_live``
-(the responses being read: by request id, and the GET stream); ``_session_id`` and
-``_version`` are written during the handshake, before any other request is made.
+(the exchanges in flight: by request id, the GET stream, and other posts); ``_session_id``
+and ``_version`` are written during the handshake, before any other request is made.
 """
 
 from __future__ import annotations
 
 import json
-import socket
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Dict, Iterable, Mapping, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional, Tuple
 from urllib.parse import urlsplit
 
+from ..cancellation import call_later
+from ..errors import APIError
+from ..models.body import DEFAULT_MAX_RESPONSE_BYTES, read_body, read_chunks
+from ..models.cutoff import HeldCall
+from ..models.options import secrets_of
 from ..models.sse import SSEDecoder, iter_lines
+from ..models.urls import hide_queries_from_urllib3, redact, shown_url, url_secrets
 from ._errors import MCPError
-from ._rpc import Message, RPCSession
+from ._rpc import Message, RPCSession, logger
 from ._server import MCPServerBase, Transport
 
 if TYPE_CHECKING:
@@ -35,29 +45,9 @@ __all__ = ["MCPServerHTTP"]
 _ACCEPT = "application/json, text/event-stream"
 _CONNECT_S = 10.0
 _DELETE_S = 2.0
+_CANCEL_S = 0.9  # a cancellation's POST: the call it cancels is over, so only this long
 _RELISTEN_S = 1.0
 _GET = object()  # the key of the GET stream in _live
-
-
-def _abort(response: requests.Response) -> None:
-    """End a response another thread is reading. ``response.close()`` would wait for that
-    thread's read to return (they share a lock); shutting the socket down makes it return."""
-    sock = getattr(getattr(response.raw, "_connection", None), "sock", None)
-    if sock is None:
-        return  # the read ends at its timeout; the thread is a daemon
-    try:
-        sock.shutdown(socket.SHUT_RDWR)
-    except OSError:
-        pass
-
-
-def _shown(url: str) -> str:
-    """``url`` without credentials or query (which may hold a token), for names and reprs."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    if parts.port:
-        host += f":{parts.port}"
-    return f"{parts.scheme}://{host}{parts.path}"
 
 
 def _rpc_error_text(body: bytes) -> str:
@@ -65,35 +55,33 @@ def _rpc_error_text(body: bytes) -> str:
     try:
         error = json.loads(body).get("error") or {}
         return f"{error.get('message')} (JSON-RPC error {error.get('code')})"
-    except (ValueError, AttributeError):
+    except (ValueError, AttributeError, RecursionError):
         return body[:200].decode("utf-8", "replace").strip()
 
 
 class _HTTPTransport(Transport):
-    def __init__(self, server: str, url: str, headers: Dict[str, str], timeout_ms: int) -> None:
-        try:
-            import requests
-        except ImportError as exc:  # pragma: no cover - requests is a dependency
-            raise MCPError(server, "start", "MCPServerHTTP needs the requests package") from exc
-        self.session = RPCSession(server, self.send)
-        self._requests = requests
-        self._http = requests.Session()
+    def __init__(self, server: str, url: str, headers: Dict[str, str], timeout_ms: int,
+                 max_bytes: int) -> None:
+        from ..models import http as stack
+
+        secrets = sorted({*secrets_of(headers), *url_secrets(url)}, key=len, reverse=True)
+        self.session = RPCSession(server, self.send, abandon=self._abandon, secrets=secrets)
+        self._stack = stack
+        self._http = stack.new_session(url)
+        hide_queries_from_urllib3(url)
         self._url = url
+        self._shown = shown_url(url)
+        self._secrets = secrets
         self._headers = headers
+        self._max = max_bytes
         self._timeout = (_CONNECT_S, timeout_ms / 1000.0 + _CONNECT_S)
         self._session_id: Optional[str] = None
         self._version: Optional[str] = None
         self._lock = threading.Lock()
         self._closed = False
-        self._live: Dict[Any, requests.Response] = {}
-
-    def _redact(self, text: str) -> str:
-        """``text`` without the URL's query or password (either may hold a token)."""
-        parts = urlsplit(self._url)
-        for secret in (parts.query, parts.password):
-            if secret:
-                text = text.replace(secret, "***")
-        return text
+        self._stop = threading.Event()
+        self._live: Dict[Any, HeldCall] = {}
+        self._threads: List[threading.Thread] = []
 
     def negotiated(self, version: str) -> None:
         self._version = version
@@ -108,6 +96,9 @@ class _HTTPTransport(Transport):
             headers["MCP-Protocol-Version"] = self._version
         return headers
 
+    def _error(self, kind: str, text: str) -> MCPError:
+        return MCPError(self.session.server, kind, redact(text, self._secrets))
+
     # -- sending ---------------------------------------------------------------------------
     def send(self, message: Message) -> None:
         failure = self.session.failure
@@ -120,10 +111,12 @@ class _HTTPTransport(Transport):
         else:
             self._post(message)
 
-    @staticmethod
-    def _background(target: Any, message: Message) -> None:
-        threading.Thread(target=target, args=(message,), daemon=True,
-                         name="lattice-mcp-http").start()
+    def _background(self, target: Any, message: Message) -> None:
+        thread = threading.Thread(target=target, args=(message,), daemon=True,
+                                  name="lattice-mcp-http")
+        with self._lock:
+            self._threads = [t for t in self._threads if t.is_alive()] + [thread]
+        thread.start()
 
     def _request(self, message: Message) -> None:
         request_id = message["id"]
@@ -133,81 +126,100 @@ class _HTTPTransport(Transport):
             self.session.fail_request(request_id, exc)
             return
         # The POST is over: if its reply was not in it, no reply will come.
-        self.session.fail_request(request_id, MCPError(
-            self.session.server, "protocol",
-            f"the response to {message['method']} ended without its JSON-RPC reply"))
+        self.session.fail_request(request_id, self._error(
+            "protocol", f"the response to {message['method']} ended without its JSON-RPC "
+                        "reply"))
 
     def _cancel(self, message: Message) -> None:
         try:
-            self._post(message)
+            self._post(message, limit_s=_CANCEL_S)
         except MCPError:
             pass  # best effort: the caller has stopped waiting either way
+
+    def _abandon(self, request_id: Any) -> None:
+        """The caller stopped waiting for ``request_id``: end its exchange now."""
         with self._lock:
-            live = self._live.pop((message.get("params") or {}).get("requestId"), None)
-        if live is not None:
-            _abort(live)  # the thread reading it ends now, not at the read timeout
+            call = self._live.get(request_id)
+        if call is not None:
+            call.cut("abort")
 
     def ready(self) -> None:
-        threading.Thread(target=self._listen, daemon=True, name="lattice-mcp-http-get").start()
+        thread = threading.Thread(target=self._listen, daemon=True,
+                                  name="lattice-mcp-http-get")
+        with self._lock:
+            self._threads.append(thread)
+        thread.start()
 
     def _listen(self) -> None:
         """The GET stream: where a server sends requests and notifications of its own."""
-        while True:
+        while not self._stop.is_set():
             headers = self._request_headers()
             headers["Accept"] = "text/event-stream"
             del headers["Content-Type"]
             try:
-                response = self._http.get(self._url, headers=headers, stream=True,
-                                          timeout=(_CONNECT_S, None))
-            except self._requests.RequestException:
+                ended = self._exchange("the GET stream", "GET", _GET, None, headers,
+                                       (_CONNECT_S, None), self._read_stream)
+            except MCPError as exc:
+                logger.debug("MCP server %r: the GET stream ended: %s", self.session.server,
+                             exc)
                 return
-            with self._lock:
-                if self._closed:
-                    response.close()
-                    return
-                self._live[_GET] = response
-            try:
-                kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
-                if response.status_code >= 400 or kind != "text/event-stream":
-                    return  # 405: this server offers no such stream
-                self._read_events(response.iter_content(chunk_size=None), None)
-            except (self._requests.RequestException, OSError, AttributeError, ValueError):
-                return
-            finally:
-                with self._lock:
-                    self._live.pop(_GET, None)
-                response.close()
-            with self._lock:
-                if self._closed:
-                    return
-            time.sleep(_RELISTEN_S)  # the server ended the stream: open it again
+            if not ended:
+                return  # 405: this server offers no such stream
+            self._stop.wait(_RELISTEN_S)  # the server ended the stream: open it again
 
-    def _post(self, message: Message) -> None:
+    def _read_stream(self, response: requests.Response) -> bool:
+        kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
+        if response.status_code >= 400 or kind != "text/event-stream":
+            return False
+        self._read_events(response, None)
+        return True
+
+    def _post(self, message: Message, limit_s: Optional[float] = None) -> None:
         what = message.get("method") or "a reply"
         body = json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-        try:
-            response = self._http.post(self._url, data=body, headers=self._request_headers(),
-                                       stream=True, timeout=self._timeout)
-        except self._requests.RequestException as exc:
-            raise MCPError(self.session.server, "http",
-                           f"{what} could not be sent: {self._redact(str(exc))}") from None
-        request_id = message.get("id") if "method" in message else None
+        key = message["id"] if "method" in message and "id" in message else None
+        self._exchange(what, "POST", key, body, self._request_headers(), self._timeout,
+                       lambda response: self._handle(what, message, response), limit_s)
+
+    def _exchange(self, what: str, verb: str, key: Any, body: Optional[bytes],
+                  headers: Dict[str, str], timeout: Tuple[float, Optional[float]],
+                  handle: Any, limit_s: Optional[float] = None) -> Any:
+        """One HTTP exchange; ``handle(response)`` reads it. A request's (``key`` not
+        None) is cut at once by ``_abandon`` or ``close``; any is cut after ``limit_s``.
+        Failures become ``MCPError``."""
+        call = HeldCall(None, self._secrets, None)
         with self._lock:
-            if self._closed:
-                response.close()
-                return
-            if request_id is not None:
-                self._live[request_id] = response
+            if self._closed and limit_s is None:
+                return None
+            if key is not None:
+                self._live[key] = call
+        stop_timer = call_later(limit_s, call.expire) if limit_s is not None else None
+        call.activate()
         try:
-            self._handle(what, message, response)
-        except (self._requests.RequestException, OSError, AttributeError) as exc:
-            # A stream cut short, or closed under us by close() or a cancellation.
-            raise MCPError(self.session.server, "http", f"the response to {what} broke off: "
-                                                        f"{type(exc).__name__}") from None
+            response = self._http.request(verb, self._url, data=body, headers=headers,
+                                          stream=True, timeout=timeout)
+            call.response = response
+            try:
+                return handle(response)
+            finally:
+                response.close()
+        except self._stack.transport_errors() as exc:
+            if call.cause is not None:  # abandoned or closed: the caller knows already
+                raise self._error("closed", f"{what} was abandoned") from None
+            failed = "could not be sent" if call.response is None else "broke off"
+            failure = self._stack.transport_failure(
+                exc, api="MCP", shown_url=self._shown, secrets=self._secrets,
+                headers=headers, what=f"{what} {failed}")
+            raise self._error("http", str(failure)) from None
+        except APIError as exc:  # a body, line or event over max_response_bytes
+            raise self._error("protocol", f"{what}: {exc}") from None
         finally:
+            if stop_timer is not None:
+                stop_timer()
             with self._lock:
-                self._live.pop(request_id, None)
-            response.close()
+                if key is not None and self._live.get(key) is call:
+                    del self._live[key]
+            call.finish()
 
     def _handle(self, what: str, message: Message, response: requests.Response) -> None:
         status = response.status_code
@@ -221,37 +233,26 @@ class _HTTPTransport(Transport):
             assert failure is not None
             raise failure
         if status >= 400:
-            raise MCPError(self.session.server, "http",
-                           f"{what}: HTTP {status}: {_rpc_error_text(response.content)}")
+            text = _rpc_error_text(read_body(response, self._max))
+            raise self._error("http", f"{what}: HTTP {status}: {text}")
         kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
         if status == 202 or "id" not in message or "method" not in message:
             return  # a notification or a reply: nothing comes back
         if kind == "text/event-stream":
-            self._read_events(response.iter_content(chunk_size=None), message["id"])
+            self._read_events(response, message["id"])
         elif kind == "application/json":
-            self._deliver(response.content)
+            self.session.receive_data(read_body(response, self._max))
         else:
-            raise MCPError(self.session.server, "protocol",
-                           f"{what}: unexpected content type {kind or '(none)'!r}")
+            raise self._error("protocol", f"{what}: unexpected content type "
+                                          f"{kind or '(none)'!r}")
 
-    def _read_events(self, chunks: Iterable[bytes], request_id: Any) -> None:
-        for event in SSEDecoder().events(iter_lines(chunks)):
+    def _read_events(self, response: requests.Response, request_id: Any) -> None:
+        chunks = read_chunks(response, None, time.monotonic)
+        for event in SSEDecoder().events(iter_lines(chunks, self._max), self._max):
             if event.event not in (None, "message"):
                 continue
-            if self._deliver(event.data) == request_id is not None:
+            if self.session.receive_data(event.data) == request_id is not None:
                 return  # our reply: the stream has nothing more for us
-
-    def _deliver(self, data: bytes) -> Any:
-        """Hand a JSON body to the session; the id it answers, if it is a reply."""
-        try:
-            message = json.loads(data)
-        except ValueError:
-            self.session.noise(data[:200].decode("utf-8", "replace"))
-            return None
-        self.session.receive(message)
-        if isinstance(message, dict) and ("result" in message or "error" in message):
-            return message.get("id")
-        return None
 
     # -- closing ---------------------------------------------------------------------------
     def close(self) -> None:
@@ -260,16 +261,22 @@ class _HTTPTransport(Transport):
                 return
             self._closed = True
             live, self._live = list(self._live.values()), {}
+            threads = list(self._threads)
+        self._stop.set()
         self.session.fail("closed", "the server was closed")
-        for response in live:
-            _abort(response)
+        for call in live:
+            call.cut("abort")
         if self._session_id is not None:
             try:  # tell the server the session is over (405: it keeps sessions itself)
                 self._http.delete(self._url, headers=self._request_headers(),
                                   timeout=(_DELETE_S, _DELETE_S))
-            except self._requests.RequestException:
+            except self._stack.transport_errors():
                 pass
         self._http.close()
+        end = time.monotonic() + _RELISTEN_S  # cut calls end at once, cancellations soon
+        for thread in threads:
+            if thread is not threading.current_thread():
+                thread.join(max(0.0, end - time.monotonic()))
 
 
 def _headers(value: Optional[Mapping[str, str]]) -> Dict[str, str]:
@@ -286,23 +293,31 @@ class MCPServerHTTP(MCPServerBase):
     """An MCP server at a URL, over the Streamable HTTP transport.
 
     Args:
-        url: The server's MCP endpoint, e.g. ``"http://127.0.0.1:8000/mcp"``.
+        url: The server's MCP endpoint, e.g. ``"http://127.0.0.1:8000/mcp"``. A password
+            or query values in it are never shown.
         headers: Sent with every request (e.g. ``Authorization``); never shown in a repr,
-            log or error.
+            log, error or tool result.
         name: Used in error messages and logs; default: the name the server gives.
         timeout_ms: Bound on ``start()`` (the handshake) and on each request.
         tool_prefix: Put before each tool's name.
         allowed_tools: Only these tools (the server's own names); None: all.
+        max_response_bytes: The most one response body, SSE line or event (one message)
+            may hold; beyond it that call fails with ``MCPError`` kind ``"protocol"``.
     """
 
     def __init__(self, url: str, *, headers: Optional[Mapping[str, str]] = None,
                  name: Optional[str] = None, timeout_ms: int = 60000, tool_prefix: str = "",
-                 allowed_tools: Optional[Iterable[str]] = None) -> None:
+                 allowed_tools: Optional[Iterable[str]] = None,
+                 max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES) -> None:
+        from ..models.client import check_max_bytes
+
         if not isinstance(url, str) or urlsplit(url).scheme not in ("http", "https") \
                 or not urlsplit(url).hostname:
-            raise ValueError(f"url must be an http:// or https:// URL, got {url!r}")
+            shown = shown_url(url) if isinstance(url, str) else url
+            raise ValueError(f"url must be an http:// or https:// URL, got {shown!r}")
         self.url = url
         self._headers = _headers(headers)
+        self.max_response_bytes = check_max_bytes(max_response_bytes)
         super().__init__(name=name, timeout_ms=timeout_ms, tool_prefix=tool_prefix,
                          allowed_tools=allowed_tools)
 
@@ -312,11 +327,25 @@ class MCPServerHTTP(MCPServerBase):
         return tuple(self._headers)
 
     def _default_name(self) -> str:
-        return _shown(self.url)
+        parts = urlsplit(self.url)  # no credentials, no query: a name is shown everywhere
+        host = parts.hostname or ""
+        if parts.port:
+            host += f":{parts.port}"
+        return f"{parts.scheme}://{host}{parts.path}"
+
+    def _prepare(self) -> None:
+        try:
+            from ..models.http import transport_errors
+
+            transport_errors()  # imports requests and urllib3
+        except ImportError as exc:  # pragma: no cover - requests is a dependency
+            raise MCPError(self.name, "start", "MCPServerHTTP needs the requests package"
+                           ) from exc
 
     def _open(self, timeout_ms: int) -> _HTTPTransport:
-        return _HTTPTransport(self.name, self.url, self._headers, timeout_ms)
+        return _HTTPTransport(self.name, self.url, self._headers, timeout_ms,
+                              self.max_response_bytes)
 
     def __repr__(self) -> str:
         state = "running" if self.running else "not running"
-        return f"<MCPServerHTTP {self.name!r} url={_shown(self.url)!r} {state}>"
+        return f"<MCPServerHTTP {self.name!r} url={self._default_name()!r} {state}>"

@@ -16,9 +16,11 @@ import json
 import logging
 import threading
 import time
-from typing import Any, Callable, Dict, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Union
 
 from ..cancellation import AbortSignal, needs_polling
+from ..models.shape import MAX_DEPTH, too_deep, top_level_id
+from ..models.urls import redact
 from ._errors import MCPError
 
 __all__ = ["RPCSession", "logger"]
@@ -48,9 +50,13 @@ class _Call:
 class RPCSession:
     """One JSON-RPC conversation with a server, over whatever ``send`` writes to."""
 
-    def __init__(self, server: str, send: Callable[[Message], None]) -> None:
+    def __init__(self, server: str, send: Callable[[Message], None], *,
+                 abandon: Optional[Callable[[Any], None]] = None,
+                 secrets: Sequence[str] = ()) -> None:
         self.server = server
+        self.secrets = list(secrets)  # redacted from every error (header values, URL parts)
         self._send = send
+        self._abandon = abandon  # the transport's "stop the exchange of this request id"
         self._lock = threading.Lock()
         self._pending: Dict[Any, _Call] = {}
         self._next_id = 0
@@ -120,6 +126,37 @@ class RPCSession:
             return None if self._failure is None else self._error(*self._failure)
 
     # -- what the transport delivers --------------------------------------------------
+    def receive_data(self, data: bytes) -> Any:
+        """Handle one message as received (JSON text); return the id it answers, if it is
+        a reply. A message nested deeper than ``MAX_DEPTH`` (too deep to parse, even) fails
+        the request it answers with a ``protocol`` error; other requests go on."""
+        try:
+            message = json.loads(data)
+            deep = too_deep(message)
+        except RecursionError:
+            message, deep = None, True
+        except ValueError:
+            self.noise(data[:200].decode("utf-8", "replace"))
+            return None
+        if deep:
+            request_id = top_level_id(data)
+            self._resolve(self._own_id(request_id), self._error(
+                "protocol", f"the reply to request {request_id!r} nests deeper than "
+                            f"{MAX_DEPTH} levels"))
+            if request_id is None:
+                self.noise(data[:200].decode("utf-8", "replace"))
+            return request_id
+        self.receive(message)
+        if isinstance(message, dict) and ("result" in message or "error" in message):
+            return message.get("id")
+        return None
+
+    @staticmethod
+    def _own_id(request_id: Any) -> Any:
+        if isinstance(request_id, str) and request_id.isdigit():
+            return int(request_id)  # a server that echoes ids as strings
+        return request_id
+
     def receive(self, message: Any) -> None:
         """Handle one decoded message (or a batch) from the server."""
         if isinstance(message, list) and message:
@@ -159,7 +196,7 @@ class RPCSession:
 
     # -- internals -----------------------------------------------------------------------
     def _error(self, kind: str, message: str, **extra: Any) -> MCPError:
-        return MCPError(self.server, kind, message, **extra)
+        return MCPError(self.server, kind, redact(message, self.secrets), **extra)
 
     @staticmethod
     def _wait(call: _Call, timeout_s: float, signal: Optional[AbortSignal]) -> None:
@@ -181,6 +218,8 @@ class RPCSession:
 
     def _give_up(self, request_id: int, method: str, timeout_ms: int,
                  signal: Optional[AbortSignal], sent: bool) -> Message:
+        if sent and self._abandon is not None:
+            self._abandon(request_id)  # its connection, if it has one, ends now
         if sent and method != "initialize":  # the one request MCP says never to cancel
             reason = "cancelled by the client" if signal is not None and signal.aborted \
                 else f"timed out after {timeout_ms} ms"
@@ -203,9 +242,7 @@ class RPCSession:
         call.event.set()
 
     def _reply(self, message: Message) -> None:
-        request_id = message["id"]
-        if isinstance(request_id, str) and request_id.isdigit():
-            request_id = int(request_id)  # a server that echoes ids as strings
+        request_id = self._own_id(message["id"])
         with self._lock:
             call = self._pending.get(request_id)
         if call is None:

@@ -20,6 +20,7 @@ from typing import Any, Dict, FrozenSet, Iterable, List, Optional
 from .._version import __version__
 from ..cancellation import SignalLike, as_signal
 from ..errors import SchemaError
+from ..models.urls import redact
 from ..tools import Tool, ToolContext, ToolResult
 from ._content import to_tool_result
 from ._errors import MCPError
@@ -47,6 +48,19 @@ class Transport:
     def close(self) -> None:
         """End the connection and everything it started; safe to call twice."""
         raise NotImplementedError
+
+
+def _redacted(result: ToolResult, secrets: List[str]) -> ToolResult:
+    """``result`` with the server's secrets (header values it echoed) out of its text."""
+    if not secrets:
+        return result
+    if isinstance(result.content, str):
+        result.content = redact(result.content, secrets)
+    else:
+        result.content = [dict(b, text=redact(b["text"], secrets))
+                          if b.get("type") == "text" and isinstance(b.get("text"), str) else b
+                          for b in result.content]
+    return result
 
 
 def _positive_ms(value: Any) -> int:
@@ -92,6 +106,9 @@ class MCPServerBase:
     def _default_name(self) -> str:
         raise NotImplementedError
 
+    def _prepare(self) -> None:
+        """Load what opening needs (a library import is no part of the server's time)."""
+
     def _open(self, timeout_ms: int) -> Transport:
         """Open the transport (spawn the process, make the HTTP session)."""
         raise NotImplementedError
@@ -103,6 +120,7 @@ class MCPServerBase:
         with self._lock:
             if self._transport is not None:
                 return self
+            self._prepare()
             began = time.monotonic()
             transport = self._open(self.timeout_ms)
             try:
@@ -241,10 +259,11 @@ class MCPServerBase:
         ``MCPError`` for a JSON-RPC error, a timeout, a cancelled call or a dead server.
         """
         limit = self.timeout_ms if timeout_ms is None else _positive_ms(timeout_ms)
-        result = self._session().request(
+        session = self._session()
+        result = session.request(
             "tools/call", {"name": name, "arguments": arguments or {}}, timeout_ms=limit,
             signal=as_signal(signal))
-        return to_tool_result(result)
+        return _redacted(to_tool_result(result), session.secrets)
 
     def ping(self) -> None:
         """Send ``ping``; raises ``MCPError`` if the server does not answer in time."""

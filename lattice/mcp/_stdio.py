@@ -120,12 +120,7 @@ class _StdioTransport(Transport):
         if not line:
             return
         try:
-            message = json.loads(line)
-        except ValueError:
-            self.session.noise(line[:200].decode("utf-8", "replace"))
-            return
-        try:
-            self.session.receive(message)
+            self.session.receive_data(line)
         except Exception:  # a bug of ours must not stop the reader (every call would hang)
             logger.exception("MCP server %r: could not handle %r", self.session.server,
                              line[:200])

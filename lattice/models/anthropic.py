@@ -9,12 +9,13 @@ what comes back. JSON shapes live in ``wire.py``, SSE in ``sse.py``, error bodie
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+from urllib.parse import urlsplit
 
 from .._version import __version__
 from ..errors import APIStatusError, AuthenticationError
 from .base import ModelRequest, ReplyDict
-from .client import HTTPModelClient
-from .http import EventCallback, Transport
+from .client import DEFAULT_MAX_RESPONSE_BYTES, HTTPModelClient
+from .http import EventCallback
 from .options import (
     check_client_options,
     check_secret,
@@ -27,6 +28,7 @@ from .options import (
 from .retry import RetryPolicy
 from .sse import parse_stream
 from .status import add_hint, error_from_response
+from .urls import endpoint
 from .wire import message_from_json, reply_from_message, request_body
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -50,14 +52,14 @@ class MessagesCodec:
     def read_json(self, content: bytes) -> ReplyDict:
         return reply_from_message(message_from_json(content))
 
-    def read_stream(self, chunks: Iterator[bytes], on_event: Optional[EventCallback]
-                    ) -> ReplyDict:
-        return reply_from_message(parse_stream(chunks, on_event))
+    def read_stream(self, chunks: Iterator[bytes], on_event: Optional[EventCallback],
+                    limit: int) -> ReplyDict:
+        return reply_from_message(parse_stream(chunks, on_event, limit))
 
     def error(self, status: int, headers: Mapping[str, str], content: bytes,
               secrets: Sequence[str]) -> APIStatusError:
         error = error_from_response(status, headers, content, secrets)
-        if status == 404 and self.base_url.endswith("/v1"):
+        if status == 404 and urlsplit(self.base_url).path.endswith("/v1"):
             add_hint(error, f"base_url {self.base_url!r} ends in /v1, and the client adds "
                      "/v1/messages itself; drop the /v1")
         return error
@@ -85,7 +87,12 @@ class AnthropicClient(HTTPModelClient):
         timeout_ms: deadline of one ``create()`` (retries included) when the request has
             none; without either, connect 10 s and read 600 s per attempt.
         retry_policy: a ``RetryPolicy``; it replaces ``max_retries`` when given.
+        max_response_bytes: the most one response body, SSE line or SSE event may hold
+            (decoded); beyond it the call fails with ``APIConnectionError`` and the
+            response is closed. Default 32 MiB.
     """
+
+    provider_name = "anthropic"  # gen_ai.provider.name in traces
 
     def __init__(
         self,
@@ -99,6 +106,7 @@ class AnthropicClient(HTTPModelClient):
         session: Optional[requests.Session] = None,
         timeout_ms: Optional[float] = None,
         retry_policy: Optional[RetryPolicy] = None,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
     ) -> None:
         self._api_key = check_secret("api_key", api_key)
         self._auth_token = check_secret("auth_token", auth_token)
@@ -108,10 +116,10 @@ class AnthropicClient(HTTPModelClient):
         require_requests("AnthropicClient")
         self.base_url = resolve_base_url(base_url, "ANTHROPIC_BASE_URL", DEFAULT_BASE_URL)
         self.stream = stream
-        self._transport = Transport(
-            self.base_url + "/v1/messages", MessagesCodec(self.base_url), session=session,
-            retry_policy=retry_policy or RetryPolicy(max_retries=max_retries),
-            timeout_ms=timeout_ms)
+        self._make_transport(
+            endpoint(self.base_url, "/v1/messages"), MessagesCodec(self.base_url),
+            session=session, retry_policy=retry_policy, max_retries=max_retries,
+            timeout_ms=timeout_ms, max_response_bytes=max_response_bytes)
 
     def _body(self, request: ModelRequest) -> Tuple[bytes, bool]:
         return request_body(request, stream=self.stream)

@@ -97,6 +97,8 @@ class AzureOpenAIChatClient(OpenAIChatClient):
         Others as ``OpenAIChatClient``.
     """
 
+    provider_name = "azure.ai.openai"  # gen_ai.provider.name in traces
+
     def __init__(
         self,
         *,
@@ -150,7 +152,10 @@ class AzureOpenAIResponsesClient(OpenAIResponsesClient):
     ``api_version`` is given. Credentials as ``AzureOpenAIChatClient``; the request's
     ``model`` is the deployment name. Others as ``OpenAIResponsesClient``."""
 
+    provider_name = "azure.ai.openai"  # gen_ai.provider.name in traces
+
     api_name = "AzureOpenAIResponsesClient"
+    provider_name = "azure.ai.openai"
 
     def __init__(
         self,

@@ -39,7 +39,9 @@ class ModelRequest:
 
 @runtime_checkable
 class ModelClient(Protocol):
-    """Anything with ``create(request) -> assistant dict``."""
+    """Anything with ``create(request) -> assistant dict``. A client may also have a
+    ``provider_name`` str (``gen_ai.provider.name`` in traces, e.g. ``"openai"``); without
+    it tracing names the provider from the client's class."""
 
     def create(self, request: ModelRequest) -> ReplyDict:  # pragma: no cover - protocol
         ...

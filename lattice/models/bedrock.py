@@ -24,8 +24,9 @@ from .bedrock_wire import (
     bedrock_error,
     parse_event_stream,
 )
+from .body import DEFAULT_MAX_RESPONSE_BYTES
 from .client import HTTPModelClient
-from .http import EventCallback, Transport
+from .http import EventCallback
 from .options import (
     check_client_options,
     check_secret,
@@ -57,9 +58,9 @@ class BedrockCodec:
     def read_json(self, content: bytes) -> ReplyDict:
         return reply_from_message(message_from_json(content))
 
-    def read_stream(self, chunks: Iterator[bytes], on_event: Optional[EventCallback]
-                    ) -> ReplyDict:
-        return reply_from_message(parse_event_stream(chunks, on_event))
+    def read_stream(self, chunks: Iterator[bytes], on_event: Optional[EventCallback],
+                    limit: int) -> ReplyDict:
+        return reply_from_message(parse_event_stream(chunks, on_event, limit))
 
     def error(self, status: int, headers: Mapping[str, str], content: bytes,
               secrets: Sequence[str]) -> APIStatusError:
@@ -80,8 +81,8 @@ class AnthropicBedrockClient(HTTPModelClient):
         profile: a profile of the shared files; it wins over the environment's keys.
         base_url: default ``ANTHROPIC_BEDROCK_BASE_URL``, else
             ``https://bedrock-runtime.{region}.amazonaws.com`` (a VPC endpoint or the mock).
-        stream, max_retries, default_headers, session, timeout_ms, retry_policy: as
-            ``AnthropicClient``. Every retry is signed again.
+        stream, max_retries, default_headers, session, timeout_ms, retry_policy,
+            max_response_bytes: as ``AnthropicClient``. Every retry is signed again.
 
     The model is a Bedrock model id (``anthropic.claude-sonnet-4-5-20250929-v1:0``), an
     inference profile id (``us.anthropic...``) or an inference profile ARN.
@@ -104,6 +105,7 @@ class AnthropicBedrockClient(HTTPModelClient):
         session: Optional[requests.Session] = None,
         timeout_ms: Optional[float] = None,
         retry_policy: Optional[RetryPolicy] = None,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
     ) -> None:
         key_id = check_secret("access_key_id", access_key_id)
         secret = check_secret("secret_access_key", secret_access_key)
@@ -135,10 +137,10 @@ class AnthropicBedrockClient(HTTPModelClient):
         self.base_url = resolve_base_url(base_url, "ANTHROPIC_BEDROCK_BASE_URL",
                                          f"https://bedrock-runtime.{found}.amazonaws.com")
         self.stream = stream
-        self._transport = Transport(
-            self.base_url, BedrockCodec(), session=session,
-            retry_policy=retry_policy or RetryPolicy(max_retries=max_retries),
-            timeout_ms=timeout_ms)
+        self._make_transport(
+            self.base_url, BedrockCodec(), session=session, retry_policy=retry_policy,
+            max_retries=max_retries, timeout_ms=timeout_ms,
+            max_response_bytes=max_response_bytes)
 
     def create(self, request: ModelRequest) -> ReplyDict:
         """Send one request; return the assistant dict (nothing partial)."""

@@ -18,6 +18,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 from json.scanner import make_scanner
 from typing import Any, Dict, Iterable, Mapping, Optional, Sequence, Tuple, Type
 
@@ -35,6 +36,7 @@ from ..errors import (
     is_prompt_too_long,
     status_error_class,
 )
+from .body import DEFAULT_MAX_RESPONSE_BYTES
 from .eventstream import iter_frames
 from .sse import EventCallback, MessageAccumulator, ServerSentEvent, load_data
 from .status import clean_request_id, load_json, redact
@@ -129,14 +131,17 @@ def exception_error(headers: Mapping[str, Any], payload: bytes) -> APIStatusErro
                status_code=status, body=body)
 
 
-_PREFIX, _SUFFIX = b'{"bytes":"', b'"}'
+# The usual chunk payload, read without a JSON parse (the base64 alphabet checked on the
+# way); anything else goes through json.
+_CHUNK = re.compile(rb'\{\s*"bytes"\s*:\s*"([A-Za-z0-9+/]*={0,2})"\s*'
+                    rb'(?:,\s*"p"\s*:\s*"[A-Za-z0-9]*"\s*)?\}')
 
 
 def _chunk_event(payload: bytes, scan: Any) -> Dict[str, Any]:
     """The Messages event a ``chunk`` payload carries (base64 in ``bytes``)."""
-    if payload.startswith(_PREFIX) and payload.endswith(_SUFFIX) and (
-            payload.find(b'"', 10) == len(payload) - 2):
-        encoded: Any = payload[10:-2]  # the usual shape, read without a JSON parse
+    found = _CHUNK.fullmatch(payload)
+    if found is not None:
+        encoded: Any = found.group(1)
     else:
         try:
             outer = load_json(payload.decode("utf-8"))
@@ -146,7 +151,8 @@ def _chunk_event(payload: bytes, scan: Any) -> Dict[str, Any]:
         if not isinstance(encoded, str):
             raise APIConnectionError(f"malformed chunk in Bedrock stream: {payload[:200]!r}")
     try:
-        raw = base64.b64decode(encoded, validate=True)
+        raw = binascii.a2b_base64(encoded) if found is not None else base64.b64decode(
+            encoded, validate=True)
     except (binascii.Error, ValueError):
         raw = b""
     event: Optional[Dict[str, Any]] = load_data(ServerSentEvent("chunk", raw), scan) if (
@@ -157,26 +163,42 @@ def _chunk_event(payload: bytes, scan: Any) -> Dict[str, Any]:
     return event
 
 
-def parse_event_stream(chunks: Iterable[bytes], on_event: Optional[EventCallback] = None
-                       ) -> Dict[str, Any]:
+def parse_event_stream(chunks: Iterable[bytes], on_event: Optional[EventCallback] = None,
+                       limit: int = DEFAULT_MAX_RESPONSE_BYTES) -> Dict[str, Any]:
     """Read a Bedrock event stream up to ``message_stop``; return the message object
-    (``sse.parse_stream``'s contract, on event-stream frames)."""
+    (``sse.parse_stream``'s contract, on event-stream frames; no frame over ``limit``)."""
     accumulator = MessageAccumulator()
     feed = accumulator.feed
     scan = make_scanner(json.JSONDecoder())  # type: ignore[arg-type]
-    for headers, payload in iter_frames(chunks):
-        kind = headers.get(":message-type")
-        if kind == "event":
+    chunk_headers: Any = None  # iter_frames shares one dict between frames of equal headers
+    for headers, payload in iter_frames(chunks, limit):
+        if headers is not chunk_headers:
+            kind = headers.get(":message-type")
+            if kind in ("exception", "error"):
+                raise exception_error(headers, payload)
+            if kind != "event":
+                raise APIConnectionError(
+                    f"malformed event stream: frame of message type {kind!r}")
             if headers.get(":event-type") != "chunk":
                 continue  # other event types carry nothing for the message
+            chunk_headers = headers
+        # The usual shape, inline (this loop runs once per token): base64 checked by the
+        # pattern, JSON by the scanner; anything odd goes the slow way, which names it.
+        found = _CHUNK.fullmatch(payload)
+        event: Any = None
+        if found is not None:
+            try:
+                text = binascii.a2b_base64(found.group(1)).decode("utf-8")
+                event, end = scan(text, 0)
+                if end != len(text) or type(event) is not dict:
+                    event = None
+            except (ValueError, StopIteration, RecursionError):
+                event = None
+        if event is None:
             event = _chunk_event(payload, scan)
-            if on_event is not None:
-                on_event(event)
-            feed(event)
-            if accumulator.done:
-                break
-        elif kind in ("exception", "error"):
-            raise exception_error(headers, payload)
-        else:
-            raise APIConnectionError(f"malformed event stream: frame of message type {kind!r}")
+        if on_event is not None:
+            on_event(event)
+        feed(event)
+        if accumulator.done:
+            break
     return accumulator.message()

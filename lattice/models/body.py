@@ -2,7 +2,9 @@
 
 ``read_chunks`` hands over the bytes of a response as they arrive and gives up at the
 request's deadline even when a server trickles bytes slowly enough never to trip a read
-timeout. ``finish_stream`` reads what is left once the reply is complete, briefly, so the
+timeout. ``read_body`` reads a whole body, at most ``limit`` decoded bytes (SPEC 16a:
+``max_response_bytes``; a server that sends more, however long, costs us no more memory
+than that). ``finish_stream`` reads what is left once the reply is complete, briefly, so the
 connection can go back to the pool. The response is duck-typed (``raw``,
 ``iter_content``, as ``requests`` has) and the transport's exception classes are passed
 in: nothing here imports ``requests`` (``http.py`` is the one module that does).
@@ -11,14 +13,23 @@ in: nothing here imports ``requests`` (``http.py`` is the one module that does).
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable, Iterator, Optional, Tuple, Type
+import time
+from typing import Any, Callable, Iterator, List, Optional, Tuple, Type
 
-from ..errors import RequestTimeoutError
+from ..errors import APIConnectionError, RequestTimeoutError
 
-__all__ = ["read_chunks", "finish_stream", "CHUNK_SIZE", "END_GRACE"]
+__all__ = ["read_chunks", "read_body", "too_large", "finish_stream", "CHUNK_SIZE",
+           "END_GRACE", "DEFAULT_MAX_RESPONSE_BYTES"]
 
 CHUNK_SIZE = 1 << 16
 END_GRACE = 0.1  # s a finished stream may take to end its body before we hang up
+DEFAULT_MAX_RESPONSE_BYTES = 32 * 1024 * 1024
+
+
+def too_large(what: str, limit: int) -> APIConnectionError:
+    """The error for ``what`` (a body, a line, an event, a message) over ``limit`` bytes."""
+    return APIConnectionError(f"{what} is larger than max_response_bytes ({limit} bytes); "
+                              "the response was closed")
 
 
 def read_chunks(response: Any, deadline: Optional[float], clock: Callable[[], float]
@@ -38,6 +49,19 @@ def read_chunks(response: Any, deadline: Optional[float], clock: Callable[[], fl
         # A server that trickles bytes never trips the read timeout: check the wall.
         if deadline is not None and clock() > deadline:
             raise RequestTimeoutError("model request timed out while streaming")
+
+
+def read_body(response: Any, limit: int, deadline: Optional[float] = None,
+              clock: Callable[[], float] = time.monotonic) -> bytes:
+    """The whole (decoded) body of ``response``; ``too_large`` past ``limit`` bytes."""
+    parts: List[bytes] = []
+    size = 0
+    for chunk in read_chunks(response, deadline, clock):
+        size += len(chunk)
+        if size > limit:
+            raise too_large("the response body", limit)
+        parts.append(chunk)
+    return b"".join(parts)
 
 
 def finish_stream(response: Any, chunks: Iterator[bytes],

@@ -23,6 +23,7 @@ from json.scanner import make_scanner
 from typing import Any, Callable, Dict, Iterable, List, Optional
 
 from ..errors import APIConnectionError
+from .body import DEFAULT_MAX_RESPONSE_BYTES
 from .chat_wire import (
     assemble,
     call_block,
@@ -147,7 +148,8 @@ class ChatStreamAccumulator:
 
 
 def parse_chat_stream(
-    chunks: Iterable[bytes], on_event: Optional[Callable[[Dict[str, Any]], None]] = None
+    chunks: Iterable[bytes], on_event: Optional[Callable[[Dict[str, Any]], None]] = None,
+    limit: int = DEFAULT_MAX_RESPONSE_BYTES,
 ) -> Dict[str, Any]:
     """Read a Chat Completions SSE byte stream up to ``[DONE]``; return the assistant dict.
 
@@ -157,7 +159,8 @@ def parse_chat_stream(
     accumulator = ChatStreamAccumulator()
     feed = accumulator.feed
     scan = make_scanner(json.JSONDecoder())  # type: ignore[arg-type]  # one per stream: memo
-    for sse in chain(decoder.events(iter_lines(chunks)), iter(decoder.flush, None)):
+    for sse in chain(decoder.events(iter_lines(chunks, limit), limit),
+                     iter(decoder.flush, None)):
         data = sse.data
         if data[:1] in (b"[", b" ") and data.strip() == b"[DONE]":
             accumulator.done = True

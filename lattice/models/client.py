@@ -1,19 +1,22 @@
 """What every built-in HTTP client shares: the transport, the pooled session, the lifetime
-(``close``/``with``) and ``create``. A client adds its codec: the headers it sends and
-how a ``ModelRequest`` becomes a request body."""
+(``close``/``with``), ``create`` and the options of the transport (``_make_transport``:
+retries, timeout, ``max_response_bytes``). A client adds its codec: the headers
+it sends and how a ``ModelRequest`` becomes a request body."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple, TypeVar
 
 from .base import ModelRequest, ReplyDict
-from .http import Transport
+from .body import DEFAULT_MAX_RESPONSE_BYTES
+from .http import Codec, Transport
 from .retry import RetryPolicy
+from .urls import shown_url
 
 if TYPE_CHECKING:  # pragma: no cover
     import requests
 
-__all__ = ["HTTPModelClient"]
+__all__ = ["HTTPModelClient", "check_max_bytes", "DEFAULT_MAX_RESPONSE_BYTES"]
 
 C = TypeVar("C", bound="HTTPModelClient")
 
@@ -25,6 +28,20 @@ class HTTPModelClient:
     base_url: str
     stream: bool
     _transport: Transport
+
+    def _make_transport(self, url: str, codec: Codec, *, session: Optional[requests.Session],
+                        retry_policy: Optional[RetryPolicy], max_retries: int,
+                        timeout_ms: Optional[float], max_response_bytes: Any) -> None:
+        """Set ``self._transport`` (options already checked but ``max_response_bytes``)."""
+        self._transport = Transport(
+            url, codec, session=session,
+            retry_policy=retry_policy or RetryPolicy(max_retries=max_retries),
+            timeout_ms=timeout_ms, max_response_bytes=check_max_bytes(max_response_bytes))
+
+    @property
+    def max_response_bytes(self) -> int:
+        """The most one response body, SSE line or event may hold (decoded bytes)."""
+        return self._transport.max_response_bytes
 
     def create(self, request: ModelRequest) -> ReplyDict:
         """Send one request; return the assistant dict (nothing partial)."""
@@ -65,5 +82,13 @@ class HTTPModelClient:
         self.close()
 
     def __repr__(self) -> str:
-        return (f"{type(self).__name__}(base_url={self.base_url!r}, stream={self.stream}, "
+        return (f"{type(self).__name__}(base_url={shown_url(self.base_url)!r}, "
+                f"stream={self.stream}, "
                 f"max_retries={self.retry_policy.max_retries}, timeout_ms={self.timeout_ms!r})")
+
+
+def check_max_bytes(value: Any, option: str = "max_response_bytes") -> int:
+    """``value`` if it is a positive int (bytes), else ValueError naming ``option``."""
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"{option} must be a positive int (bytes), got {value!r}")
+    return value

@@ -24,10 +24,11 @@ _local = threading.local()  # the active call of this thread, for attach()
 
 
 class HeldCall:
-    """One model call: its request, secrets, deadline, and the connection it holds."""
+    """One call: its request (None for an MCP message), secrets, deadline, and the
+    connection it holds."""
 
-    def __init__(self, request: ModelRequest, secrets: List[str], deadline: Optional[float]
-                 ) -> None:
+    def __init__(self, request: Optional[ModelRequest], secrets: List[str],
+                 deadline: Optional[float]) -> None:
         self.request = request
         self.secrets = secrets
         self.deadline = deadline
@@ -53,6 +54,8 @@ class HeldCall:
                 return
             self.cause = cause
             conn = self.conn
+            if conn is not None and getattr(conn, "_lattice_call", self) is not self:
+                conn = None  # another call's now: never cut that
             if conn is None and self.response is not None:  # a session we did not make
                 conn = getattr(self.response.raw, "_connection", None)
             shutdown(conn)

@@ -24,9 +24,10 @@ from __future__ import annotations
 
 import struct
 import zlib
-from typing import Any, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Tuple
+from typing import Any, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Optional, Tuple
 
 from ..errors import APIConnectionError
+from .body import too_large
 
 __all__ = ["Header", "iter_frames", "decode_headers", "encode_frame", "encode_headers",
            "MAX_HEADERS_BYTES", "MAX_PAYLOAD_BYTES"]
@@ -95,11 +96,14 @@ def decode_headers(data: bytes) -> Headers:
     return headers
 
 
-def iter_frames(chunks: Iterable[bytes]) -> Iterator[Tuple[Headers, bytes]]:
-    """``(headers, payload)`` of each frame in a byte stream cut anywhere."""
+def iter_frames(chunks: Iterable[bytes], limit: Optional[int] = None
+                ) -> Iterator[Tuple[Headers, bytes]]:
+    """``(headers, payload)`` of each frame in a byte stream cut anywhere; a frame longer
+    than ``limit`` bytes (``max_response_bytes``) raises as soon as its prelude says so."""
     parts: List[bytes] = []
     have, need = 0, _PRELUDE.size
     cache: Dict[bytes, Headers] = {}  # streams repeat the same header bytes frame after frame
+    crc32, prelude_of, crc_of = zlib.crc32, _PRELUDE.unpack_from, _CRC.unpack_from  # hot loop
     for chunk in chunks:
         if not chunk:
             continue
@@ -111,18 +115,20 @@ def iter_frames(chunks: Iterable[bytes]) -> Iterator[Tuple[Headers, bytes]]:
         view = memoryview(data)
         pos, end, need = 0, len(data), _PRELUDE.size
         while end - pos >= 12:
-            total, headers_size, prelude_crc = _PRELUDE.unpack_from(data, pos)
-            if zlib.crc32(view[pos : pos + 8]) != prelude_crc:
+            total, headers_size, prelude_crc = prelude_of(data, pos)
+            if crc32(data[pos : pos + 8]) != prelude_crc:
                 raise _bad("prelude CRC mismatch")
             if headers_size > MAX_HEADERS_BYTES or total < _MIN_FRAME + headers_size or (
                     total - _MIN_FRAME - headers_size > MAX_PAYLOAD_BYTES):
                 raise _bad(f"frame lengths out of bounds (total {total}, headers "
                            f"{headers_size})")
+            if limit is not None and total > limit:
+                raise too_large("an event-stream frame", limit)
             if end - pos < total:
                 need = total - (end - pos)  # wait for the rest of this frame, then join once
                 break
             stop = pos + total - 4
-            if zlib.crc32(view[pos + 8 : stop], prelude_crc) != _CRC.unpack_from(data, stop)[0]:
+            if crc32(view[pos + 8 : stop], prelude_crc) != crc_of(data, stop)[0]:
                 raise _bad("message CRC mismatch")
             start = pos + 12
             raw = data[start : start + headers_size]

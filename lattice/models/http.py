@@ -1,10 +1,23 @@
-"""The HTTP transport every built-in client shares, over ``requests``.
+"""The one HTTP stack of lattice, over ``requests``: model clients and MCP servers alike.
 
 This is the only module that imports ``requests`` (lazily, on first use, so that
-``import lattice`` stays free of it), and the one place its exceptions are translated
-into lattice's. A client is a codec (what to send, how to read a reply or an error; see
-``Codec``) on a ``Transport`` (session, retries, deadlines, cutting); ``body.py`` reads
-a streamed body's chunks.
+``import lattice`` stays free of it), and the one place its exceptions become lattice's
+(``transport_failure``). ``new_session`` makes every session lattice owns (proxies and CA
+bundle read once; connections that report which call owns them). A model client is a
+codec (what a reply or an error looks like; see ``Codec``) on a ``Transport`` (session,
+retries, deadlines, cutting, bounded reads); ``body.py`` reads bodies, ``urls.py`` keeps
+URL secrets out of what is shown. ``lattice.mcp`` uses ``new_session``,
+``transport_failure``, ``body.read_body`` and ``cutoff.HeldCall`` directly.
+
+Extension points for a new provider (never a second transport):
+
+* ``send(..., sign=fn)``: ``fn(url, body, headers)`` returns the headers of *each*
+  attempt (retries included), e.g. with a SigV4 signature over the time, URL and body;
+* ``send(..., url=...)``: a per-call URL (a model id in the path);
+* ``Codec.stream_type``: the content type read with ``Codec.read_stream`` (default
+  ``text/event-stream``; Bedrock's ``application/vnd.amazon.eventstream``), which gets
+  the raw byte chunks and ``limit`` (``max_response_bytes``: no frame, line or event may
+  be larger). See ``codec.py``.
 
 Cancelling a blocked read: an abort or the request deadline shuts the socket down from
 the thread that fires (see ``cutoff.py``), so the reading thread's ``recv`` returns at
@@ -16,21 +29,18 @@ as is; there a call can be cut only once the headers came.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
-import re
 import socket
 import threading
 from typing import (
     TYPE_CHECKING,
     Any,
-    Callable,
     Dict,
-    Iterator,
     List,
     Mapping,
     Optional,
-    Protocol,
     Sequence,
     Tuple,
     Type,
@@ -39,44 +49,24 @@ from typing import (
 from ..cancellation import call_later
 from ..errors import AbortError, APIConnectionError, APIError, APIStatusError, RequestTimeoutError
 from .base import ModelRequest, ReplyDict
-from .body import finish_stream, read_chunks
+from .body import DEFAULT_MAX_RESPONSE_BYTES, finish_stream, read_body, read_chunks
+from .codec import Codec, EventCallback, Signer
 from .cutoff import HeldCall, attach, cut_if_needed, detach
-from .retry import RetryPolicy
-from .status import clean_request_id, redact
+from .retry import RetryPolicy, status_is_retryable
+from .status import clean_request_id, readable, valid_header_value
+from .urls import hide_queries_from_urllib3, redact, shown_url, url_secrets
 
 if TYPE_CHECKING:  # pragma: no cover
     import requests
 
-__all__ = ["Codec", "Transport", "EventCallback", "Signer"]
+__all__ = ["Codec", "Transport", "EventCallback", "Signer", "new_session",
+           "transport_failure", "transport_errors", "DEFAULT_MAX_RESPONSE_BYTES"]
 
 _log = logging.getLogger("lattice")
 
 _CONNECT_TIMEOUT, _READ_TIMEOUT = 10.0, 600.0
+_SSE = "text/event-stream"
 _POOL_SIZE = 64  # one pooled connection per concurrently calling thread, up to this many
-
-EventCallback = Callable[[Dict[str, Any]], None]
-# (url, body, headers) -> the headers of one attempt: a signer (AWS SigV4) signs each
-# attempt afresh, since the signature covers the time.
-Signer = Callable[[str, bytes, Dict[str, str]], Dict[str, str]]
-
-
-class Codec(Protocol):
-    """One wire format, as the transport sees it (no I/O in any of these)."""
-
-    api: str  # names the API in log lines, e.g. "Messages API"
-    request_id_header: str  # e.g. "request-id" or "x-request-id"
-
-    def read_json(self, content: bytes) -> ReplyDict:
-        """The assistant dict in a 2xx JSON body."""
-
-    def read_stream(self, chunks: Iterator[bytes], on_event: Optional[EventCallback]
-                    ) -> ReplyDict:
-        """The assistant dict in an SSE body; stops reading once the reply is complete."""
-
-    def error(self, status: int, headers: Mapping[str, str], content: bytes,
-              secrets: Sequence[str]) -> APIStatusError:
-        """The error for an HTTP error status."""
-
 
 class Transport:
     """POSTs to one URL with retries, a deadline and an abort signal; thread-safe.
@@ -87,25 +77,30 @@ class Transport:
         session: a ``requests.Session`` to use instead of our own (made on first use).
         retry_policy: when and how long to wait before retrying.
         timeout_ms: the default deadline of one ``send()`` (retries included).
+        max_response_bytes: the most one body, SSE line or event may hold (decoded).
     """
 
     def __init__(self, url: str, codec: Codec, *, session: Optional[requests.Session],
-                 retry_policy: RetryPolicy, timeout_ms: Optional[float]) -> None:
+                 retry_policy: RetryPolicy, timeout_ms: Optional[float],
+                 max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES) -> None:
         self.url = url
-        self.shown_url = url.split("?", 1)[0]  # a query may hold a key: never logged
+        self.shown_url = shown_url(url)  # password and query values: never shown
+        self.url_secrets = url_secrets(url)
         self.codec = codec
         self.retry_policy = retry_policy
         self.timeout_ms = timeout_ms
+        self.max_response_bytes = max_response_bytes
         self.own_session = session is None
         self.session = session
         self._lock = threading.Lock()
+        hide_queries_from_urllib3(url)
 
     def get_session(self) -> requests.Session:
         session = self.session
         if session is None:
             with self._lock:
                 if self.session is None:
-                    self.session = _new_session(self.url)
+                    self.session = new_session(self.url)
                 session = self.session
         return session
 
@@ -124,17 +119,19 @@ class Transport:
 
         ``url`` replaces the transport's URL for this call (Bedrock: the model is in the
         path); ``sign`` makes each attempt's headers."""
-        url = url or self.url
         signal = request.signal
         signal.throw_if_aborted()
+        target = url or self.url
+        shown = self.shown_url if url is None else shown_url(url)
         if _log.isEnabledFor(logging.DEBUG):
             _log.debug("%s request: POST %s (model %s, %d bytes, %s)", self.codec.api,
-                       url.split("?", 1)[0], request.model, len(body),
+                       shown, request.model, len(body),
                        "streaming" if streaming else "not streaming")
         policy = self.retry_policy
         timeout_ms = request.timeout_ms or self.timeout_ms
         deadline = policy.clock() + timeout_ms / 1000.0 if timeout_ms else None
-        call = HeldCall(request, secrets, deadline)
+        every = self.url_secrets if url is None else url_secrets(url)
+        call = HeldCall(request, sorted({*secrets, *every}, key=len, reverse=True), deadline)
         cancel_timer = call_later(timeout_ms / 1000.0, call.expire) if timeout_ms else None
         signal.add_callback(call.abort)
         call.activate()
@@ -142,10 +139,11 @@ class Transport:
             retries = 0
             while True:
                 if deadline is not None and policy.clock() >= deadline:
-                    raise RequestTimeoutError(f"model request timed out after {timeout_ms} ms")
+                    raise RequestTimeoutError(f"model request timed out after {timeout_ms} ms",
+                                              kind="request")
                 try:
-                    attempt_headers = headers if sign is None else sign(url, body, headers)
-                    return self._attempt(call, body, attempt_headers, streaming, url)
+                    attempt = headers if sign is None else sign(target, body, headers)
+                    return self._attempt(call, target, shown, body, attempt, streaming)
                 except _Retry as failure:
                     error, cause = failure.error, failure.__cause__
                     status = error.status_code if isinstance(error, APIStatusError) else None
@@ -168,42 +166,53 @@ class Transport:
                 cancel_timer()
             call.finish()
 
-    def _attempt(self, call: HeldCall, body: bytes, headers: Dict[str, str], streaming: bool,
-                 url: str) -> ReplyDict:
-        clock, deadline, codec = self.retry_policy.clock, call.deadline, self.codec
+    def _post(self, call: HeldCall, url: str, shown: str, body: bytes,
+              headers: Dict[str, str]) -> requests.Response:
+        """Send one attempt; ``_Retry`` if it never got an answer."""
         timeout = (_CONNECT_TIMEOUT, _READ_TIMEOUT)
-        if deadline is not None:
-            remaining = max(0.001, deadline - clock())
+        if call.deadline is not None:
+            remaining = max(0.001, call.deadline - self.retry_policy.clock())
             timeout = (min(_CONNECT_TIMEOUT, remaining), remaining)
-        errors = _transport_errors()
         session = self.get_session()
         try:
-            response = session.post(url, data=body, headers=headers, timeout=timeout,
-                                    stream=True)
-        except errors as exc:
-            failure = self._failure(call, exc, headers=headers)
+            return session.post(url, data=body, headers=headers, timeout=timeout, stream=True)
+        except transport_errors() as exc:
+            failure = self._failure(call, exc, shown, headers=headers)
             if isinstance(failure, APIConnectionError):
                 raise _Retry(failure, {}) from exc
             raise failure from exc
+
+    def _attempt(self, call: HeldCall, url: str, shown: str, body: bytes,
+                 headers: Dict[str, str], streaming: bool) -> ReplyDict:
+        clock, deadline, codec = self.retry_policy.clock, call.deadline, self.codec
+        limit = self.max_response_bytes
+        response = self._post(call, url, shown, body, headers)
         call.response = response
         try:
             if call.cause is not None:  # cut while a session we did not make was connecting
-                raise self._failure(call, APIConnectionError("cut before the response"))
-            if response.status_code >= 300:
-                raise _Retry(codec.error(response.status_code, response.headers,
-                                         response.content, call.secrets), response.headers)
-            stream_type = getattr(codec, "stream_type", "text/event-stream")
-            if streaming and stream_type in response.headers.get("content-type", ""):
+                raise self._failure(call, APIConnectionError("cut before the response"), shown)
+            status = response.status_code
+            if status >= 300:
+                error = codec.error(status, response.headers,
+                                    read_body(response, limit, deadline, clock), call.secrets)
+                if status_is_retryable(status, response.headers):
+                    raise _Retry(error, response.headers)
+                raise error
+            kind = response.headers.get("content-type", "")
+            if streaming and getattr(codec, "stream_type", _SSE) in kind:
                 chunks = read_chunks(response, deadline, clock)
-                reply = codec.read_stream(chunks, call.request.on_event)
-                finish_stream(response, chunks, errors, clock)
+                on_event = call.request.on_event if call.request is not None else None
+                reply = codec.read_stream(chunks, on_event, limit)
+                finish_stream(response, chunks, transport_errors(), clock)
                 return reply
-            return codec.read_json(response.content)
-        except errors as exc:
-            raise self._failure(call, exc, "the response broke off") from exc
-        except APIError as error:  # a cut stream, bad data, an error event
+            return codec.read_json(read_body(response, limit, deadline, clock))
+        except transport_errors() as exc:
+            raise self._failure(call, exc, shown, "the response broke off") from exc
+        except APIError as error:  # a cut stream, bad data, an error event, too large
             if call.cause is not None:
-                raise self._failure(call, error) from error
+                raise self._failure(call, error, shown) from error
+            error.message = redact(error.message, call.secrets)
+            error.args = (error.message,)
             if error.request_id is None:
                 error.request_id = clean_request_id(
                     response.headers.get(codec.request_id_header), call.secrets)
@@ -211,36 +220,51 @@ class Transport:
         finally:
             response.close()
 
-    def _failure(self, call: HeldCall, exc: BaseException, what: str = "connection error",
-                 headers: Optional[Mapping[str, str]] = None) -> BaseException:
-        """The lattice error to raise for ``exc`` (a cut wins over what it caused).
-
-        The one place ``requests``/``urllib3`` exceptions become lattice errors.
-        """
-        if call.cause == "abort":
+    def _failure(self, call: HeldCall, exc: BaseException, shown: str,
+                 what: str = "connection error", headers: Optional[Mapping[str, str]] = None
+                 ) -> BaseException:
+        """The lattice error to raise for ``exc`` (a cut wins over what it caused)."""
+        if call.cause == "abort" and call.request is not None:
             reason = call.request.signal.reason
             return reason if isinstance(reason, BaseException) else AbortError(str(reason))
-        if call.cause == "timeout":
-            return RequestTimeoutError("model request timed out")
-        if isinstance(exc, (APIError, RequestTimeoutError)):  # ours already (note: the
-            return exc  # latter is an OSError, so ``except errors`` catches it too)
-        if _is_timeout(exc):
-            return RequestTimeoutError("model request timed out")
-        import requests
+        if call.cause == "timeout" or (call.deadline is not None and is_timeout_of(exc)
+                                       and self.retry_policy.clock() >= call.deadline - 0.01):
+            return RequestTimeoutError("model request timed out", kind="request")
+        every = {**dict(self.get_session().headers), **(headers or {})}
+        return transport_failure(exc, api=self.codec.api, shown_url=shown,
+                                 secrets=call.secrets, headers=every, what=what)
 
-        if isinstance(exc, requests.exceptions.InvalidHeader):
-            # requests quotes the header value (a key!) in its message: never shown.
-            names = [k for k, v in {**dict(self.get_session().headers), **(headers or {})}
-                     .items() if not _valid_header_value(v)]
-            return ValueError(f"{self.codec.api} request not sent: header(s) {names or '?'} "
-                              "have a value HTTP cannot carry, such as a line break or "
-                              "surrounding whitespace (value not shown)")
-        if isinstance(exc, (requests.exceptions.InvalidURL, requests.exceptions.InvalidSchema,
-                            requests.exceptions.MissingSchema)):
-            return ValueError(f"{self.codec.api} request not sent: {self.shown_url!r} is not "
-                              f"a URL requests can use ({redact(str(exc), call.secrets)})")
-        reason = redact(_readable(exc), call.secrets)
-        return APIConnectionError(f"{what} ({self.shown_url}): {reason}")
+
+def transport_failure(exc: BaseException, *, api: str, shown_url: str, secrets: Sequence[str],
+                      headers: Optional[Mapping[str, Any]] = None,
+                      what: str = "connection error") -> BaseException:
+    """The lattice error for a failed HTTP exchange: ``RequestTimeoutError`` (``kind``
+    "connect" or "read"), ``APIConnectionError`` with a short readable reason, or a
+    ``ValueError`` for a request that could not be sent (bad URL, bad header value).
+
+    The one place ``requests``/``urllib3`` exceptions become lattice errors; lattice's own
+    errors pass through unchanged.
+    """
+    if isinstance(exc, (APIError, RequestTimeoutError)):  # ours already (note: the
+        return exc  # latter is an OSError, so ``except errors`` catches it too)
+    timeout = is_timeout_of(exc)
+    if timeout is not None:
+        return RequestTimeoutError(f"{api} request timed out ({timeout}: {shown_url})",
+                                   kind=timeout)
+    import requests
+
+    if isinstance(exc, requests.exceptions.InvalidHeader):
+        # requests quotes the header value (a key!) in its message: never shown.
+        names = [k for k, v in (headers or {}).items() if not valid_header_value(v)]
+        return ValueError(f"{api} request not sent: header(s) {names or '?'} "
+                          "have a value HTTP cannot carry, such as a line break or "
+                          "surrounding whitespace (value not shown)")
+    if isinstance(exc, (requests.exceptions.InvalidURL, requests.exceptions.InvalidSchema,
+                        requests.exceptions.MissingSchema)):
+        return ValueError(f"{api} request not sent: {shown_url!r} is not "
+                          f"a URL requests can use ({redact(str(exc), secrets)})")
+    reason = redact(readable(exc), secrets)
+    return APIConnectionError(f"{what} ({shown_url}): {reason}")
 
 
 class _Retry(Exception):
@@ -252,53 +276,84 @@ class _Retry(Exception):
         self.headers = headers
 
 
-# -- translating foreign exceptions ---------------------------------------------------------
-
-_OBJECT_REPR = re.compile(r"<[\w.]+ object at 0x[0-9a-fA-F]+>:?\s*")
-_HEADER_OK = re.compile(r"^\S[^\r\n]*$|^$")
+# -- the session every lattice-owned HTTP exchange uses ---------------------------------------
 
 
-def _valid_header_value(value: Any) -> bool:
-    return isinstance(value, (str, bytes)) and bool(
-        _HEADER_OK.match(value if isinstance(value, str) else value.decode("latin-1")))
+class _Owned:
+    """Mixed into urllib3's connection classes: a connection starting a request belongs to
+    the calling thread's active call (``cutoff.attach``), which may then cut it."""
+
+    def request(self, *args: Any, **kwargs: Any) -> None:
+        attach(self)
+        super().request(*args, **kwargs)  # type: ignore[misc]
+
+    def connect(self) -> None:
+        super().connect()  # type: ignore[misc]
+        cut_if_needed(self)  # an abort that came while we were connecting
 
 
-def _causes(exc: BaseException) -> Iterator[BaseException]:
-    """``exc`` and what it wraps: urllib3 ``.reason``, exception args, cause, context."""
-    seen, todo = set(), [exc]
-    while todo:
-        current = todo.pop(0)
-        if id(current) in seen:
-            continue
-        seen.add(id(current))
-        yield current
-        inner = [getattr(current, "reason", None), current.__cause__, current.__context__]
-        inner += list(getattr(current, "args", ()))
-        todo += [e for e in inner if isinstance(e, BaseException)]
+class _Returning:
+    """Mixed into urllib3's pools: a connection back in its pool belongs to no call.
+
+    ``_put_conn`` is urllib3's one place a connection goes back (no public hook exists);
+    without this, a late cut could hit the connection after another call took it."""
+
+    def _put_conn(self, conn: Any) -> None:
+        if conn is not None:
+            detach(conn)
+        super()._put_conn(conn)  # type: ignore[misc]
 
 
-def _readable(exc: BaseException) -> str:
-    """A short reason for a failed connection, without urllib3's internals."""
-    chain = list(_causes(exc))
-    for item in chain:  # the OS's own words when there are some
-        if isinstance(item, socket.gaierror):
-            return f"cannot resolve the host name ({item.strerror or item})"
-        if isinstance(item, OSError) and item.strerror and not isinstance(item, socket.timeout):
-            return item.strerror
-    import http.client
+@functools.cache
+def _adapter_class() -> Type[Any]:
+    """The ``HTTPAdapter`` whose pools make ``_Owned`` connections; built once per process
+    (on first use, since ``requests`` is imported lazily), shared by every session."""
+    from requests.adapters import HTTPAdapter
+    from urllib3.connection import HTTPConnection, HTTPSConnection
+    from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
-    for item in chain:
-        if isinstance(item, http.client.HTTPException):
-            return str(item) or type(item).__name__
-    innermost = chain[-1]
-    text = _OBJECT_REPR.sub("", str(innermost)).strip()
-    return text or type(innermost).__name__
+    conn = type("LatticeHTTPConnection", (_Owned, HTTPConnection), {})
+    tls_conn = type("LatticeHTTPSConnection", (_Owned, HTTPSConnection), {})
+    pools = {"http": type("LatticeHTTPPool", (_Returning, HTTPConnectionPool),
+                          {"ConnectionCls": conn}),
+             "https": type("LatticeHTTPSPool", (_Returning, HTTPSConnectionPool),
+                           {"ConnectionCls": tls_conn})}
+
+    class LatticeAdapter(HTTPAdapter):
+        def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+            super().init_poolmanager(*args, **kwargs)
+            self.poolmanager.pool_classes_by_scheme = pools
+
+    return LatticeAdapter
+
+
+def new_session(url: str) -> requests.Session:
+    """A ``requests.Session`` for calls to ``url``: proxies and CA bundle read from the
+    environment once, connections a cut can reach (see ``cutoff.py``)."""
+    import urllib.request
+
+    import requests
+
+    session = requests.Session()
+    # Read the environment once, as httpx does, not on every request: requests' lookup
+    # walks os.environ twice per call (~0.2 ms here). One client talks to one base URL,
+    # so the no_proxy decision can be made now too.
+    session.trust_env = False
+    if not requests.utils.should_bypass_proxies(url, no_proxy=None):
+        session.proxies.update(urllib.request.getproxies())
+    env = os.environ
+    session.verify = env.get("REQUESTS_CA_BUNDLE") or env.get("CURL_CA_BUNDLE") or True
+    adapter = _adapter_class()(pool_connections=4, pool_maxsize=_POOL_SIZE)
+    session.mount("https://", adapter)
+    session.mount("http://", adapter)
+    return session
 
 
 _TRANSPORT_ERRORS: Optional[Tuple[Type[BaseException], ...]] = None
 
 
-def _transport_errors() -> Tuple[Type[BaseException], ...]:
+def transport_errors() -> Tuple[Type[BaseException], ...]:
+    """What a ``requests`` call may raise (catch these, then ``transport_failure``)."""
     global _TRANSPORT_ERRORS
     if _TRANSPORT_ERRORS is None:
         import requests
@@ -308,67 +363,17 @@ def _transport_errors() -> Tuple[Type[BaseException], ...]:
     return _TRANSPORT_ERRORS
 
 
-def _is_timeout(exc: BaseException) -> bool:
+def is_timeout_of(exc: BaseException) -> Optional[str]:
+    """"connect" or "read" when ``exc`` is (or wraps) a timeout, else None."""
     import requests
     import urllib3
 
+    connect = (requests.ConnectTimeout, urllib3.exceptions.ConnectTimeoutError)
     timeouts = (requests.Timeout, urllib3.exceptions.TimeoutError, socket.timeout)
-    if isinstance(exc, timeouts):
-        return True
     # requests wraps a read timeout met while streaming in a plain ConnectionError
-    return any(isinstance(arg, timeouts) for arg in getattr(exc, "args", ()))
-
-
-def _new_session(base_url: str) -> requests.Session:
-    import urllib.request
-
-    import requests
-    from requests.adapters import HTTPAdapter
-    from urllib3.connection import HTTPConnection, HTTPSConnection
-    from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
-
-    class _Owned:
-        def request(self, *args: Any, **kwargs: Any) -> None:
-            attach(self)
-            super().request(*args, **kwargs)  # type: ignore[misc]
-
-        def connect(self) -> None:
-            super().connect()  # type: ignore[misc]
-            cut_if_needed(self)  # an abort that came while we were connecting
-
-    class _Returning:
-        def _put_conn(self, conn: Any) -> None:
-            if conn is not None:
-                detach(conn)
-            super()._put_conn(conn)  # type: ignore[misc]
-
-    class _Conn(_Owned, HTTPConnection):
-        pass
-
-    class _TLSConn(_Owned, HTTPSConnection):
-        pass
-
-    class _Pool(_Returning, HTTPConnectionPool):
-        ConnectionCls = _Conn
-
-    class _TLSPool(_Returning, HTTPSConnectionPool):
-        ConnectionCls = _TLSConn
-
-    class _Adapter(HTTPAdapter):
-        def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
-            super().init_poolmanager(*args, **kwargs)
-            self.poolmanager.pool_classes_by_scheme = {"http": _Pool, "https": _TLSPool}
-
-    session = requests.Session()
-    # Read the environment once, as httpx does, not on every request: requests' lookup
-    # walks os.environ twice per call (~0.2 ms here). One client talks to one base URL,
-    # so the no_proxy decision can be made now too.
-    session.trust_env = False
-    if not requests.utils.should_bypass_proxies(base_url, no_proxy=None):
-        session.proxies.update(urllib.request.getproxies())
-    env = os.environ
-    session.verify = env.get("REQUESTS_CA_BUNDLE") or env.get("CURL_CA_BUNDLE") or True
-    adapter = _Adapter(pool_connections=4, pool_maxsize=_POOL_SIZE)
-    session.mount("https://", adapter)
-    session.mount("http://", adapter)
-    return session
+    for item in (exc, *getattr(exc, "args", ()), getattr(exc, "reason", None)):
+        if isinstance(item, connect):
+            return "connect"
+        if isinstance(item, timeouts):
+            return "read"
+    return None

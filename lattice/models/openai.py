@@ -9,15 +9,15 @@ assembles streamed chunks, ``http.py`` does the I/O exactly as for ``AnthropicCl
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
-from urllib.parse import urlencode
+from urllib.parse import urlsplit
 
 from .._version import __version__
 from ..errors import APIConnectionError, APIStatusError
 from .base import ModelRequest, ReplyDict
 from .chat_stream import parse_chat_stream
 from .chat_wire import Translations, chat_body, reply_from_completion
-from .client import HTTPModelClient
-from .http import EventCallback, Transport
+from .client import DEFAULT_MAX_RESPONSE_BYTES, HTTPModelClient
+from .http import EventCallback
 from .options import (
     check_client_options,
     check_secret,
@@ -29,6 +29,7 @@ from .options import (
 )
 from .retry import RetryPolicy
 from .status import add_hint, error_from_response, load_json
+from .urls import endpoint, shown_url
 
 if TYPE_CHECKING:  # pragma: no cover
     import requests
@@ -57,16 +58,16 @@ class ChatCodec:
                 f"malformed JSON response ({exc}): {content[:200]!r}") from None
         return reply_from_completion(body)
 
-    def read_stream(self, chunks: Iterator[bytes], on_event: Optional[EventCallback]
-                    ) -> ReplyDict:
-        return parse_chat_stream(chunks, on_event)
+    def read_stream(self, chunks: Iterator[bytes], on_event: Optional[EventCallback],
+                    limit: int) -> ReplyDict:
+        return parse_chat_stream(chunks, on_event, limit)
 
     def error(self, status: int, headers: Mapping[str, str], content: bytes,
               secrets: Sequence[str]) -> APIStatusError:
         error = error_from_response(status, headers, content, secrets,
                                     request_id_header=self.request_id_header)
-        if status == 404 and not self.base_url.endswith("/v1"):
-            add_hint(error, f"the client posted to {self.url}; most servers serve Chat "
+        if status == 404 and not urlsplit(self.base_url).path.endswith("/v1"):
+            add_hint(error, f"the client posted to {shown_url(self.url)}; most servers serve Chat "
                      "Completions under /v1, so base_url usually ends in /v1")
         return error
 
@@ -95,7 +96,12 @@ class OpenAIChatClient(HTTPModelClient):
             ``"max_completion_tokens"`` (default) or ``"max_tokens"`` for servers that
             only know that one.
         retry_policy: a ``RetryPolicy``; it replaces ``max_retries`` when given.
+        max_response_bytes: the most one response body, SSE line or SSE event may hold
+            (decoded); beyond it the call fails with ``APIConnectionError`` and the
+            response is closed. Default 32 MiB.
     """
+
+    provider_name = "openai"  # gen_ai.provider.name in traces
 
     def __init__(
         self,
@@ -110,6 +116,7 @@ class OpenAIChatClient(HTTPModelClient):
         timeout_ms: Optional[float] = None,
         max_tokens_field: str = "max_completion_tokens",
         retry_policy: Optional[RetryPolicy] = None,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
     ) -> None:
         self._api_key = check_secret("api_key", api_key)
         check_client_options(max_retries=max_retries, stream=stream, timeout_ms=timeout_ms,
@@ -123,13 +130,12 @@ class OpenAIChatClient(HTTPModelClient):
         self.base_url = resolve_base_url(base_url, "OPENAI_BASE_URL", DEFAULT_OPENAI_BASE_URL)
         self.stream = stream
         self.max_tokens_field = max_tokens_field
-        url = self.base_url + "/chat/completions"
-        self._query_secrets = secrets_of({k: v for k, v in query.items()})
+        url = endpoint(self.base_url, "/chat/completions", query)
         self._cache = Translations()  # what earlier requests translated (chat_wire)
-        self._transport = Transport(
-            url + ("?" + urlencode(query) if query else ""), ChatCodec(self.base_url, url),
-            session=session, retry_policy=retry_policy or RetryPolicy(max_retries=max_retries),
-            timeout_ms=timeout_ms)
+        self._make_transport(
+            url, ChatCodec(self.base_url, url), session=session, retry_policy=retry_policy,
+            max_retries=max_retries, timeout_ms=timeout_ms,
+            max_response_bytes=max_response_bytes)
 
     def _body(self, request: ModelRequest) -> Tuple[bytes, bool]:
         return chat_body(request, stream=self.stream,
@@ -145,7 +151,7 @@ class OpenAIChatClient(HTTPModelClient):
         if key is not None:
             headers["authorization"] = f"Bearer {key}"
         headers.update(self._default_headers)
-        return headers, secrets_of(self._default_headers, key, *self._query_secrets)
+        return headers, secrets_of(self._default_headers, key)
 
 
 def _check_query(query: Optional[Mapping[str, Any]]) -> Dict[str, str]:

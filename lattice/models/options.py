@@ -12,8 +12,10 @@ import os
 import re
 import sys
 from typing import Any, Dict, List, Mapping, Optional
+from urllib.parse import urlsplit, urlunsplit
 
 from .retry import RetryPolicy
+from .urls import shown_url
 
 __all__ = [
     "check_client_options",
@@ -26,9 +28,6 @@ __all__ = [
 ]
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-# Header names whose values are credentials whatever their length.
-_SECRET_NAME = re.compile(r"key|token|auth|secret|cookie|signature|password|session",
-                          re.IGNORECASE)
 
 
 def _bad_number(value: Any, minimum: float, strict: bool) -> bool:
@@ -82,13 +81,13 @@ def clean_headers(headers: Optional[Mapping[str, str]], option: str = "default_h
 
 
 def secrets_of(headers: Mapping[str, str], *values: Optional[str]) -> List[str]:
-    """What to redact: the given values and credential-like header values.
+    """What to redact: the given values and every configured header value (SPEC 16a).
 
     Only key-like strings (8+ characters) are redacted from messages: a toy key such as
-    "k" would mangle every message. Any header whose name says it is a credential counts.
+    "k" would mangle every message.
     """
     found = [v for v in values if v and len(v) >= 8]
-    found += [v for k, v in headers.items() if len(v) >= 8 and _SECRET_NAME.search(k)]
+    found += [v for v in headers.values() if len(v) >= 8]
     return sorted(set(found), key=len, reverse=True)  # longest first: no partial leftovers
 
 
@@ -124,8 +123,9 @@ def resolve_base_url(base_url: Optional[str], variable: str, default: str) -> st
     url = base_url if base_url is not None else os.environ.get(variable) or ""
     url = url.strip() or default
     if not re.match(r"https?://[^/\s]", url) or _CONTROL.search(url):
-        raise ValueError(f"base_url must be an http(s) URL, got {url!r}")
-    return url.rstrip("/")
+        raise ValueError(f"base_url must be an http(s) URL, got {shown_url(url)!r}")
+    parts = urlsplit(url)  # a query string keeps its place after the path (SPEC 16a)
+    return urlunsplit(parts._replace(path=parts.path.rstrip("/"), fragment=""))
 
 
 def require_requests(owner: str) -> None:

@@ -68,9 +68,9 @@ class ResponsesCodec:
                 f"malformed JSON response ({exc}): {content[:200]!r}") from None
         return reply_from_response(body)
 
-    def read_stream(self, chunks: Iterator[bytes], on_event: Optional[EventCallback]
-                    ) -> ReplyDict:
-        return parse_responses_stream(chunks, on_event)
+    def read_stream(self, chunks: Iterator[bytes], on_event: Optional[EventCallback],
+                    limit: int) -> ReplyDict:
+        return parse_responses_stream(chunks, on_event, limit)
 
     def error(self, status: int, headers: Mapping[str, str], content: bytes,
               secrets: Sequence[str]) -> APIStatusError:
@@ -121,7 +121,10 @@ class OpenAIResponsesClient(HTTPModelClient):
             (Microsoft Entra ID on Azure; the provider caches); ``api_key`` wins over it.
     """
 
+    provider_name = "openai"  # gen_ai.provider.name in traces
+
     api_name = "OpenAIResponsesClient"
+    provider_name = "openai"  # gen_ai.provider.name in traces
 
     def __init__(
         self,

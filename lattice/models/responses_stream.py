@@ -18,6 +18,7 @@ from json.scanner import make_scanner
 from typing import Any, Callable, Dict, Iterable, List, Optional
 
 from ..errors import APIConnectionError
+from .body import DEFAULT_MAX_RESPONSE_BYTES
 from .responses_wire import error_from_responses, reply_from_response
 from .sse import SSEDecoder, iter_lines, load_data
 
@@ -97,7 +98,8 @@ class ResponsesStreamAccumulator:
 
 
 def parse_responses_stream(
-    chunks: Iterable[bytes], on_event: Optional[Callable[[Dict[str, Any]], None]] = None
+    chunks: Iterable[bytes], on_event: Optional[Callable[[Dict[str, Any]], None]] = None,
+    limit: int = DEFAULT_MAX_RESPONSE_BYTES,
 ) -> Dict[str, Any]:
     """Read a Responses SSE byte stream up to its final event; return the assistant dict.
 
@@ -107,7 +109,8 @@ def parse_responses_stream(
     accumulator = ResponsesStreamAccumulator()
     feed = accumulator.feed
     scan = make_scanner(json.JSONDecoder())  # type: ignore[arg-type]  # one per stream: memo
-    for sse in chain(decoder.events(iter_lines(chunks)), iter(decoder.flush, None)):
+    for sse in chain(decoder.events(iter_lines(chunks, limit), limit),
+                     iter(decoder.flush, None)):
         if sse.data[:1] == b"[" and sse.data.strip() == b"[DONE]":
             continue  # some proxies end every stream so
         event = load_data(sse, scan)

@@ -32,6 +32,8 @@ from ..errors import (
     error_class_for_type,
     is_prompt_too_long,
 )
+from ..messages import MAX_DEPTH, too_deep
+from ..usage import token_count
 from .base import ModelRequest
 from .chat_wire import Translations, call_block
 from .status import error_message
@@ -243,23 +245,19 @@ def _error_text(text: str) -> str:
 # -- replies -------------------------------------------------------------------------------
 
 
-def _count(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
 def usage_from_responses(usage: Any) -> Dict[str, int]:
     """Responses usage as lattice usage: cached input as cache reads (cache writes, when
     reported, as cache creation), reasoning tokens shown apart (they are output tokens)."""
     usage = usage if isinstance(usage, dict) else {}
     details = usage.get("input_tokens_details")
     details = details if isinstance(details, dict) else {}
-    cached, written = _count(details.get("cached_tokens")), _count(
+    cached, written = token_count(details.get("cached_tokens")), token_count(
         details.get("cache_write_tokens"))
     out_details = usage.get("output_tokens_details")
-    reasoning = _count(out_details.get("reasoning_tokens")) if isinstance(
+    reasoning = token_count(out_details.get("reasoning_tokens")) if isinstance(
         out_details, dict) else 0
-    return {"input_tokens": max(0, _count(usage.get("input_tokens")) - cached - written),
-            "output_tokens": _count(usage.get("output_tokens")),
+    return {"input_tokens": max(0, token_count(usage.get("input_tokens")) - cached - written),
+            "output_tokens": token_count(usage.get("output_tokens")),
             "cache_creation_input_tokens": written, "cache_read_input_tokens": cached,
             "reasoning_tokens": reasoning}
 
@@ -311,7 +309,14 @@ def reply_from_response(body: Any) -> Dict[str, Any]:
     if not isinstance(output, list):
         raise APIConnectionError(
             f"the reply has no output list (not a response?): {json.dumps(body)[:200]}")
+    for field in ("id", "model"):
+        if body.get(field) is not None and not isinstance(body[field], str):
+            raise APIConnectionError(f"the reply's {field} is not a string: "
+                                     f"{str(body[field])[:100]!r}")
     content, kept, refused = _content(output)
+    if kept and too_deep(kept, MAX_DEPTH - 2):
+        raise APIConnectionError(f"the reply's output items are nested deeper than "
+                                 f"{MAX_DEPTH} levels; refused")
     stop: Any = "end_turn"
     if any(b["type"] == "tool_use" for b in content):
         stop = "tool_use"

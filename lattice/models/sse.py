@@ -31,6 +31,7 @@ from typing import (
 )
 
 from ..errors import APIConnectionError
+from .body import DEFAULT_MAX_RESPONSE_BYTES, too_large
 from .wire import error_from_body
 
 __all__ = [
@@ -52,15 +53,19 @@ class ServerSentEvent(NamedTuple):
     data: bytes
 
 
-def iter_lines(chunks: Iterable[bytes]) -> Iterator[bytes]:
+def iter_lines(chunks: Iterable[bytes], limit: int = DEFAULT_MAX_RESPONSE_BYTES
+               ) -> Iterator[bytes]:
     """Split byte chunks into lines without their terminators (LF, CRLF or CR).
 
     Linear however the input is cut: the pieces of a line that spans many chunks are
     joined once, when its end arrives (a 16 MB event read 8 KiB at a time was copied two
     thousand times). A line is yielded as soon as its end is seen, a CR at the end of a
-    chunk included; a LF opening the next chunk is then the rest of that CRLF.
+    chunk included; a LF opening the next chunk is then the rest of that CRLF. A line
+    longer than ``limit`` bytes raises ``APIConnectionError`` as soon as that is known
+    (memory stays bounded however long the server keeps sending it).
     """
     pending: List[bytes] = []  # pieces of the current line, none holding a line end
+    size = 0  # bytes in pending
     skip_lf = False
     first = True
     for chunk in chunks:
@@ -79,12 +84,19 @@ def iter_lines(chunks: Iterable[bytes]) -> Iterator[bytes]:
             chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
         lines = chunk.split(b"\n")
         tail = lines.pop()
+        if len(chunk) > limit and lines and max(map(len, lines)) > limit:
+            raise too_large("an SSE line", limit)
         if pending and lines:
+            if size + len(lines[0]) > limit:
+                raise too_large("an SSE line", limit)
             pending.append(lines[0])
             lines[0] = b"".join(pending)
-            pending = []
+            pending, size = [], 0
         if tail:
             pending.append(tail)
+            size += len(tail)
+            if size > limit:
+                raise too_large("an SSE line", limit)
         yield from lines
     if pending:
         yield b"".join(pending)
@@ -129,21 +141,29 @@ class SSEDecoder:
         self._data = []
         return ServerSentEvent(event, data[0] if len(data) == 1 else b"\n".join(data))
 
-    def events(self, lines: Iterable[bytes]) -> Iterator[ServerSentEvent]:
-        """``decode`` over many byte lines, yielding each event.
+    def events(self, lines: Iterable[bytes], limit: int = DEFAULT_MAX_RESPONSE_BYTES
+               ) -> Iterator[ServerSentEvent]:
+        """``decode`` over many byte lines, yielding each event; an event whose data
+        adds up to more than ``limit`` bytes raises ``APIConnectionError``.
 
         The same rules with the common lines (``data:``, ``event:``, blank) handled inline:
         this loop runs three times per streamed token, and a method call per line showed.
         """
+        size = 0  # data bytes of the event being gathered
         for line in lines:
             if line.startswith(b"data:"):
-                self._data.append(line[6:] if line[5:6] == b" " else line[5:])
+                value = line[6:] if line[5:6] == b" " else line[5:]
+                self._data.append(value)
+                size += len(value)
+                if size > limit:
+                    raise too_large("an SSE event", limit)
             elif line.startswith(b"event:"):
                 value = line[7:] if line[6:7] == b" " else line[6:]
                 self._event = value.decode("utf-8", "replace")
             elif line:
                 self.decode(line)
             else:
+                size = 0
                 event = self.flush()
                 if event is not None:
                     yield event
@@ -337,7 +357,8 @@ def _malformed(sse: ServerSentEvent) -> APIConnectionError:
 
 
 def parse_stream(
-    chunks: Iterable[bytes], on_event: Optional[EventCallback] = None
+    chunks: Iterable[bytes], on_event: Optional[EventCallback] = None,
+    limit: int = DEFAULT_MAX_RESPONSE_BYTES,
 ) -> Dict[str, Any]:
     """Read an SSE byte stream up to ``message_stop``; return the message object.
 
@@ -350,7 +371,8 @@ def parse_stream(
     feed = accumulator.feed
     scan = make_scanner(json.JSONDecoder())  # type: ignore[arg-type]  # one per stream: memo
     # iter(flush, None) at the end: a last event without its blank line is tolerated.
-    for sse in chain(decoder.events(iter_lines(chunks)), iter(decoder.flush, None)):
+    for sse in chain(decoder.events(iter_lines(chunks, limit), limit),
+                     iter(decoder.flush, None)):
         event = load_data(sse, scan)
         if event is None:
             continue

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Mapping, Optional, Sequence
+import socket
+from typing import Any, Iterator, Mapping, Optional, Sequence
 
 from ..errors import APIStatusError, PromptTooLongError, is_prompt_too_long, status_error_class
+from .urls import redact
 
 __all__ = [
     "error_from_response",
@@ -23,6 +25,8 @@ __all__ = [
     "add_hint",
     "clean_request_id",
     "load_json",
+    "readable",
+    "valid_header_value",
 ]
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -32,14 +36,6 @@ def add_hint(error: APIStatusError, hint: str) -> None:
     """Append ``(hint: ...)`` to an error's message (a likely misconfiguration)."""
     error.message += f" (hint: {hint})"
     error.args = (error.message,)
-
-
-def redact(text: str, secrets: Sequence[str]) -> str:
-    """``text`` with every secret replaced by ``<redacted>``."""
-    for secret in secrets:
-        if secret and secret in text:
-            text = text.replace(secret, "<redacted>")
-    return text
 
 
 def clean_request_id(value: Any, secrets: Sequence[str] = ()) -> Optional[str]:
@@ -110,3 +106,47 @@ def error_from_response(
         cls = PromptTooLongError
     return cls(message, status_code=status, request_id=clean_request_id(request_id, secrets),
                body=body)
+
+
+# -- connection failures, in a few readable words --------------------------------------------
+
+_OBJECT_REPR = re.compile(r"<[\w.]+ object at 0x[0-9a-fA-F]+>:?\s*")
+_HEADER_OK = re.compile(r"^\S[^\r\n]*$|^$")
+
+
+def valid_header_value(value: Any) -> bool:
+    """True if HTTP can carry ``value`` as a header value as it is."""
+    return isinstance(value, (str, bytes)) and bool(
+        _HEADER_OK.match(value if isinstance(value, str) else value.decode("latin-1")))
+
+
+def _causes(exc: BaseException) -> Iterator[BaseException]:
+    """``exc`` and what it wraps: urllib3 ``.reason``, exception args, cause, context."""
+    seen, todo = set(), [exc]
+    while todo:
+        current = todo.pop(0)
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        yield current
+        inner = [getattr(current, "reason", None), current.__cause__, current.__context__]
+        inner += list(getattr(current, "args", ()))
+        todo += [e for e in inner if isinstance(e, BaseException)]
+
+
+def readable(exc: BaseException) -> str:
+    """A short reason for a failed connection, without urllib3's internals."""
+    chain = list(_causes(exc))
+    for item in chain:  # the OS's own words when there are some
+        if isinstance(item, socket.gaierror):
+            return f"cannot resolve the host name ({item.strerror or item})"
+        if isinstance(item, OSError) and item.strerror and not isinstance(item, socket.timeout):
+            return item.strerror
+    import http.client
+
+    for item in chain:
+        if isinstance(item, http.client.HTTPException):
+            return str(item) or type(item).__name__
+    innermost = chain[-1]
+    text = _OBJECT_REPR.sub("", str(innermost)).strip()
+    return text or type(innermost).__name__

@@ -20,8 +20,8 @@ from .._version import __version__
 from ..errors import APIStatusError, AuthenticationError
 from .anthropic import MessagesCodec
 from .base import ModelRequest, ReplyDict
+from .body import DEFAULT_MAX_RESPONSE_BYTES
 from .client import HTTPModelClient
-from .http import Transport
 from .options import (
     check_client_options,
     check_secret,
@@ -78,8 +78,8 @@ class AnthropicVertexClient(HTTPModelClient):
         base_url: default ``ANTHROPIC_VERTEX_BASE_URL``, else
             ``https://{region}-aiplatform.googleapis.com`` (``https://aiplatform.googleapis.com``
             for ``global``); with or without ``/v1``.
-        stream, max_retries, default_headers, session, timeout_ms, retry_policy: as
-            ``AnthropicClient``.
+        stream, max_retries, default_headers, session, timeout_ms, retry_policy,
+            max_response_bytes: as ``AnthropicClient``.
 
     Without ``access_token`` and ``token_provider``, Google application-default
     credentials are used through ``google-auth`` (the ``vertex`` extra).
@@ -101,6 +101,7 @@ class AnthropicVertexClient(HTTPModelClient):
         session: Optional[requests.Session] = None,
         timeout_ms: Optional[float] = None,
         retry_policy: Optional[RetryPolicy] = None,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
     ) -> None:
         self._access_token = check_secret("access_token", access_token)
         if token_provider is not None and not callable(token_provider):
@@ -126,10 +127,10 @@ class AnthropicVertexClient(HTTPModelClient):
         self.stream = stream
         self._google: Any = None
         self._google_lock = threading.Lock()
-        self._transport = Transport(
-            self.base_url, VertexCodec(self.base_url), session=session,
-            retry_policy=retry_policy or RetryPolicy(max_retries=max_retries),
-            timeout_ms=timeout_ms)
+        self._make_transport(
+            self.base_url, VertexCodec(self.base_url), session=session, retry_policy=retry_policy,
+            max_retries=max_retries, timeout_ms=timeout_ms,
+            max_response_bytes=max_response_bytes)
 
     def create(self, request: ModelRequest) -> ReplyDict:
         """Send one request; return the assistant dict (nothing partial)."""

@@ -1,10 +1,13 @@
-"""History stores: where an Agent's conversation is persisted, and how it resumes."""
+"""History stores: where an Agent's conversation is persisted, and how it resumes.
 
-from .base import HistoryStore, MemoryHistoryStore, call_store, define_history_store
+The public store API. What the Agent does with a store (the failure policy, the session
+lock, staleness) is in ``lattice/history.py`` and ``session.py``.
+"""
+
+from .base import HistoryStore, MemoryHistoryStore, define_history_store
 from .jsonl import JsonlHistoryStore, create_jsonl_history_store
 from .postgres import PostgresHistoryStore
 from .repair import repair_history
-from .session import SessionHold, hold_session, is_stale, read_version
 from .shape import is_message
 from .sqlite import SqliteHistoryStore
 
@@ -16,11 +19,6 @@ __all__ = [
     "SqliteHistoryStore",
     "PostgresHistoryStore",
     "MemoryHistoryStore",
-    "call_store",
     "repair_history",
     "is_message",
-    "hold_session",
-    "SessionHold",
-    "read_version",
-    "is_stale",
 ]

@@ -1,9 +1,8 @@
-"""The history-store protocol, stores built from callables or kept in memory, and the
-one place store failures are turned into log lines or ``HistoryStoreError``.
+"""The history-store protocol, and stores built from callables or kept in memory.
 
 A store only raises ordinary exceptions (``OSError``, ``sqlite3.Error``, ``TypeError`` for
 a message that is not JSON-serialisable, ...). Whether a failure stops the conversation is
-decided by the caller through ``call_store``, so every store gets the same policy.
+decided in one place for every store: ``lattice/history.py`` (``fail_on_error``).
 """
 
 from __future__ import annotations
@@ -15,7 +14,6 @@ import os
 import threading
 from typing import Any, Callable, Dict, Iterable, List, Optional, Protocol, Union, runtime_checkable
 
-from ..errors import HistoryStoreError
 from . import runs
 from .locks import MemorySessionLock, check_wait
 from .shape import keep_messages
@@ -24,7 +22,6 @@ __all__ = [
     "HistoryStore",
     "define_history_store",
     "MemoryHistoryStore",
-    "call_store",
     "describe_store",
     "encode_message",
     "resolve_path",
@@ -76,7 +73,8 @@ class HistoryStore(Protocol):
 
     Durable runs add three more (``runs.py``): ``load_run``, ``save_run``, ``list_runs``.
 
-    ``session.hold_session`` and ``session.is_stale`` apply both under the error policy.
+    ``lattice.history`` uses them, and puts every store call, these included, under one
+    failure policy.
     """
 
     fail_on_error: bool
@@ -89,29 +87,6 @@ class HistoryStore(Protocol):
 
     def replace(self, messages: List[Message]) -> None:  # pragma: no cover - protocol
         ...
-
-
-def call_store(store: Any, method_name: str, *args: Any) -> Any:
-    """Call ``store.<method_name>(*args)`` under the store's error policy.
-
-    Returns what the method returned. On failure, raises ``HistoryStoreError`` (the cause
-    chained) when ``store.fail_on_error`` is true; otherwise logs a warning on the
-    ``lattice`` logger and returns None (for ``load``, the caller treats None as ``[]``).
-    """
-    try:
-        return getattr(store, method_name)(*args)
-    except Exception as exc:
-        if getattr(store, "fail_on_error", False):
-            raise HistoryStoreError(
-                f"history store {method_name} failed: {exc} (store: {describe_store(store)})"
-            ) from exc
-        logger.warning(
-            "history store %s failed (store: %s); continuing with the in-memory history",
-            method_name,
-            describe_store(store),
-            exc_info=True,
-        )
-        return None
 
 
 def describe_store(store: Any) -> str:

@@ -1,19 +1,20 @@
-"""The Agent's side of the optional store capabilities ``lock`` and ``version``.
+"""The Agent's side of the optional store capability ``lock`` (``version`` is read by
+``lattice.history``).
 
-Both work on any store: one without the capability gets a no-op hold and is never stale.
-Failures follow the store's ``fail_on_error`` like every other store call.
+Any store can be held: one without ``lock`` gets a no-op hold. A lock that cannot be taken
+raises the store's error; ``lattice.history`` applies the store-failure policy
+(``fail_on_error``) to it like to every other store call.
 """
 
 from __future__ import annotations
 
 import threading
-from typing import Any, Optional, Tuple
+from typing import Any, Optional
 
-from ..errors import ConcurrentQueryError, HistoryStoreError
 from .base import describe_store, logger
 from .locks import check_wait
 
-__all__ = ["SessionHold", "hold_session", "read_version", "is_stale"]
+__all__ = ["SessionHold", "hold_session"]
 
 
 class SessionHold:
@@ -70,57 +71,14 @@ def hold_session(store: Any, wait_s: float = 0.0) -> SessionHold:
 
     Raises:
         ConcurrentQueryError: another holder kept the session past ``wait_s`` seconds.
-        HistoryStoreError: the lock could not be taken for another reason (the store is
-            unreachable, ...) and ``store.fail_on_error`` is true; otherwise that failure is
-            logged at WARNING and the query runs without the lock.
         ValueError: ``wait_s`` is not a number >= 0.
+        Exception: the store's own error when the lock cannot be taken for another reason
+            (the store is unreachable, ...).
     """
     wait_s = check_wait(wait_s)
     lock = getattr(store, "lock", None)
     if store is None or not callable(lock):
         return SessionHold(None, store)
-    try:
-        cm = lock(wait_s=wait_s)
-        cm.__enter__()
-    except ConcurrentQueryError:
-        raise
-    except Exception as exc:
-        if getattr(store, "fail_on_error", False):
-            raise HistoryStoreError(
-                f"history store lock failed: {exc} (store: {describe_store(store)})"
-            ) from exc
-        logger.warning("history store lock failed (store: %s); this query runs without the "
-                       "session lock", describe_store(store), exc_info=True)
-        return SessionHold(None, store)
+    cm = lock(wait_s=wait_s)
+    cm.__enter__()
     return SessionHold(cm, store)
-
-
-def read_version(store: Any) -> Optional[Any]:
-    """``store.version()``, or None when the store has no ``version`` or it failed (logged
-    at WARNING)."""
-    ok, now = _try_version(store)
-    return now if ok else None
-
-
-def is_stale(store: Any, seen: Any) -> bool:
-    """Whether someone else wrote ``store`` since this Agent saw version ``seen``.
-
-    ``seen`` is what ``read_version`` returned right after this Agent's last load or write.
-    True only when the store reports its version now and it differs from ``seen``: a store
-    without ``version``, or whose version cannot be read (logged), is never stale, so a
-    store that is down never makes the Agent drop the history it holds.
-    """
-    ok, now = _try_version(store)
-    return ok and bool(now != seen)
-
-
-def _try_version(store: Any) -> Tuple[bool, Any]:
-    version = getattr(store, "version", None)
-    if store is None or not callable(version):
-        return False, None
-    try:
-        return True, version()
-    except Exception:
-        logger.warning("history store %s: reading its version failed",
-                       describe_store(store), exc_info=True)
-        return False, None

@@ -72,8 +72,9 @@ def bedrock_frames(events: List[Dict[str, Any]]) -> bytes:
             event = dict(event, **{"amazon-bedrock-invocationMetrics": {
                 "inputTokenCount": 1, "outputTokenCount": 1, "invocationLatency": 1,
                 "firstByteLatency": 1}})
-        data = base64.b64encode(json.dumps(event).encode("utf-8")).decode("ascii")
-        out.append(encode_frame(_EVENT, json.dumps({"bytes": data}).encode("utf-8")))
+        data = base64.b64encode(json.dumps(event, separators=(",", ":")).encode("utf-8")
+                                ).decode("ascii")
+        out.append(encode_frame(_EVENT, b'{"bytes":"%s"}' % data.encode("ascii")))
     return b"".join(out)
 
 

@@ -14,12 +14,20 @@ def _blocks(message: Dict[str, Any], kind: str) -> List[Dict[str, Any]]:
     return [b for b in content if isinstance(b, dict) and b.get("type") == kind]
 
 
-def history_problems(messages: Sequence[Dict[str, Any]], *, strict_roles: bool = False
-                     ) -> List[str]:
+def _paused(messages: Sequence[Dict[str, Any]], i: int) -> bool:
+    """Message ``i`` is the last, a reply whose calls wait for approval (SPEC 12): a paused
+    conversation, the one well-formed history with unanswered calls."""
+    return i == len(messages) - 1 and bool(messages[i].get("pending_approval"))
+
+
+def history_problems(messages: Sequence[Dict[str, Any]], *, strict_roles: bool = False,
+                     strict: bool = False) -> List[str]:
     """Every way ``messages`` breaks the tool-pairing rules (empty when well-formed).
 
     - each assistant ``tool_use`` is answered by a ``tool_result`` with its id in the
-      very next message, which is a user message;
+      very next message, which is a user message; except in a last reply marked
+      ``pending_approval`` (a conversation paused for approval), unless ``strict``
+      (what a request needs: nothing may be unanswered);
     - every ``tool_result`` answers a ``tool_use`` of the message just before it;
     - roles are "user" or "assistant", content a str or a list.
     With ``strict_roles``: the first message is from the user and roles alternate
@@ -48,7 +56,7 @@ def history_problems(messages: Sequence[Dict[str, Any]], *, strict_roles: bool =
                         f"message {i}: tool_result {block.get('tool_use_id')!r} answers no "
                         "tool_use of the previous message")
         uses = _blocks(message, "tool_use") if role == "assistant" else []
-        if uses:
+        if uses and (strict or not _paused(messages, i)):
             nxt = messages[i + 1] if i + 1 < len(messages) else None
             answered = ({b.get("tool_use_id") for b in _blocks(nxt, "tool_result")}
                         if nxt is not None and nxt.get("role") == "user" else set())
@@ -59,9 +67,9 @@ def history_problems(messages: Sequence[Dict[str, Any]], *, strict_roles: bool =
     return problems
 
 
-def assert_well_formed(messages: Sequence[Dict[str, Any]], *, strict_roles: bool = False
-                       ) -> None:
+def assert_well_formed(messages: Sequence[Dict[str, Any]], *, strict_roles: bool = False,
+                       strict: bool = False) -> None:
     """Raise ``AssertionError`` listing every problem ``history_problems`` finds."""
-    problems = history_problems(messages, strict_roles=strict_roles)
+    problems = history_problems(messages, strict_roles=strict_roles, strict=strict)
     if problems:
         raise AssertionError("history is not well-formed:\n  " + "\n  ".join(problems))

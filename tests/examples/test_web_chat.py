@@ -265,6 +265,7 @@ def post_at_once(base: str, user: str, count: int) -> List[Tuple[int, str, bytes
 
 
 @needs_gunicorn
+@pytest.mark.slow
 def test_under_gunicorn_with_two_workers(tmp_path: Path) -> None:
     """Works as ``app:app`` under gunicorn; the run, its events and the approval may each
     be served by another worker: the store is the state."""
@@ -278,6 +279,7 @@ def test_under_gunicorn_with_two_workers(tmp_path: Path) -> None:
 
 
 @needs_gunicorn
+@pytest.mark.slow
 def test_concurrent_posts_of_one_user_start_one_run_and_are_told_readably(tmp_path: Path
                                                                           ) -> None:
     with gunicorn(tmp_path, WEB_CHAT_MODEL_DELAY_S="0.5") as base:
@@ -297,6 +299,7 @@ def test_concurrent_posts_of_one_user_start_one_run_and_are_told_readably(tmp_pa
 
 
 @needs_gunicorn
+@pytest.mark.slow
 def test_a_stale_approval_is_a_readable_409(tmp_path: Path) -> None:
     with gunicorn(tmp_path) as base:
         first = events(base, "/chat", "hana", {"message": "email ada@example.com"})

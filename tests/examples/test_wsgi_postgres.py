@@ -126,6 +126,7 @@ def test_the_demo_runs_on_postgres(postgres_server, tmp_path):
     assert len(PostgresHistoryStore(postgres_server.conninfo, "ada").load()) >= 4
 
 
+@pytest.mark.slow
 def test_two_gunicorn_workers_on_postgres_serve_one_user_in_turn(postgres_server, tmp_path):
     pytest.importorskip("gunicorn", reason="gunicorn is not installed (optional here)")
     process = subprocess.Popen(

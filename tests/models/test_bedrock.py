@@ -31,6 +31,7 @@ from lattice import (
 )
 from lattice.models.base import ModelRequest
 from lattice.testing import MockMessagesServer, assert_well_formed
+from lattice.testing._mock_bedrock import bedrock_frames
 
 MODEL = "anthropic.claude-sonnet-4-5-20250929-v1:0"
 ARN = ("arn:aws:bedrock:us-east-1:123456789012:inference-profile/"
@@ -236,3 +237,16 @@ def test_timeout_mid_stream() -> None:
         result = agent.prompt("x")
         assert result.subtype == "error_timeout" and time.monotonic() - t0 < 5
         assert [m["role"] for m in agent.get_history()] == ["user"]
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_max_response_bytes_bounds_frames_and_bodies(stream: bool) -> None:
+    big = {"type": "content_block_delta", "index": 0,
+           "delta": {"type": "text_delta", "text": "x" * 20000}}
+    frames = bedrock_frames([big]).decode("latin-1")  # one frame of ~27 KB
+    with MockMessagesServer([MockMessagesServer.raw_sse(frames) if stream else "x" * 20000]
+                            ) as server:
+        bedrock = client(server, stream=stream, max_response_bytes=4096, max_retries=0)
+        with pytest.raises(APIConnectionError, match="max_response_bytes"):
+            bedrock.create(request())
+        assert bedrock.max_response_bytes == 4096

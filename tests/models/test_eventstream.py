@@ -214,3 +214,10 @@ def test_an_error_frame_raises() -> None:
     other = encode_frame({":message-type": "surprise"}, b"")
     with pytest.raises(APIConnectionError, match="surprise"):
         parse_event_stream([other])
+
+
+def test_a_frame_over_max_response_bytes_is_refused_from_its_prelude() -> None:
+    big = encode_frame(EVENT, b"x" * 5000)
+    with pytest.raises(APIConnectionError, match="max_response_bytes"):
+        list(iter_frames([big[:12]], limit=4096))  # known before the rest arrives
+    assert len(list(iter_frames([big], limit=8192))) == 1

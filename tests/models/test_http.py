@@ -159,7 +159,7 @@ def test_request_id_header_is_redacted_and_cleaned(provider: str) -> None:
     with pytest.raises(AuthenticationError) as info:
         CLIENTS[provider](KEY, stream=False, max_retries=0).create(request())
     rid = info.value.request_id
-    assert rid is not None and rid.startswith("req_<redacted>")
+    assert rid is not None and rid.startswith("req_***")
     assert KEY not in str(info.value) and "\x07" not in rid and len(rid) <= 200
 
 

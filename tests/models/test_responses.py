@@ -183,3 +183,18 @@ def test_http_errors_and_headers(monkeypatch: pytest.MonkeyPatch) -> None:
     assert KEY not in repr(client) and "store=False" in repr(client)
     with pytest.raises(ValueError, match="store"):
         OpenAIResponsesClient(store="no")  # type: ignore[arg-type]
+
+
+def test_malformed_replies_name_the_field() -> None:
+    good = {"id": "r", "model": "m", "status": "completed", "output": []}
+    with pytest.raises(APIConnectionError, match="model"):
+        reply_from_response(dict(good, model=5))
+    with pytest.raises(APIConnectionError, match="output item"):
+        reply_from_response(dict(good, output=["x"]))
+    with pytest.raises(APIConnectionError, match="without a name"):
+        reply_from_response(dict(good, output=[{"type": "function_call", "call_id": "c"}]))
+    deep: Any = {}
+    for _ in range(120):
+        deep = {"x": deep}
+    with pytest.raises(APIConnectionError, match="nested deeper"):
+        reply_from_response(dict(good, output=[{"type": "web_search_call", "action": deep}]))

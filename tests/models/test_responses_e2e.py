@@ -214,3 +214,18 @@ def test_openai_sdk_accepts_the_mock(stream: bool) -> None:
         items.append({"type": "function_call_output", "call_id": "call_9", "output": "3"})
         again = sdk.responses.create(input=items, **kwargs)  # the mock checks the pairing
         assert again.output_text == "Three." and again.status == "completed"
+
+
+def test_reasoning_survives_a_store(tmp_path: Any) -> None:
+    path = str(tmp_path / "conversation.jsonl")
+    with MockMessagesServer([_tool_turn("call_1", "Stored thought."), "3.", "Still 3."]) as s:
+        def agent() -> Agent:
+            return Agent(model="gpt-5", tools=[add],
+                         model_client=OpenAIResponsesClient(api_key=KEY, base_url=s.base_url),
+                         history_store=lattice.create_jsonl_history_store(path))
+
+        agent().prompt("1+2?")
+        assert agent().prompt("Sure?").result == "Still 3."  # a new Agent, loaded from disk
+        resumed = s.requests[-1]["input"]
+        reasoning = [i for i in resumed if i.get("type") == "reasoning"]
+        assert [r["summary"][0]["text"] for r in reasoning] == ["Stored thought."]

@@ -233,6 +233,7 @@ def test_generated_instances_round_trip(tp: Any) -> None:
     _check(tp, random.Random(f"lattice-{tp}"), rounds=60)
 
 
+@pytest.mark.slow
 def test_round_trip_with_hypothesis_randomness() -> None:
     hypothesis = pytest.importorskip("hypothesis")
     strategies = pytest.importorskip("hypothesis.strategies")

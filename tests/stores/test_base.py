@@ -1,4 +1,5 @@
-"""The store protocol, stores from callables, the memory store, and call_store's policy."""
+"""The store protocol, stores from callables, the memory store, and the one store-failure
+policy (lattice/history.py) applied to single store calls."""
 
 import logging
 
@@ -7,23 +8,27 @@ import pytest
 import lattice
 import lattice.stores as stores
 from lattice.errors import HistoryStoreError
+from lattice.history import History
 from lattice.stores import (
     HistoryStore,
     JsonlHistoryStore,
     MemoryHistoryStore,
     SqliteHistoryStore,
-    call_store,
     define_history_store,
 )
 from lattice.stores.base import encode_message
 
 
+def call_store(store, method, *args):
+    """One store call under the Agent's failure policy."""
+    return History(store).save(method, *args)
+
+
 def test_public_surface():
     assert sorted(stores.__all__) == sorted([
         "HistoryStore", "define_history_store", "create_jsonl_history_store",
-        "JsonlHistoryStore", "SqliteHistoryStore", "MemoryHistoryStore", "call_store",
-        "repair_history", "PostgresHistoryStore", "is_message", "hold_session", "SessionHold",
-        "read_version", "is_stale",
+        "JsonlHistoryStore", "SqliteHistoryStore", "MemoryHistoryStore",
+        "repair_history", "PostgresHistoryStore", "is_message",
     ])
     for name in stores.__all__:
         assert getattr(stores, name) is not None
@@ -120,7 +125,7 @@ def test_memory_store_replace_keeps_the_inspected_list():
     assert "1 messages" in repr(store)
 
 
-# -- call_store -----------------------------------------------------------------------
+# -- the failure policy, one call at a time -----------------------------------------------------------------------
 
 
 class Failing:
@@ -153,7 +158,8 @@ def test_call_store_swallows_and_logs_by_default(caplog):
 
 
 def test_call_store_raises_history_store_error_with_the_cause():
-    with pytest.raises(HistoryStoreError, match="history store load failed: disk on fire") as info:
+    with pytest.raises(HistoryStoreError,
+                       match="history store load failed: disk on fire") as info:
         call_store(Failing(True), "load")
     assert isinstance(info.value.__cause__, OSError)
     assert isinstance(info.value, lattice.LatticeError)

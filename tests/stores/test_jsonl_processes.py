@@ -16,7 +16,8 @@ from lattice import (
     JsonlHistoryStore,
 )
 
-pytestmark = pytest.mark.skipif(os.name == "nt", reason="POSIX processes and signals")
+pytestmark = [pytest.mark.skipif(os.name == "nt", reason="POSIX processes and signals"),
+              pytest.mark.slow]
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(lattice.__file__)))
 

@@ -18,7 +18,8 @@ import pytest
 from helpers import read_log
 from store_kinds import PROCESS_KINDS, child, make_store
 
-pytestmark = pytest.mark.skipif(os.name == "nt", reason="POSIX processes and signals")
+pytestmark = [pytest.mark.skipif(os.name == "nt", reason="POSIX processes and signals"),
+              pytest.mark.slow]
 
 WORKERS = 6
 SESSIONS = 10

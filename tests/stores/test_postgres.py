@@ -12,7 +12,7 @@ from store_kinds import assistant, pg_connect, user
 
 import lattice
 from lattice import Agent, HistoryStoreError, PostgresHistoryStore
-from lattice.stores import call_store, hold_session
+from lattice.history import History
 from lattice.stores.pg_conninfo import parse_conninfo, pg8000_arguments, redacted
 from lattice.testing import FunctionModelClient
 
@@ -23,6 +23,11 @@ DRIVERS = ["psycopg", "pg8000"]
 def driver(request):
     pytest.importorskip(request.param)
     return request.param
+
+
+def call_store(store, method, *args):
+    """One store call under the Agent's failure policy (lattice/history.py)."""
+    return History(store).save(method, *args)
 
 
 def new_session():
@@ -119,9 +124,9 @@ def test_creating_a_store_does_no_io_and_errors_name_the_store_not_the_password(
     assert "s-1" in str(info.value) and "hunter2" not in str(info.value)
     # A lock that cannot reach its store follows fail_on_error too (SPEC 16).
     with caplog.at_level(logging.WARNING, logger="lattice"):
-        assert hold_session(store).held is False
+        assert History(store).hold_session(0.0).held is False
     with pytest.raises(HistoryStoreError, match="lock failed"):
-        hold_session(strict)
+        History(strict).hold_session(0.0)
 
 
 def test_a_missing_driver_is_a_clear_error(monkeypatch):

@@ -16,8 +16,15 @@ from lattice import (
     SqliteHistoryStore,
     define_history_store,
 )
-from lattice.stores import call_store, hold_session, is_message, is_stale, read_version
+from lattice.history import History
+from lattice.stores import is_message
+from lattice.stores.session import hold_session
 from lattice.testing import ScriptedModelClient
+
+
+def call_store(store, method, *args):
+    """One store call under the Agent's failure policy (lattice/history.py)."""
+    return History(store).save(method, *args)
 
 
 @pytest.mark.parametrize("value", [
@@ -105,7 +112,7 @@ def test_a_sqlite_error_names_the_database_and_session(tmp_path, caplog):
     store.close()
 
 
-# -- hold_session / is_stale --------------------------------------------------------------
+# -- hold_session / stale --------------------------------------------------------------
 
 
 def test_a_store_without_lock_gets_a_no_op_hold():
@@ -151,9 +158,11 @@ class Unreachable:
 
 def test_a_lock_that_cannot_reach_its_store_follows_fail_on_error(caplog):
     with caplog.at_level(logging.WARNING, logger="lattice"):
-        assert hold_session(Unreachable(False)).held is False
+        assert History(Unreachable(False)).hold_session(0.0).held is False
     assert "without the session lock" in caplog.text
     with pytest.raises(HistoryStoreError, match="lock failed: connection refused"):
+        History(Unreachable(True)).hold_session(0.0)
+    with pytest.raises(OSError, match="connection refused"):  # the policy is History's
         hold_session(Unreachable(True))
     with pytest.raises(ValueError, match="wait_s"):
         hold_session(Unreachable(False), -1)
@@ -177,17 +186,23 @@ def test_a_failing_release_is_logged_not_raised(caplog):
     assert "releasing the session lock failed" in caplog.text
 
 
-def test_is_stale_only_when_the_store_says_so(tmp_path):
-    store = JsonlHistoryStore(tmp_path / "h.jsonl")
-    seen = read_version(store)
-    assert seen is None and not is_stale(store, seen)
-    store.append({"role": "user", "content": "x"})
-    assert is_stale(store, seen)
-    seen = read_version(store)
-    assert not is_stale(store, seen)
-    JsonlHistoryStore(tmp_path / "h.jsonl").replace([{"role": "user", "content": "y"}])
-    assert is_stale(store, seen)
+def test_stale_only_when_the_store_says_so(tmp_path, caplog):
+    history = History(JsonlHistoryStore(tmp_path / "h.jsonl"))
+    assert not history.stale()  # never read: nothing to compare with
+    assert history.load() == [] and not history.stale()
+    other = JsonlHistoryStore(tmp_path / "h.jsonl")
+    other.append({"role": "user", "content": "x"})
+    assert history.stale()
+    history.load()
+    assert not history.stale()
+    history.append({"role": "user", "content": "mine"})  # its own write: not stale
+    assert not history.stale()
+    other.replace([{"role": "user", "content": "y"}])
+    assert history.stale()
     # Without version, or when it cannot be read, never stale: the Agent keeps its history.
-    assert not is_stale(define_history_store(), "anything")
-    assert read_version(Unreachable(False)) is None
-    assert not is_stale(Unreachable(False), "anything")
+    assert not History(define_history_store()).stale()
+    unreachable = History(Unreachable(False))
+    unreachable.version = "anything"
+    with caplog.at_level(logging.WARNING, logger="lattice"):
+        assert not unreachable.stale()
+    assert "version failed" in caplog.text

@@ -256,6 +256,7 @@ HOLD = """
 """
 
 
+@pytest.mark.slow
 def test_a_holder_in_another_process_excludes_and_kill_9_frees_the_session(shared_backend):
     b = shared_backend
     proc = child(HOLD, b.kind, b.where, b.session)
