@@ -12,12 +12,21 @@ message of the run was already written when the messages are read after it.
 from __future__ import annotations
 
 import time
-from typing import Any, Iterator, List, Optional
+from typing import Any, Dict, Iterator, List, Optional
 
+from .calls import ToolCall
 from .cancellation import AbortSignal, SignalLike, as_signal
-from .messages import AssistantMessage, SDKMessage, SystemMessage, UserMessage
-from .settings import check_run_id, non_negative_number
-from .stores.runs import records_runs, replay_result
+from .durable import check_run_id, replay
+from .messages import (
+    AssistantMessage,
+    ResultMessage,
+    SDKMessage,
+    SystemMessage,
+    UserMessage,
+    tool_uses_of,
+)
+from .settings import non_negative_number
+from .stores.runs import records_runs
 
 __all__ = ["follow"]
 
@@ -88,11 +97,24 @@ def _follow(store: Any, position: int, run_id: Optional[str], poll_s: float,
                 last_news = time.monotonic()
             position = max(position, end)
             if ended:
-                yield replay_result(record)  # type: ignore[arg-type]
+                yield _result(record, messages[:end])  # type: ignore[arg-type]
                 return
         if wait_s is not None and time.monotonic() - last_news >= wait_s:
             return
         _pause(signal, poll_s)
+
+
+def _result(record: Dict[str, Any], messages: List[Message]) -> ResultMessage:
+    """The run's recorded result; pending approvals as ``ToolCall``s read from the stored
+    calls (no tools here: ``.tool`` is None)."""
+    uses = {b.get("id"): b for m in messages if m.get("role") == "assistant"
+            for b in tool_uses_of(m.get("content"))}
+
+    def pending(ids: List[str]) -> List[Any]:
+        return [ToolCall(i, uses[i].get("name", ""), uses[i].get("input"), None,
+                         AbortSignal(), None) for i in ids if i in uses]
+
+    return replay(record, None, pending)
 
 
 def _item(message: Message) -> SDKMessage:
