@@ -1,4 +1,5 @@
-"""lattice: a synchronous agent loop for Anthropic-compatible Messages APIs.
+"""lattice: a synchronous agent loop for the Anthropic Messages API (direct, on Bedrock or
+Vertex AI) and OpenAI's Chat Completions and Responses APIs (direct or on Azure).
 
 ``Agent.prompt()`` blocks, ``Agent.query()`` is a generator; no asyncio anywhere. The only
 runtime dependency, ``requests``, is imported by the built-in HTTP client when it is used.
@@ -45,6 +46,7 @@ from .messages import (
 from .models.base import ModelClient, ModelRequest
 from .models.retry import RetryPolicy
 from .output import SUBMIT_OUTPUT_TOOL_NAME, OutputSchema
+from .query import Query
 from .stores import (
     HistoryStore,
     JsonlHistoryStore,
@@ -71,6 +73,7 @@ __all__ = [
     # the agent
     "Agent",
     "create_agent",
+    "Query",
     "AssistantMessage",
     "UserMessage",
     "SystemMessage",

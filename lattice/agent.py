@@ -11,27 +11,41 @@ from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Union
 from . import compaction
 from .calls import ToolCall
 from .cancellation import SignalLike, as_signal
+from .compaction import AutoCompact
 from .conversation import Conversation
+from .durable import check_run_id
 from .messages import ResultMessage
-from .models.base import ModelRequest, as_model_client
+from .models.base import ModelClient, ModelRequest, as_model_client
 from .observe import Observer
 from .output import SUBMIT_OUTPUT_TOOL_NAME, resolve_output_schema
 from .query import Query
 from .settings import (
+    UNSET,
     QuerySettings,
-    check_bool,
-    check_callable,
-    non_negative_int,
+    Unset,
+    check_extra,
+    check_flags,
+    check_history_store,
+    check_hooks,
+    check_instances,
+    check_model,
+    check_one_of,
+    check_system,
     non_negative_number,
+    optional_non_negative_int,
     optional_positive_int,
     positive_int,
 )
-from .tools import flatten_tools
+from .stores.base import HistoryStore
+from .tools import ToolResult, flatten_tools
 
-__all__ = ["Agent", "create_agent"]
+__all__ = ["Agent", "create_agent", "Prompt"]
 
-_UNSET: Any = object()
 Prompt = Union[str, List[Dict[str, Any]]]
+"""A prompt: a str, or a list of content blocks."""
+System = Union[str, List[Dict[str, Any]]]
+ClientLike = Union[ModelClient, Callable[[ModelRequest], Any]]
+"""A ``ModelClient``, or a plain callable ``request -> dict`` (SPEC 2, 6)."""
 
 
 class Agent:
@@ -48,50 +62,32 @@ class Agent:
     """
 
     def __init__(self, *, model: Optional[str] = None, api_key: Optional[str] = None,
-                 base_url: Optional[str] = None, model_client: Any = None, system: Any = None,
-                 tools: Optional[Iterable[Any]] = None, max_turns: int = 50,
-                 max_tokens: int = 8192, request_timeout_ms: Optional[int] = None,
-                 auto_compact: Any = False, history_store: Any = None,
-                 output_schema: Any = None, output_format: Any = None,
-                 max_output_retries: Optional[int] = None,
+                 base_url: Optional[str] = None, model_client: Optional[ClientLike] = None,
+                 system: Optional[System] = None, tools: Optional[Iterable[Any]] = None,
+                 max_turns: int = 50, max_tokens: int = 8192,
+                 request_timeout_ms: Optional[int] = None,
+                 auto_compact: Union[bool, AutoCompact, Mapping[str, Any]] = False,
+                 history_store: Optional[HistoryStore] = None, output_schema: Any = None,
+                 output_format: Any = None, max_output_retries: Optional[int] = None,
                  on_model_request: Optional[Callable[[ModelRequest], Any]] = None,
                  include_partial_messages: bool = False, parallel_tool_calls: bool = False,
                  extra: Optional[Dict[str, Any]] = None,
                  before_tool_call: Optional[Callable[[ToolCall], Any]] = None,
-                 after_tool_call: Optional[Callable[..., Any]] = None,
+                 after_tool_call: Optional[Callable[[ToolCall, ToolResult], Any]] = None,
                  requires_approval: Optional[Callable[[ToolCall], bool]] = None,
                  session_lock_wait_s: float = 0.0, prompt_caching: bool = False,
                  max_budget_tokens: Optional[int] = None, tracing: bool = False,
                  trace_content: bool = False,
                  observers: Optional[Iterable[Observer]] = None) -> None:
-        if model is not None and (not isinstance(model, str) or not model):
-            raise ValueError(f"model must be a non-empty str, got {model!r}")
-        if model is None and model_client is None:
-            raise ValueError("model is required (or pass a model_client that ignores it)")
-        if system is not None and not isinstance(system, (str, list)):
-            raise ValueError(f"system must be a str or a list of content blocks, got {system!r}")
-        if extra is not None and not isinstance(extra, dict):
-            raise ValueError(f"extra must be a dict of request body fields, got {extra!r}")
-        if history_store is not None and not all(
-                callable(getattr(history_store, m, None)) for m in ("load", "append", "replace")):
-            raise ValueError("history_store must have load(), append() and replace(), "
-                             f"got {history_store!r}")
-        if output_schema is not None and output_format is not None:
-            raise ValueError("set output_schema or output_format, not both")
-        for name, hook in (("on_model_request", on_model_request),
-                           ("before_tool_call", before_tool_call),
-                           ("after_tool_call", after_tool_call),
-                           ("requires_approval", requires_approval)):
-            check_callable(name, hook)
-        for name, flag in (("include_partial_messages", include_partial_messages),
-                           ("parallel_tool_calls", parallel_tool_calls),
-                           ("prompt_caching", prompt_caching), ("tracing", tracing),
-                           ("trace_content", trace_content)):
-            check_bool(name, flag)
-        watchers = list(observers or ())
-        if not all(isinstance(o, Observer) for o in watchers):
-            raise ValueError("observers must be lattice.observe.Observer objects, "
-                             f"got {observers!r}")
+        check_model(model, model_client)
+        check_one_of(output_schema=output_schema, output_format=output_format)
+        check_hooks(on_model_request=on_model_request, before_tool_call=before_tool_call,
+                    after_tool_call=after_tool_call, requires_approval=requires_approval)
+        check_flags(include_partial_messages=include_partial_messages,
+                    parallel_tool_calls=parallel_tool_calls, prompt_caching=prompt_caching,
+                    tracing=tracing, trace_content=trace_content)
+        watchers = check_instances("observers", observers, Observer,
+                                   "lattice.observe.Observer objects")
         if tracing or os.environ.get("LATTICE_TRACING"):  # else tracing is never imported
             from .tracing import tracing_observer
 
@@ -104,16 +100,17 @@ class Agent:
             model_client = AnthropicClient(api_key=api_key, base_url=base_url)
         output = resolve_output_schema(output_schema if output_format is None else output_format)
         self._settings = QuerySettings(
-            model=model, client=as_model_client(model_client), system=system,
+            model=model, client=as_model_client(model_client), system=check_system(system),
             max_turns=positive_int("max_turns", max_turns),
             max_tokens=positive_int("max_tokens", max_tokens),
             request_timeout_ms=optional_positive_int("request_timeout_ms", request_timeout_ms),
             auto_compact=compaction.resolve_auto_compact(auto_compact), output=output,
             output_native=output_format is not None,
-            max_output_retries=non_negative_int("max_output_retries", max_output_retries),
+            max_output_retries=optional_non_negative_int("max_output_retries",
+                                                         max_output_retries),
             on_model_request=on_model_request,
             include_partial_messages=include_partial_messages,
-            parallel_tool_calls=parallel_tool_calls, extra=dict(extra or {}),
+            parallel_tool_calls=parallel_tool_calls, extra=check_extra(extra),
             before_tool_call=before_tool_call, after_tool_call=after_tool_call,
             requires_approval=requires_approval, prompt_caching=prompt_caching,
             max_budget_tokens=optional_positive_int("max_budget_tokens", max_budget_tokens),
@@ -121,7 +118,8 @@ class Agent:
         if output is not None and output_format is None:
             self._settings.tool_definitions.append(output.tool_definition())
         self._conversation = Conversation(
-            history_store, non_negative_number("session_lock_wait_s", session_lock_wait_s))
+            check_history_store(history_store),
+            non_negative_number("session_lock_wait_s", session_lock_wait_s))
         self.add_tools(*flatten_tools(tools if tools is not None else ()))
 
     # -- tools ---------------------------------------------------------------------------
@@ -159,7 +157,7 @@ class Agent:
 
     # -- queries ---------------------------------------------------------------------------
     def _prepare(self, prompt: Any, approvals: Any, overrides: Mapping[str, Any],
-                 partial_messages: bool) -> QuerySettings:
+                 *, partial_messages: bool) -> QuerySettings:
         """Check a query's prompt and overrides (ValueError naming them) before it starts."""
         if type(prompt) is not str:
             if prompt is None and approvals is None:
@@ -175,7 +173,7 @@ class Agent:
             changes["include_partial_messages"] = False
         for name, value in overrides.items():
             required = name in ("max_turns", "max_tokens")  # the others take None: no limit
-            if value is _UNSET or (required and value is None):
+            if value is UNSET or (required and value is None):
                 continue  # not given: the Agent's value applies
             changes[name] = (positive_int if required else optional_positive_int)(name, value)
         # Most queries change nothing: they share the Agent's settings (add_tools() replaces
@@ -183,30 +181,38 @@ class Agent:
         return replace(settings, **changes) if changes else settings
 
     def query(self, prompt: Optional[Prompt] = None, *, signal: Optional[SignalLike] = None,
-              request_timeout_ms: Any = _UNSET, max_turns: Optional[int] = None,
-              max_tokens: Optional[int] = None, max_budget_tokens: Any = _UNSET,
-              approvals: Optional[Dict[str, Any]] = None) -> Query:
+              request_timeout_ms: Union[int, None, Unset] = UNSET, max_turns: Optional[int] = None,
+              max_tokens: Optional[int] = None, max_budget_tokens: Union[int, None, Unset] = UNSET,
+              approvals: Optional[Dict[str, Any]] = None,
+              run_id: Optional[str] = None) -> Query:
         """Run one query; yields ``AssistantMessage``, ``UserMessage`` (tool results),
         ``SystemMessage``, ``StreamEvent`` and, last, the ``ResultMessage``. The query
-        starts now: the Agent is busy until the iterator ends or is closed."""
+        starts now: the Agent is busy until the iterator ends or is closed. With a
+        ``run_id`` it runs at most once to its end (SPEC 17: docs/durable-runs.md)."""
         signal = as_signal(signal)
+        run_id = check_run_id(run_id)
         settings = self._prepare(prompt, approvals, {
             "request_timeout_ms": request_timeout_ms, "max_turns": max_turns,
-            "max_tokens": max_tokens, "max_budget_tokens": max_budget_tokens}, True)
+            "max_tokens": max_tokens, "max_budget_tokens": max_budget_tokens},
+            partial_messages=True)
         return Query(self._conversation, settings, prompt, approvals, signal, lockstep=True,
-                     owner=self)
+                     owner=self, run_id=run_id)
 
     def prompt(self, prompt: Optional[Prompt] = None, *, signal: Optional[SignalLike] = None,
-               request_timeout_ms: Any = _UNSET, max_turns: Optional[int] = None,
-               max_tokens: Optional[int] = None, max_budget_tokens: Any = _UNSET,
-               approvals: Optional[Dict[str, Any]] = None) -> ResultMessage:
-        """Run one query to its end and return the ``ResultMessage``."""
+               request_timeout_ms: Union[int, None, Unset] = UNSET, max_turns: Optional[int] = None,
+               max_tokens: Optional[int] = None, max_budget_tokens: Union[int, None, Unset] = UNSET,
+               approvals: Optional[Dict[str, Any]] = None,
+               run_id: Optional[str] = None) -> ResultMessage:
+        """Run one query to its end and return the ``ResultMessage`` (``run_id``: see
+        ``query``)."""
         signal = as_signal(signal)
+        run_id = check_run_id(run_id)
         settings = self._prepare(prompt, approvals, {
             "request_timeout_ms": request_timeout_ms, "max_turns": max_turns,
-            "max_tokens": max_tokens, "max_budget_tokens": max_budget_tokens}, False)
+            "max_tokens": max_tokens, "max_budget_tokens": max_budget_tokens},
+            partial_messages=False)
         return Query(self._conversation, settings, prompt, approvals, signal, lockstep=False,
-                     owner=self).result()
+                     owner=self, run_id=run_id).result()
 
     def interrupt(self) -> None:
         """End the running query as ``"interrupted"``; nothing when idle."""

@@ -116,9 +116,9 @@ def refusals(calls: List[ToolCall], decisions: Mapping[str, Any]) -> Dict[str, O
             continue
         if isinstance(decision, ToolResult):
             content, is_error, end_turn = result_content(decision)
-            out[call.id] = tool_result(call.id, content, is_error), end_turn
+            out[call.id] = tool_result(call.id, content, is_error=is_error), end_turn
         elif isinstance(decision, str):
-            out[call.id] = tool_result(call.id, decision, True), False
+            out[call.id] = tool_result(call.id, decision, is_error=True), False
         else:
             out[call.id] = not_run(call.id, "denied"), False
     return out

@@ -21,7 +21,7 @@ from .messages import tool_result
 from .tools import Tool, ToolContext, ToolResult, error_text, result_content
 
 __all__ = ["ToolCall", "NOT_RUN", "not_run", "resolve_calls", "run_call", "run_batch",
-           "Hooks", "Outcome"]
+           "Hooks", "Outcome", "settle"]
 
 log = logging.getLogger("lattice")
 
@@ -41,6 +41,12 @@ NOT_RUN: Dict[str, str] = {
     "moved_on": "The call was not run: the user moved on without approving it.",
     "ended": "The call was not run: {why}.",
     "cut": "The call was stopped before it finished (its result was discarded): {why}.",
+    # a loaded history's call with no result (stores.repair_history)
+    "unfinished": "The call did not complete: the previous session ended before its result "
+                  "was recorded.",
+    # a durable run's call the journal says started, of a tool that is not idempotent
+    "uncertain": "The run stopped while this call was running, so whether it took effect is "
+                 "unknown. Check before calling it again.",
 }
 
 
@@ -50,9 +56,11 @@ def not_run(tool_use_id: str, reason: str, **fields: str) -> Dict[str, Any]:
 
 
 class ToolCall:
-    """One call the model asked for, as hooks and approvals see it."""
+    """One call the model asked for, as hooks and approvals see it. ``run_id`` and
+    ``attempt`` are what its ``ToolContext`` says (a durable run's id; which attempt)."""
 
-    __slots__ = ("id", "name", "input", "tool", "problem", "_signal", "_agent", "_context")
+    __slots__ = ("id", "name", "input", "tool", "problem", "run_id", "attempt", "_signal",
+                 "_agent", "_context")
 
     def __init__(self, id: str, name: str, input: Any, tool: Optional[Tool],
                  signal: AbortSignal, agent: Any, problem: Optional[Dict[str, Any]] = None
@@ -62,6 +70,8 @@ class ToolCall:
         self.input = input
         self.tool = tool
         self.problem = problem  # the is_error result of an unknown tool or invalid input
+        self.run_id: Optional[str] = None
+        self.attempt = 1
         self._signal = signal
         self._agent = agent
         self._context: Optional[ToolContext] = None
@@ -71,7 +81,8 @@ class ToolCall:
         """The ``ToolContext`` its handler gets (made when first asked for: most handlers
         never take one)."""
         if self._context is None:
-            self._context = ToolContext(self._signal, self.id, self._agent)
+            self._context = ToolContext(self._signal, self.id, self._agent, self.run_id,
+                                        self.attempt)
         return self._context
 
     def __repr__(self) -> str:
@@ -87,6 +98,23 @@ class Hooks:
                  after: Optional[Callable[[ToolCall, ToolResult], Any]] = None) -> None:
         self.before = before
         self.after = after
+
+
+def settle(call: ToolCall, started: Dict[str, int]) -> Tuple[str, int]:
+    """The call journal's rule for a call a stopped run left unanswered (SPEC 17), from
+    ``started`` (``{tool_use_id: attempt}``, written before each handler ran):
+
+    - never started: ``("first", 1)``, it runs as usual;
+    - started, of an ``idempotent`` tool: ``("again", attempt + 1)``, it runs again;
+    - started, of any other tool: ``("uncertain", attempt)``, it is not run again and is
+      answered with ``NOT_RUN["uncertain"]`` (whether it took effect is unknown).
+    """
+    attempt = started.get(call.id)
+    if not isinstance(attempt, int) or isinstance(attempt, bool):
+        return "first", 1
+    if call.tool is not None and call.tool.idempotent:
+        return "again", attempt + 1
+    return "uncertain", attempt
 
 
 def resolve_calls(uses: List[Dict[str, Any]], tools: Dict[str, Tool], signal: AbortSignal,
@@ -141,7 +169,7 @@ def run_call(call: ToolCall, hooks: Hooks) -> Tuple[Dict[str, Any], bool]:
         return tool_result(call.id, error_text(call.name, exc), is_error=True), False
     if hooks.after is None:  # the common case, kept short: a turn costs ~10 us
         content, is_error, end_turn = result_content(value)
-        return tool_result(call.id, content, is_error), end_turn
+        return tool_result(call.id, content, is_error=is_error), end_turn
     return _after(call, hooks, value if isinstance(value, ToolResult) else ToolResult(value))
 
 
@@ -162,7 +190,7 @@ def _after(call: ToolCall, hooks: Hooks, result: ToolResult) -> Tuple[Dict[str, 
 
 def _block(call: ToolCall, result: ToolResult) -> Tuple[Dict[str, Any], bool]:
     content, is_error, end_turn = result_content(result)
-    return tool_result(call.id, content, is_error), end_turn
+    return tool_result(call.id, content, is_error=is_error), end_turn
 
 
 def _run_coroutine(coroutine: Any, signal: AbortSignal) -> Any:

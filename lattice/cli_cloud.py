@@ -14,6 +14,8 @@ from __future__ import annotations
 import os
 from typing import Any, Optional
 
+from .errors import AuthenticationError
+
 __all__ = ["PROVIDERS", "REAL_KEY", "DEFAULT_MODELS", "missing_credentials", "make_client"]
 
 PROVIDERS = ("bedrock", "vertex")
@@ -51,7 +53,6 @@ To try lattice offline, add --mock.
 def missing_credentials(provider: str) -> Optional[str]:
     """What to tell a user whose environment lacks the provider's credentials (None: ok)."""
     if provider == "bedrock":
-        from .errors import AuthenticationError
         from .models.aws_config import resolve_credentials, resolve_region
 
         try:

@@ -42,6 +42,7 @@ __all__ = [
 
 from .errors import HistoryStoreError, PromptTooLongError
 from .messages import SystemMessage
+from .settings import non_negative_int, positive_int
 from .usage import USAGE_FIELDS, Usage
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -90,11 +91,6 @@ _CLIP_HEAD = 3_000
 # --- settings -----------------------------------------------------------------------
 
 
-def _is_int(value: object) -> bool:
-    # bool is an int subclass, but `threshold_tokens=True` is a mistake, not a 1.
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
 @dataclass(frozen=True)
 class AutoCompact:
     """When and how to compact the history.
@@ -111,12 +107,8 @@ class AutoCompact:
     prompt: Optional[str] = None
 
     def __post_init__(self) -> None:
-        if not _is_int(self.threshold_tokens) or self.threshold_tokens <= 0:
-            raise ValueError("auto_compact.threshold_tokens must be a positive int, "
-                             f"got {self.threshold_tokens!r}")
-        if not _is_int(self.keep_recent_messages) or self.keep_recent_messages < 0:
-            raise ValueError("auto_compact.keep_recent_messages must be a non-negative int, "
-                             f"got {self.keep_recent_messages!r}")
+        positive_int("auto_compact.threshold_tokens", self.threshold_tokens)
+        non_negative_int("auto_compact.keep_recent_messages", self.keep_recent_messages)
         if self.prompt is not None and (not isinstance(self.prompt, str)
                                         or not self.prompt.strip()):
             raise ValueError("auto_compact.prompt must be a non-empty str or None, "
@@ -198,8 +190,7 @@ def find_cut(history: Sequence[Mapping[str, Any]], keep_recent: int) -> Optional
     whose tool_use they answer. That also means the summarised part never ends in an
     unanswered tool_use, since its answer would be the (unsafe) first kept message.
     """
-    if not _is_int(keep_recent) or keep_recent < 0:
-        raise ValueError(f"keep_recent must be a non-negative int, got {keep_recent!r}")
+    non_negative_int("keep_recent", keep_recent)
     cut = max(len(history) - keep_recent, 0)
     while 0 < cut < len(history) and _holds_tool_results(history[cut]):
         cut -= 1

@@ -20,11 +20,13 @@ from typing import Any, Dict, List, Optional
 from . import approval
 from .calls import ToolCall
 from .cancellation import AbortSignal
+from .durable import running_runs
 from .errors import ConcurrentQueryError
 from .history import History
 from .race import QueryRun
 from .settings import QuerySettings
 from .stores.repair import repair_history
+from .stores.runs import records_runs
 from .stores.session import SessionHold
 from .usage import Usage
 
@@ -125,8 +127,16 @@ class Conversation:
     def _keep_loaded(self, loaded: List[Message]) -> None:
         messages, changed = repair_history(loaded)
         self.history.keep_all(messages)
-        if changed:
-            self.history.save("replace", list(messages))  # the store gets the repair
+        # The store gets the repair, unless a durable run left running owns the tail: reads
+        # never write (SPEC 21a); its resume settles it, or another query supersedes it.
+        if changed and not self._run_left_running():
+            self.history.save("replace", list(messages))
+
+    def _run_left_running(self) -> bool:
+        try:
+            return bool(running_runs(self.history.home))
+        except Exception:  # noqa: BLE001 - cannot tell: then do not write (reads never write)
+            return True
 
     def snapshot(self) -> List[Message]:
         """A deep copy of the history (consistent even while a query writes it)."""
@@ -153,4 +163,11 @@ class Conversation:
         """The calls of the last reply that wait for a decision (loads the store first);
         ``owner`` (the Agent) is what their ``ToolContext.agent`` holds."""
         self.ensure_loaded()
-        return approval.pending_calls(self.history.messages, settings, owner)
+        pending = approval.pending_calls(self.history.messages, settings, owner)
+        if pending and records_runs(self.history.home):
+            # An approved call journaled as started is no longer pending (SPEC 17): after a
+            # crash, the next query settles it by the journal instead.
+            started = {i for r in running_runs(self.history.home)
+                       for i in (r.get("started_calls") or {})}
+            pending = [c for c in pending if c.id not in started]
+        return pending

@@ -14,12 +14,36 @@ loop (raised from ``query``/``prompt``; see ``Ending.raised``).
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, NamedTuple, Optional
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Callable,
+    Dict,
+    List,
+    Literal,
+    NamedTuple,
+    Optional,
+    Union,
+    cast,
+)
 
 from .messages import ResultMessage
 from .usage import Usage
 
-__all__ = ["Ending", "KINDS", "Kind"]
+if TYPE_CHECKING:  # pragma: no cover
+    from .calls import ToolCall
+
+__all__ = ["Ending", "KINDS", "Kind", "ResultSubtype", "EndingName"]
+
+
+ResultSubtype = Literal[
+    "success", "interrupted", "awaiting_approval", "error_max_turns", "error_abort",
+    "error_timeout", "error_missing_output", "error_max_output_retries", "error_max_budget",
+]
+"""``ResultMessage.subtype``: the endings that are results (the rows of ``KINDS`` above
+"Not results"; a test holds the two to each other)."""
+
+EndingName = Union[ResultSubtype, Literal["closed", "raised"]]
 
 
 class Kind(NamedTuple):
@@ -28,7 +52,7 @@ class Kind(NamedTuple):
     why: str  # completes "The call was not run: ..." for calls left unanswered
 
 
-KINDS: Dict[str, Kind] = {
+KINDS: Dict[EndingName, Kind] = {
     "success": Kind(False, False, "the query ended"),
     "interrupted": Kind(False, True, "the query was interrupted"),
     "awaiting_approval": Kind(False, False, "the query is waiting for approval"),
@@ -49,9 +73,9 @@ class Ending:
 
     __slots__ = ("subtype", "result", "structured_result", "error", "pending")
 
-    def __init__(self, subtype: str, *, result: Optional[str] = None,
+    def __init__(self, subtype: EndingName, *, result: Optional[str] = None,
                  structured_result: Any = None, error: Optional[BaseException] = None,
-                 pending: Optional[list] = None) -> None:  # type: ignore[type-arg]
+                 pending: Optional[List[ToolCall]] = None) -> None:
         if subtype not in KINDS:
             raise ValueError(f"unknown ending {subtype!r}")
         self.subtype = subtype
@@ -77,7 +101,7 @@ class Ending:
             assert self.error is not None
             raise self.error
         result = ResultMessage(
-            self.subtype, is_error=self.kind.is_error,
+            cast(ResultSubtype, self.subtype), is_error=self.kind.is_error,
             result=self.result if self.result is not None else last_text(),
             structured_result=self.structured_result, usage=usage, stop_reason=stop_reason,
             num_turns=num_turns, duration_ms=duration_ms, error=self.error)

@@ -11,6 +11,9 @@ Memory is the truth; the store follows it. This module is the one store-failure 
   memory only. The next query tries again (``rejoin``, under the session lock): a store
   nobody else wrote meanwhile is rewritten from memory; one somebody else wrote (or one
   this Agent never managed to read) wins, and the unsaved messages are dropped.
+- A write the store refuses because another holder took the session over (fencing, SPEC
+  18) raises ``LockLostError`` whatever ``fail_on_error`` says; nothing more is written in
+  that query (``lost``), and the next query reloads the store (the version is forgotten).
 - Store I/O is serialised by ``io`` and never runs under the query's lock. A write that
   finishes after its query ended leaves the store one step ahead of memory; the history
   is then ``diverged`` and the next store operation rewrites the store from memory.
@@ -26,9 +29,10 @@ import logging
 import threading
 from typing import Any, Dict, List, Optional
 
-from .errors import ConcurrentQueryError, HistoryStoreError
+from .errors import ConcurrentQueryError, HistoryStoreError, LockLostError
 from .messages import sendable
 from .stores.base import describe_store
+from .stores.runs import lock_lost
 from .stores.session import SessionHold, hold_session
 from .usage import Usage
 
@@ -37,6 +41,7 @@ __all__ = ["History"]
 log = logging.getLogger("lattice")
 Message = Dict[str, Any]
 _UNREAD: Any = object()  # History.version before the store was first read or written
+_UNREAD_AGAIN: Any = object()  # after a lost lock: equal to no version, so stale
 
 # What a lenient failure means, by the store call that failed (the policy's one text).
 _CONSEQUENCE = {
@@ -64,8 +69,14 @@ class History:
         # The store's version after this Agent's last read/write (None: the store was empty).
         self.version: Any = _UNREAD
         self.read_once = False  # a load succeeded: the store's content is known
+        self.loads = 0  # successful loads: a new one may bring runs another process left
+        # ``loads`` when the store was last known to hold no running durable run
+        # (durable.Keeper: then a query need not look again until the next load).
+        self.no_running_runs_at: Optional[int] = None
         self.saved = 0  # while left behind: how many messages of memory the store holds
         self._warned = False  # this query logged its store failure
+        self.hold: Optional[SessionHold] = None  # this query's session lock, while held
+        self.lost = False  # this query's lock was taken over: it writes nothing more
 
     # -- memory (callers that race hold the query's lock) --------------------------------
     def keep(self, message: Message) -> None:
@@ -118,6 +129,20 @@ class History:
     def new_query(self) -> None:
         """A query starts: its first store failure is logged again."""
         self._warned = False
+        self.lost = False
+        self.hold = None
+
+    def check_hold(self) -> None:
+        """``LockLostError`` once this query's session lock is known to be lost (a renewal
+        found it taken, or the store refused a write): the query ends at its next step."""
+        hold = self.hold
+        if self.lost or (hold is not None and hold.lost):
+            self._lose()
+            raise lock_lost(describe_store(self.home))
+
+    def _lose(self) -> None:
+        self.lost = True
+        self.version = _UNREAD_AGAIN  # someone else wrote: the next query loads again
 
     @property
     def behind(self) -> bool:
@@ -134,7 +159,7 @@ class History:
 
     def _call(self, method: str, *args: Any) -> Any:
         store = self.store
-        if store is None:
+        if store is None or (self.lost and method != "load"):
             return None
         try:
             written = False
@@ -151,7 +176,11 @@ class History:
                 self.version = before if method == "load" else self._read_version()
             if method == "load":
                 self.read_once = True
+                self.loads += 1
             return out
+        except LockLostError:
+            self._lose()
+            raise
         except Exception as exc:
             self._failed(method, exc)
             return None
@@ -161,7 +190,8 @@ class History:
         be taken for another reason than a busy session raises (``fail_on_error``) or is
         logged, and the query runs without it."""
         try:
-            return hold_session(self.home, wait_s)
+            self.hold = hold_session(self.home, wait_s)
+            return self.hold
         except ConcurrentQueryError:  # another holder: not a store failure
             raise
         except Exception as exc:

@@ -24,6 +24,7 @@ from typing import Any, Dict, List, Optional
 from . import approval
 from .calls import Hooks, ToolCall, not_run, resolve_calls, run_batch
 from .compaction import Compactor
+from .durable import Journal
 from .endings import Ending
 from .errors import BudgetExceededError, MaxTurnsExceededError, PromptTooLongError
 from .history import History
@@ -37,6 +38,13 @@ from .usage import Usage
 
 __all__ = ["Loop"]
 
+
+def _journaled(journal: Journal, mark: Any, runs: Any, call_id: str) -> None:
+    """``run_batch``'s ``started``: note the call, and journal it if its handler runs."""
+    mark(call_id)
+    if call_id in runs:
+        journal.start(call_id)
+
 CONTEXT_EXCEEDED = "model_context_window_exceeded"
 
 
@@ -45,12 +53,16 @@ class Loop:
 
     def __init__(self, run: QueryRun, settings: QuerySettings, history: History, *,
                  agent: Any = None, observers: Optional[ObserverGroup] = None,
-                 query_token: Any = None, resume: Optional[Dict[str, Any]] = None) -> None:
+                 query_token: Any = None, resume: Optional[Dict[str, Any]] = None,
+                 journal: Optional[Journal] = None) -> None:
         self.run = run
         self.settings = settings
         self.history = history
         self.agent = agent  # only handed to tools, in ToolContext
-        self.resume = resume  # approvals: {"reply": ..., "decisions": ..., "prompt": ...}
+        # approvals, or a durable run resumed: {"reply": ..., "decisions": ..., "prompt": ...}
+        # or {"reply": ..., "final": True} (a stored last reply ends the run) or {"ending": ...}
+        self.resume = resume
+        self.journal = journal  # a durable run's call journal (durable.Journal)
         self.model = ModelCaller(run, settings, history, observers, query_token)
         self.output = OutputContract(settings.output, settings.output_native,
                                      settings.max_output_retries)
@@ -86,6 +98,7 @@ class Loop:
     def step(self) -> Optional[Ending]:
         """One turn: limits, compaction, a model request, then its answer or its tools."""
         self.run.check()
+        self.history.check_hold()  # a lock found taken over ends the query here (SPEC 18)
         limit = self.limit()
         if limit is None and self.compactor.between_turns():
             limit = self.limit()  # the summary may have spent the budget
@@ -189,8 +202,15 @@ class Loop:
         """Run a batch on the tool-call path and write its results as one user message."""
         run = self.run
         run.start_tools()
+        started = run.mark_started
+        journal = self.journal
+        if journal is not None:  # each call that runs is journaled before its handler
+            for call in calls:
+                call.run_id, call.attempt = journal.run_id, journal.attempt(call.id)
+            started = partial(_journaled, journal, run.mark_started,
+                              {c.id for c in calls if c.problem is None and c.id not in answered})
         done = run_batch(calls, self.hooks, answered, parallel=self.settings.parallel_tool_calls,
-                         record=run.record, started=run.mark_started, stop=run.user_aborted,
+                         record=run.record, started=started, stop=run.user_aborted,
                          wrap=self.watch)
         if done is None:  # aborted mid-batch: the consumer answers every call of it
             run.abort_from_user()
@@ -204,8 +224,12 @@ class Loop:
     def resume_batch(self) -> Optional[Ending]:
         """Run the batch that waited for approval, then the prompt given with it."""
         assert self.resume is not None
-        reply, prompt = self.resume["reply"], self.resume["prompt"]
+        if "ending" in self.resume:  # a resumed run that still waits for approval
+            return self.resume["ending"]  # type: ignore[no-any-return]
+        reply, prompt = self.resume["reply"], self.resume.get("prompt")
         self.last_reply = reply
+        if self.resume.get("final"):  # a resumed run whose final reply was stored: no request
+            return self.decide(self.output.final(reply))
         calls = resolve_calls(tool_uses_of(reply["content"]), self.settings.tools,
                               self.run.controller.signal, self.agent)
         ending = self.batch(calls, approval.refusals(calls, self.resume["decisions"]))

@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import json
 import uuid
-from typing import Any, Dict, List, Optional, Union
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Union
 
 from .usage import Usage
+
+if TYPE_CHECKING:  # pragma: no cover - types only (both import this module)
+    from .calls import ToolCall
+    from .endings import ResultSubtype
 
 __all__ = [
     "AssistantMessage",
@@ -144,7 +148,7 @@ def normalize_reply(raw: Any) -> Message:
 _REPLY_KEYS = ("model", "provider_response_id", "stop_reason", "usage", "openai_items")
 
 
-def tool_result(tool_use_id: str, content: Any, is_error: bool = False) -> Dict[str, Any]:
+def tool_result(tool_use_id: str, content: Any, *, is_error: bool = False) -> Dict[str, Any]:
     """A ``tool_result`` block."""
     block: Dict[str, Any] = {"type": "tool_result", "tool_use_id": tool_use_id,
                              "content": content}
@@ -285,13 +289,14 @@ class ResultMessage:
 
     type = "result"
     __slots__ = ("subtype", "is_error", "result", "structured_result", "usage", "stop_reason",
-                 "num_turns", "duration_ms", "error", "pending_approvals")
+                 "num_turns", "duration_ms", "error", "pending_approvals", "run_id", "replayed")
 
-    def __init__(self, subtype: str, *, is_error: bool = False, result: Optional[str] = None,
+    def __init__(self, subtype: ResultSubtype, *, is_error: bool = False,
+                 result: Optional[str] = None,
                  structured_result: Any = None, usage: Optional[Usage] = None,
                  stop_reason: Optional[str] = None, num_turns: int = 0,
                  duration_ms: int = 0, error: Optional[BaseException] = None) -> None:
-        self.subtype = subtype
+        self.subtype: ResultSubtype = subtype
         self.is_error = is_error
         self.result = result
         self.structured_result = structured_result
@@ -300,7 +305,9 @@ class ResultMessage:
         self.num_turns = num_turns
         self.duration_ms = duration_ms
         self.error = error
-        self.pending_approvals: List[Any] = []  # ToolCalls, for "awaiting_approval"
+        self.pending_approvals: List[ToolCall] = []  # for "awaiting_approval"
+        self.run_id: Optional[str] = None  # the durable run's id (SPEC 17)
+        self.replayed = False  # True: the recorded result of a run that had ended
 
     def to_dict(self) -> Dict[str, Any]:
         """A JSON-ready dict (the error as its type and message; a structured result
@@ -320,10 +327,11 @@ class ResultMessage:
             "num_turns": self.num_turns, "duration_ms": self.duration_ms,
             "error": None if self.error is None else
             f"{type(self.error).__name__}: {self.error}",
+            "run_id": self.run_id, "replayed": self.replayed,
         }
 
     def __repr__(self) -> str:
-        bits = [self.subtype]
+        bits: List[str] = [self.subtype]
         if self.structured_result is not None:
             bits.append(f"structured_result={self.structured_result!r:.60}")
         else:

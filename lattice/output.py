@@ -13,6 +13,7 @@ always answered before the query ends).
 from __future__ import annotations
 
 import dataclasses
+import enum
 import json
 import typing
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
@@ -227,8 +228,6 @@ def resolve_output_schema(value: Any) -> Optional[OutputSchema]:
 def build(tp: Any, data: Any) -> Any:
     """Build ``tp`` from validated JSON data: dataclasses (nested too), lists, tuples, sets,
     dicts, Optional/Union of those, Enums; everything else as is."""
-    import enum
-
     from .schema._hints import class_hints
 
     origin = typing.get_origin(tp)

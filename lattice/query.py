@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Dict, Generator, Iterator, Optional
+from typing import Any, Dict, Generator, Iterator, List, Optional
 
-from . import approval
+from . import approval, durable
+from .calls import ToolCall, resolve_calls
+from .cancellation import AbortSignal
 from .conversation import Conversation
 from .endings import Ending
 from .loop import Loop
@@ -24,15 +26,14 @@ from .messages import (
     SDKMessage,
     UserMessage,
     pending_tail,
+    tool_uses_of,
     unanswered_tool_uses,
 )
 from .observe import ObserverGroup
 from .settings import QuerySettings
 from .stores.repair import repair_history
+from .stores.runs import records_runs
 from .stores.session import SessionHold
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .cancellation import AbortSignal
 
 __all__ = ["Query"]
 
@@ -45,9 +46,10 @@ class Query(Iterator[SDKMessage]):
 
     def __init__(self, conversation: Conversation, settings: QuerySettings, prompt: Any,
                  approvals: Optional[Dict[str, Any]], signal: Optional[AbortSignal], *,
-                 lockstep: bool, owner: Any = None) -> None:
+                 lockstep: bool, owner: Any = None, run_id: Optional[str] = None) -> None:
         self._conversation = conversation
         self._run = conversation.start(signal, lockstep=lockstep)
+        self._keeper: Optional[durable.Keeper] = None
         self._owner = owner  # the Agent: only handed to tools (ToolContext.agent)
         self._prompt = prompt
         self._approvals = approvals
@@ -60,12 +62,15 @@ class Query(Iterator[SDKMessage]):
         self._token: Any = None
         self._started = time.monotonic()
         self._tail_done = False
-        if approvals is not None:  # bad approvals fail here, before a web app answers
-            try:
+        try:
+            home = conversation.history.home
+            if run_id is not None or records_runs(home):  # a bad run fails here, too
+                self._keeper = durable.Keeper(conversation.history, run_id, prompt)
+            if approvals is not None:  # bad approvals fail here, before a web app answers
                 self._check_approvals()
-            except BaseException:
-                self._finish(Ending("closed"), delivered=False)
-                raise
+        except BaseException:
+            self._finish(Ending("closed"), delivered=False)
+            raise
 
     def __next__(self) -> SDKMessage:
         if self._steps is None:
@@ -102,17 +107,27 @@ class Query(Iterator[SDKMessage]):
     # -- the query -------------------------------------------------------------------------
     def _run_query(self) -> Generator[SDKMessage, None, None]:
         run, settings, conversation = self._run, self._settings, self._conversation
+        keeper = self._keeper
         try:
+            ended = keeper.record if keeper is not None and keeper.plan is not None and \
+                keeper.plan.kind == "replay" else None
+            if ended is None and conversation.history.home is not None:
+                self._lock = conversation.hold_session()
+                conversation.catch_up()
+                ended = self._under_lock()
+            if ended is not None:  # the run had ended: its result again, nothing else
+                self._finish(Ending("closed"), delivered=False)
+                yield durable.replay(ended, settings.output, self._pending)
+                return
             if settings.observers:
                 self._observers = ObserverGroup(settings.observers)
                 self._token = self._observers.query_start(settings.model, self._prompt)
-            if conversation.history.home is not None:
-                self._lock = conversation.hold_session()
-                conversation.catch_up()
             resume = self._begin()
             self._loop = Loop(run, settings, conversation.history, agent=self._owner,
                               observers=self._observers, query_token=self._token,
-                              resume=resume)
+                              resume=resume, journal=keeper.journal if keeper else None)
+            if keeper is not None:  # a resumed run counts the replies it stored before
+                self._loop.turns, self._loop.usage = keeper.turns, keeper.usage
             threading.Thread(target=self._loop, name="lattice-query", daemon=True).start()
             while True:
                 item = run.next_item()
@@ -151,6 +166,8 @@ class Query(Iterator[SDKMessage]):
                         stop_reason=last.get("stop_reason") if last else None,
                         num_turns=loop.turns,
                         duration_ms=int((time.monotonic() - self._started) * 1000))
+                    if self._keeper is not None:
+                        self._keeper.end(result)
         finally:
             try:
                 if self._observers is not None:
@@ -160,25 +177,58 @@ class Query(Iterator[SDKMessage]):
                 self._conversation.end(self._lock)
         return result
 
-    def _check_approvals(self) -> None:
+    def _check_approvals(self) -> List[ToolCall]:
         assert self._approvals is not None
         pending = self._conversation.pending_calls(self._settings, self._owner)
         approval.check_decisions([c.id for c in pending], self._approvals)
+        return pending
+
+    def _pending(self, ids: List[str]) -> List[ToolCall]:
+        """The ``ToolCall``s of the paused tail with these ids (a replayed result's)."""
+        tail = pending_tail(self._conversation.history.messages)
+        if tail is None:
+            return []
+        calls = resolve_calls(tool_uses_of(tail["content"]), self._settings.tools,
+                              AbortSignal(), self._owner)
+        return [c for c in calls if c.id in ids]
+
+    def _under_lock(self) -> Optional[Dict[str, Any]]:
+        """Durable runs, once the session is held: the run's record read again (returned if
+        the run ended meanwhile), other runs left running superseded (SPEC 21a)."""
+        keeper = self._keeper
+        if keeper is None:
+            return None
+        own = keeper.run_id
+        tail = pending_tail(self._conversation.history.messages)
+        if own is None and self._approvals is not None and tail is not None:
+            own = durable.approval_run_id(tail)  # approvals journal in a record of their own
+        return keeper.under_lock(own)
 
     def _begin(self) -> Optional[Dict[str, Any]]:
-        """Put the prompt in the history; settle calls that wait for approval."""
-        prompt, approvals = self._prompt, self._approvals
+        """Put the prompt in the history; settle calls that wait for approval; continue a
+        durable run left running."""
+        prompt, approvals, keeper = self._prompt, self._approvals, self._keeper
         history = self._conversation.history
+        if keeper is not None and keeper.record is not None and approvals is None:
+            return keeper.resume(self._settings, self._owner)
         tail = pending_tail(history.messages)
         if approvals is not None:
-            self._check_approvals()  # again, under the session lock
-            return {"reply": tail, "decisions": dict(approvals), "prompt": prompt}
+            pending = self._check_approvals()  # again, under the session lock
+            decisions: Dict[str, Any] = dict(approvals)
+            if keeper is not None and tail is not None:
+                calls = resolve_calls(tool_uses_of(tail["content"]), self._settings.tools,
+                                      AbortSignal(), self._owner)
+                decisions = keeper.approve(tail, approvals, [
+                    c for c in calls if c.id not in {p.id for p in pending}])
+            return {"reply": tail, "decisions": decisions, "prompt": prompt}
         if tail is not None:  # the user moved on: answer the pending calls first
             history.append(approval.moved_on(tail))
         elif unanswered_tool_uses(history.messages):  # e.g. a store failed mid-batch
             messages, _ = repair_history(history.messages)
             for message in messages[len(history.messages):]:
                 history.append(message)
+        if keeper is not None and keeper.run_id is not None:
+            keeper.start(len(history.messages))  # recorded before the prompt is stored
         history.append({"role": "user", "content": prompt})
         return None
 

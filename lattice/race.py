@@ -200,13 +200,16 @@ class QueryRun:
 
     def release(self) -> None:
         """Drop the link to the caller's signal (a long-lived signal must not pile up
-        callbacks), and cancel the deadline of a request nobody waits for any more."""
+        callbacks), and cancel the deadline of a request nobody waits for any more. A worker
+        still running is looked at again ``ABANDONED_AFTER_S`` later (``_Abandoned``)."""
         with self.cond:
             done, self._request_done = self._request_done, _nothing
         done()
         if self._unlink is not None:
             self._unlink()
             self._unlink = None
+        if not self.working:  # the usual case: the worker ended the query itself
+            return
         with self.cond:  # the worker may be stuck where no signal reaches: look again later
             if self.working:
                 registry = _ABANDONED

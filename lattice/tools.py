@@ -14,6 +14,7 @@ import re
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union, overload
 
 from .cancellation import AbortSignal
+from .settings import check_bool
 
 __all__ = ["Tool", "ToolResult", "ToolContext", "tool", "as_tool", "flatten_tools",
            "to_jsonable"]
@@ -33,11 +34,16 @@ class ToolResult:
 
 @dataclasses.dataclass
 class ToolContext:
-    """Given to handlers that ask for it: the query's signal, the call id, the agent."""
+    """Given to handlers that ask for it: the query's signal, the call id, the agent, the
+    durable run's id (None outside one) and which attempt at this call this is (1-based;
+    above 1 only for an ``idempotent`` tool run again after a crash). ``tool_use_id`` is the
+    same on every attempt: use it as the idempotency key of a side effect."""
 
     signal: AbortSignal
     tool_use_id: str
     agent: Any = None
+    run_id: Optional[str] = None
+    attempt: int = 1
 
 
 def _is_context(annotation: Any) -> bool:
@@ -57,11 +63,12 @@ class Tool:
     """
 
     __slots__ = ("name", "description", "input_schema", "handler", "_call", "_validator",
-                 "definition", "strict", "requires_approval", "is_async", "takes_context")
+                 "definition", "strict", "requires_approval", "idempotent", "is_async",
+                 "takes_context")
 
     def __init__(self, name: str, description: str, input_schema: Dict[str, Any],
                  handler: Callable[..., Any], *, strict: bool = False,
-                 requires_approval: bool = False) -> None:
+                 requires_approval: bool = False, idempotent: bool = False) -> None:
         if not isinstance(name, str) or not _NAME.match(name):
             raise ValueError(f"tool name must match {_NAME.pattern}, got {name!r}")
         if not isinstance(description, str):
@@ -71,9 +78,9 @@ class Tool:
                              f'"type": "object", got {input_schema!r}')
         if not callable(handler):
             raise ValueError(f"tool {name!r}: handler must be callable, got {handler!r}")
-        for option, flag in (("strict", strict), ("requires_approval", requires_approval)):
-            if not isinstance(flag, bool):
-                raise ValueError(f"tool {name!r}: {option} must be a bool, got {flag!r}")
+        for option, flag in (("strict", strict), ("requires_approval", requires_approval),
+                             ("idempotent", idempotent)):
+            check_bool(f"tool {name!r}: {option}", flag)
         from . import schema
 
         self.name = name
@@ -84,6 +91,8 @@ class Tool:
         self._call, self.takes_context = self._caller(handler)
         self.strict = strict
         self.requires_approval = requires_approval
+        # Safe to run again when a crash left it unknown whether a call finished (SPEC 17).
+        self.idempotent = idempotent
         self.is_async = inspect.iscoroutinefunction(handler)
         self.definition: Dict[str, Any] = {"name": name, "description": description,
                                            "input_schema": input_schema}
@@ -152,13 +161,14 @@ def _function_tool(fn: Callable[..., Any], name: Optional[str],
 def tool(fn: Callable[..., Any]) -> Tool: ...
 @overload
 def tool(fn: None = None, *, name: Optional[str] = None, description: Optional[str] = None,
-         strict: bool = False, requires_approval: bool = False
+         strict: bool = False, requires_approval: bool = False, idempotent: bool = False
          ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
 def tool(fn: Optional[Callable[..., Any]] = None, *, name: Optional[str] = None,
          description: Optional[str] = None, strict: bool = False,
-         requires_approval: bool = False) -> Union[Tool, Callable[[Callable[..., Any]], Tool]]:
+         requires_approval: bool = False, idempotent: bool = False
+         ) -> Union[Tool, Callable[[Callable[..., Any]], Tool]]:
     """Turn a typed function into a ``Tool``: ``@tool`` or ``@tool(name=..., ...)``.
 
     The input schema comes from the parameters' type hints and the docstring's parameter
@@ -166,9 +176,11 @@ def tool(fn: Optional[Callable[..., Any]] = None, *, name: Optional[str] = None,
     ``async def`` functions work too: they run on a private event loop in the worker
     thread, and the query's signal cancels them. ``strict=True`` marks the definition
     strict for providers that constrain tool input; ``requires_approval=True`` pauses the
-    query for a person's decision before the call runs.
+    query for a person's decision before the call runs; ``idempotent=True`` lets a durable
+    run resumed after a crash run a call again that may have run already (SPEC 17).
     """
-    flags = {"strict": strict, "requires_approval": requires_approval}
+    flags = {"strict": strict, "requires_approval": requires_approval,
+             "idempotent": idempotent}
     if fn is not None:
         if not callable(fn):
             raise ValueError(f"@tool decorates a function, got {fn!r}")

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Dict, Optional
 from . import tracing_content as genai
 from ._version import __version__
 from .observe import Observer, ToolCallLike
+from .settings import check_bool
 from .usage import Usage
 
 if TYPE_CHECKING:
@@ -86,8 +87,7 @@ class OtelObserver(Observer):
 
     def __init__(self, *, trace_content: bool = False, tracer_provider: Any = None,
                  provider_name: str = "anthropic") -> None:
-        if not isinstance(trace_content, bool):
-            raise ValueError(f"trace_content must be a bool, got {trace_content!r}")
+        check_bool("trace_content", trace_content)
         if not isinstance(provider_name, str) or not provider_name:
             raise ValueError(f"provider_name must be a non-empty str, got {provider_name!r}")
         self.provider_name = provider_name

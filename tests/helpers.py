@@ -195,7 +195,7 @@ def join_lattice_threads(before, timeout=10.0):
     assert not alive, f"threads still running: {alive}"
 
 
-# -- OpenAI Chat Completions wire (test_openai_client.py, test_chat_stream.py) ------------
+# -- OpenAI Chat Completions wire (models/test_openai.py, models/test_chat_stream.py) ------------
 
 OPENAI_BASE = "https://api.openai.com/v1"
 OPENAI_URL = OPENAI_BASE + "/chat/completions"
@@ -244,7 +244,7 @@ def chat_stream_reply(body: str, **kwargs: Any) -> Dict[str, Any]:
     return chat_client(stream=True).create(chat_request(**kwargs))
 
 
-# -- AnthropicClient over mocked HTTP (test_anthropic_client.py, test_retry.py) -------------
+# -- AnthropicClient over mocked HTTP (models/test_anthropic.py, models/test_retry.py) -------------
 
 ANTHROPIC_URL = "https://api.anthropic.com/v1/messages"
 ANTHROPIC_KEY = "sk-ant-test-0123456789abcdef"

@@ -1,6 +1,6 @@
 """Adapter for ../shared/tools/jsonschema_suite.py, which calls validators schema-first.
 
-Also home of ``needs_remote``, shared by tests/test_schema_suite.py and bench/schema_bench.py.
+Also home of ``needs_remote``, shared by tests/schema/test_suite.py and bench/schema_bench.py.
 """
 
 from urllib.parse import urldefrag, urljoin

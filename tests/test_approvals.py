@@ -178,6 +178,29 @@ def test_bad_approvals_raise_before_anything_runs():
     assert agent.prompt(approvals={"s1": True}).result == "ok"
 
 
+@pytest.mark.parametrize("consent", ["yes", "Y", "true", "OK", "approve", "Approved", "1",
+                                     " yes "])
+def test_a_str_that_reads_as_consent_is_refused_saying_to_pass_true(consent):
+    """SPEC 16a: a str decision denies with that reason, so one that reads as consent is
+    surely a mistake: ValueError before anything runs, and the call stays pending."""
+    ran = []
+    agent, client = pending_agent(ran, [reply(tool_use("send", {"to": "x"}, id="s1")), "ok"])
+    agent.prompt("go")
+    with pytest.raises(ValueError, match=r"approvals\['s1'\].*pass True") as caught:
+        agent.prompt(approvals={"s1": consent})
+    assert repr(consent) in str(caught.value)
+    with pytest.raises(ValueError, match="pass True"):
+        agent.query(approvals={"s1": consent})
+    assert ran == [] and len(client.requests) == 1
+    assert [c.id for c in agent.pending_approvals()] == ["s1"]
+    # Reasons that merely start like consent still deny, with their text.
+    assert agent.prompt(approvals={"s1": "yes, but not today"}).result == "ok"
+    block = agent.get_history()[2]["content"][0]
+    assert block == {"type": "tool_result", "tool_use_id": "s1",
+                     "content": "yes, but not today", "is_error": True}
+    assert ran == []
+
+
 def test_moving_on_answers_the_pending_calls():
     ran = []
     agent, client = pending_agent(ran, [reply(tool_use("send", {"to": "x"}, id="s1")),

@@ -34,6 +34,16 @@ def test_every_result_subtype_has_one_row():
                if name not in ("closed", "raised"))
 
 
+def test_the_result_subtype_literal_is_the_tables_result_rows():
+    from typing import get_args
+
+    from lattice.endings import ResultSubtype
+
+    assert set(get_args(ResultSubtype)) == set(KINDS) - {"closed", "raised"}
+    assert [name for name, kind in KINDS.items() if not kind.cancels] == [
+        "success", "awaiting_approval"]  # the endings that leave work in flight alone
+
+
 def test_to_result_fills_the_last_text_and_the_stats():
     error = MissingOutputError("x")
     result = Ending("error_missing_output", error=error).to_result(

@@ -212,7 +212,7 @@ def test_an_aborted_query_ends_every_span_with_its_error(exporter: InMemorySpanE
     in_thread(observer.model_end, chat, None, abort)
     observer.query_end(q, ResultMessage("error_abort", is_error=True, error=abort), abort)
     # The tool noticed the abort later, in its own thread, after the query had ended.
-    in_thread(observer.tool_end, tool, tool_result("toolu_9", "stopped", True), abort)
+    in_thread(observer.tool_end, tool, tool_result("toolu_9", "stopped", is_error=True), abort)
 
     spans = spans_by_name(exporter)
     assert sorted(spans) == [f"chat {MODEL}", "execute_tool sleep", "invoke_agent"]

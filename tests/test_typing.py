@@ -71,3 +71,53 @@ def test_mypy_strict_on_the_readme_program_sees_no_any(tmp_path: Path) -> None:
         assert line != "Any" and not line.startswith("Any"), out
     assert "AssistantMessage | lattice.messages.UserMessage" in revealed[2]
     assert revealed[0] == "lattice.messages.ResultMessage"
+
+
+WRONG = textwrap.dedent('''
+    from typing import Any, Dict
+
+    from lattice import (Agent, ModelRequest, MemoryHistoryStore, Query, ResultMessage,
+                         define_history_store)
+    from lattice.testing import ScriptedModelClient
+
+
+    def plain(request: ModelRequest) -> Dict[str, Any]:
+        return {"role": "assistant", "content": [{"type": "text", "text": "hi"}]}
+
+
+    # A plain callable request -> dict is a model client too (SPEC 2), as is a store of
+    # callables; neither is an error.
+    Agent(model="m", model_client=plain, history_store=MemoryHistoryStore())
+    Agent(model="m", model_client=lambda request: {"role": "assistant", "content": []},
+          history_store=define_history_store())
+    agent = Agent(model="m", model_client=ScriptedModelClient(["ok"]))
+    query: Query = agent.query("hi")
+    result: ResultMessage = agent.prompt("hi", request_timeout_ms=None, max_budget_tokens=5)
+
+    Agent(model="m", model_client=42)  # E: model_client
+    Agent(model="m", model_client=ScriptedModelClient([]), history_store="nope")  # E: store
+    agent.prompt("hi", request_timeout_ms="soon")  # E: request_timeout_ms
+    agent.query("hi", max_budget_tokens=1.5)  # E: max_budget_tokens
+    if result.subtype == "sucess":  # E: not an ending
+        pass
+    call_id: int = result.pending_approvals[0].id  # E: pending_approvals holds ToolCalls
+''')
+
+
+def test_mypy_strict_rejects_wrong_uses_of_the_public_api(tmp_path: Path) -> None:
+    """SPEC 16a: options typed with the protocols, the unset sentinel an Enum, the result's
+    subtype a Literal of the endings, ``pending_approvals`` typed, ``Query`` public: each
+    marked line is an error, and only those."""
+    pytest.importorskip("mypy", reason="needs mypy (test extra)")
+    program = tmp_path / "wrong.py"
+    program.write_text(WRONG, encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--no-incremental",
+         "--cache-dir", str(tmp_path / "cache"), str(program)],
+        capture_output=True, text=True, cwd=tmp_path, timeout=300,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path),
+             "MYPYPATH": str(ROOT)})
+    out = done.stdout + done.stderr
+    marked = {n for n, line in enumerate(WRONG.splitlines(), 1) if "# E:" in line}
+    found = {int(n) for n in re.findall(r"wrong\.py:(\d+): error:", out)}
+    assert found == marked, out

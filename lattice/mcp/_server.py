@@ -238,14 +238,18 @@ class MCPServerBase:
             except MCPError as exc:
                 return ToolResult(str(exc), is_error=True)
 
+        # A server that says a call may be repeated safely: a durable run may run it again.
+        annotations = spec.get("annotations")
+        idempotent = isinstance(annotations, dict) and annotations.get("idempotentHint") is True
         try:
-            return Tool(name, str(description), schema, handler)
+            return Tool(name, str(description), schema, handler, idempotent=idempotent)
         except (SchemaError, ValueError) as exc:
             # Our validator refused the server's schema: the server still validates its
             # input, so the model is shown the schema as given and we check nothing.
             logger.warning("MCP server %r: tool %r has a schema lattice cannot check (%s)",
                            self.name, server_name, exc)
-            made = Tool(name, str(description), {"type": "object"}, handler)
+            made = Tool(name, str(description), {"type": "object"}, handler,
+                        idempotent=idempotent)
             made.input_schema = schema
             made.definition["input_schema"] = schema
             return made

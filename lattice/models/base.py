@@ -22,7 +22,8 @@ class ModelRequest:
     """One model call. A new one is made for every call; hooks may change it freely.
 
     ``messages`` is a fresh list of provider-ready ``{"role", "content"}`` dicts. The dicts
-    themselves are shared with the loop's cache: replace one rather than editing it.
+    themselves are shared with the history (a client must not edit them); the
+    ``on_model_request`` hook gets a deep copy of its own, which it may edit in place.
     """
 
     model: Optional[str]

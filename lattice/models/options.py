@@ -30,7 +30,7 @@ __all__ = [
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
-def _bad_number(value: Any, minimum: float, strict: bool) -> bool:
+def _bad_number(value: Any, minimum: float, *, strict: bool) -> bool:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return True
     return value <= minimum if strict else value < minimum
@@ -102,10 +102,10 @@ def check_client_options(
     """ValueError naming the first option with a bad value."""
     problems = [
         ("max_retries", max_retries, "an int >= 0",
-         not isinstance(max_retries, int) or _bad_number(max_retries, 0, False)),
+         not isinstance(max_retries, int) or _bad_number(max_retries, 0, strict=False)),
         ("stream", stream, "True or False", not isinstance(stream, bool)),
         ("timeout_ms", timeout_ms, "a positive number or None",
-         timeout_ms is not None and _bad_number(timeout_ms, 0, True)),
+         timeout_ms is not None and _bad_number(timeout_ms, 0, strict=True)),
         ("session", session, "a requests.Session",
          session is not None and not callable(getattr(session, "post", None))),
         ("retry_policy", retry_policy, "a RetryPolicy",

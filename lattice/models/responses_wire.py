@@ -173,6 +173,10 @@ def _assistant(content: Any, kept: Any) -> List[Dict[str, Any]]:
             out.append(_call(block, {"type": "function_call"}))
         elif block.get("text"):
             out.append({"role": "assistant", "content": block["text"]})
+    while out and out[-1].get("type") == "reasoning":
+        # Reasoning with nothing after it (a reply cut by max_output_tokens while thinking)
+        # is refused by the API ("provided without its required following item").
+        out.pop()
     return out
 
 

@@ -139,7 +139,7 @@ class Env:
         n = self.node
         loc = Loc(value, *self.compiler.registry.info.get(id(value), (n.base, n.draft)))
         in_place = bool(segments) and segments[0] in _IN_PLACE
-        return self.compiler.node(loc, n.dyn, self.location(*segments), in_place)
+        return self.compiler.node(loc, n.dyn, self.location(*segments), in_place=in_place)
 
     def ref(self, reference: Any, keyword: str, *, dynamic: bool = False) -> Node:
         """Compile what a ``$ref``/``$dynamicRef`` value points at (static or dynamic)."""
@@ -157,7 +157,8 @@ class Env:
             if fragment and not fragment.startswith("/"):
                 if registry.is_dynamic_anchor(loc.base, fragment, loc.schema):
                     loc = self.node.dyn.bindings.get(fragment, loc)
-        return self.compiler.node(loc, self.node.dyn, uri if "#" in uri else uri + "#", True)
+        where = uri if "#" in uri else uri + "#"
+        return self.compiler.node(loc, self.node.dyn, where, in_place=True)
 
 
 class Compiler:
@@ -180,7 +181,7 @@ class Compiler:
     def root(self, loc: Loc) -> Node:
         return self.node(loc, DynScope({}), "#")
 
-    def node(self, loc: Loc, dyn: DynScope, where: str, in_place: bool = False) -> Node:
+    def node(self, loc: Loc, dyn: DynScope, where: str, *, in_place: bool = False) -> Node:
         """The compiled node for ``loc``; ``in_place`` when it applies to the same instance."""
         dyn = dyn.enter(self.registry, loc.base)
         key = (id(loc.schema), loc.base, loc.draft, dyn.key)

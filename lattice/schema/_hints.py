@@ -3,7 +3,7 @@
 ``get_type_hints`` evaluates string annotations in the namespace of the class's module,
 found through ``sys.modules[cls.__module__]``. Two common cases defeat it:
 
-* a class created by ``exec`` in a fresh namespace (how tests/test_readme.py runs the
+* a class created by ``exec`` in a fresh namespace (how tests/examples/test_readme.py runs the
   README, how some notebook and plugin runners work), whose module is not in
   ``sys.modules``: Python 3.9 raises ``KeyError`` with the module's name, later versions
   evaluate in an empty namespace, so any string annotation is a ``NameError``;

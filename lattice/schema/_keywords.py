@@ -31,8 +31,8 @@ from ._regex import RegexError, compile_pattern
 __all__ = [
     "dependent_required_rules", "kw_const", "kw_dependent_required", "kw_enum",
     "kw_exclusive_maximum", "kw_exclusive_minimum", "kw_format", "kw_maximum", "kw_minimum",
-    "kw_multiple_of", "kw_pattern", "kw_required", "kw_type", "kw_unique_items", "non_negative",
-    "size_limit",
+    "kw_multiple_of", "kw_pattern", "kw_required", "kw_type", "kw_unique_items", "max_size",
+    "min_size", "non_negative",
 ]
 
 _NAMED_TYPES: dict[str, frozenset[type]] = {
@@ -291,8 +291,17 @@ def kw_unique_items(env: Env, value: Any) -> Optional[Check]:
 # -- objects ----------------------------------------------------------------------------
 
 
-def size_limit(keyword: str, kind: str, at_most: bool, message: str) -> KeywordFn:
-    """A bound on ``len(x)`` (``maxLength``, ``minItems``, ...); ``message`` takes the bound."""
+def max_size(keyword: str, kind: str, message: str) -> KeywordFn:
+    """``len(x)`` at most the keyword's value (``maxLength``, ...); ``message`` takes the bound."""
+    return _size_limit(keyword, kind, message, at_most=True)
+
+
+def min_size(keyword: str, kind: str, message: str) -> KeywordFn:
+    """``len(x)`` at least the keyword's value (``minItems``, ...)."""
+    return _size_limit(keyword, kind, message, at_most=False)
+
+
+def _size_limit(keyword: str, kind: str, message: str, *, at_most: bool) -> KeywordFn:
 
     def compile_size(env: Env, value: Any) -> Check:
         # len() of a str counts code points, as JSON Schema does

@@ -92,15 +92,15 @@ class Registry:
     def add(self, document: Any, draft: str, uri: str = "") -> Loc:
         """Index a document; returns the location of its root."""
         self._keep.append(document)
-        self._walk(document, uri, draft, True)
+        self._walk(document, uri, draft, is_root=True)
         base, draft = self.info.get(id(document), (uri, draft))
         self.resources.setdefault(uri, document)
         return Loc(document, base, draft)
 
-    def _walk(self, node: Any, base: str, draft: str, is_root: bool) -> None:
+    def _walk(self, node: Any, base: str, draft: str, *, is_root: bool) -> None:
         if isinstance(node, list):
             for item in node:
-                self._walk(item, base, draft, False)
+                self._walk(item, base, draft, is_root=False)
             return
         if not isinstance(node, dict):
             return
@@ -121,14 +121,14 @@ class Registry:
         single, many, mapping = _WALK[draft]
         for key in single:
             if isinstance(node.get(key), dict):
-                self._walk(node[key], base, draft, False)
+                self._walk(node[key], base, draft, is_root=False)
         for key in many:
             if isinstance(node.get(key), list):
-                self._walk(node[key], base, draft, False)
+                self._walk(node[key], base, draft, is_root=False)
         for key in mapping:
             if isinstance(node.get(key), dict):
                 for value in node[key].values():
-                    self._walk(value, base, draft, False)
+                    self._walk(value, base, draft, is_root=False)
 
     def _anchor(self, node: dict[str, Any], base: str) -> None:
         anchor = node.get("$anchor")

@@ -47,7 +47,8 @@ from ._keywords import (
     kw_required,
     kw_type,
     kw_unique_items,
-    size_limit,
+    max_size,
+    min_size,
 )
 from ._registry import DRAFT_7, DRAFT_2020
 from ._unevaluated import build_items, build_props, kw_unevaluated_items, kw_unevaluated_properties
@@ -69,19 +70,17 @@ KEYWORDS: tuple[tuple[str, KeywordFn, tuple[str, ...]], ...] = (
     ("minimum", kw_minimum, _BOTH),
     ("exclusiveMinimum", kw_exclusive_minimum, _BOTH),
     # -- strings
-    ("maxLength", size_limit("maxLength", STRING, True, "must be {} characters long"), _BOTH),
-    ("minLength", size_limit("minLength", STRING, False, "must be {} characters long"), _BOTH),
+    ("maxLength", max_size("maxLength", STRING, "must be {} characters long"), _BOTH),
+    ("minLength", min_size("minLength", STRING, "must be {} characters long"), _BOTH),
     ("pattern", kw_pattern, _BOTH),
     ("format", kw_format, _BOTH),
     # -- arrays
-    ("maxItems", size_limit("maxItems", ARRAY, True, "must have {} items"), _BOTH),
-    ("minItems", size_limit("minItems", ARRAY, False, "must have {} items"), _BOTH),
+    ("maxItems", max_size("maxItems", ARRAY, "must have {} items"), _BOTH),
+    ("minItems", min_size("minItems", ARRAY, "must have {} items"), _BOTH),
     ("uniqueItems", kw_unique_items, _BOTH),
     # -- objects
-    ("maxProperties", size_limit("maxProperties", OBJECT, True, "must have {} properties"),
-     _BOTH),
-    ("minProperties", size_limit("minProperties", OBJECT, False, "must have {} properties"),
-     _BOTH),
+    ("maxProperties", max_size("maxProperties", OBJECT, "must have {} properties"), _BOTH),
+    ("minProperties", min_size("minProperties", OBJECT, "must have {} properties"), _BOTH),
     ("required", kw_required, _BOTH),
     ("dependentRequired", kw_dependent_required, _NEW),
     # -- applicators for members and items

@@ -49,7 +49,7 @@ class Loan(Generic[C]):
 
     __slots__ = ("pool", "conn", "reused", "generation")
 
-    def __init__(self, pool: IdlePool[C], conn: C, reused: bool, generation: int) -> None:
+    def __init__(self, pool: IdlePool[C], conn: C, *, reused: bool, generation: int) -> None:
         self.pool = pool
         self.conn = conn
         self.reused = reused
@@ -95,9 +95,9 @@ class IdlePool(Generic[C]):
                 generation = self._generation
                 conn = self._idle.pop() if self._idle else None
             if conn is None:
-                return Loan(self, self._connect(), False, generation)
+                return Loan(self, self._connect(), reused=False, generation=generation)
             if self._alive is None or self._alive(conn):
-                return Loan(self, conn, True, generation)
+                return Loan(self, conn, reused=True, generation=generation)
             conn.close()
 
     def give_back(self, loan: Loan[C], *, ok: bool = True) -> None:

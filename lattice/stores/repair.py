@@ -17,14 +17,12 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Tuple
 
-from ..messages import pending_tail, tool_result, tool_uses_of
+from ..calls import not_run
+from ..messages import pending_tail, tool_uses_of
 from .base import Message
 
-__all__ = ["repair_history", "UNFINISHED_CALL_TEXT", "LOST_START_TEXT"]
+__all__ = ["repair_history", "LOST_START_TEXT"]
 
-UNFINISHED_CALL_TEXT = (
-    "The call did not complete: the previous session ended before its result was recorded."
-)
 LOST_START_TEXT = "(The start of this conversation was not recorded.)"
 
 
@@ -48,7 +46,7 @@ def _answer(message: Message, wanted: List[str]) -> Tuple[Message, bool]:
                 seen[key] = block
         else:
             others.append(block)
-    results = [seen.get(i) or tool_result(i, UNFINISHED_CALL_TEXT, True) for i in wanted]
+    results = [seen.get(i) or not_run(i, "unfinished") for i in wanted]
     fixed = results + others
     if fixed == blocks and (isinstance(content, list) or not wanted):
         return message, False
@@ -76,12 +74,10 @@ def repair_history(messages: List[Message]) -> Tuple[List[Message], bool]:
             if message.get("content") in ("", []):
                 continue
         elif wanted:  # a reply after a reply whose calls were never answered
-            out.append({"role": "user", "content": [
-                tool_result(i, UNFINISHED_CALL_TEXT, True) for i in wanted]})
+            out.append({"role": "user", "content": [not_run(i, "unfinished") for i in wanted]})
             changed = True
         out.append(message)
     if out and out[-1]["role"] == "assistant" and out[-1] is not pending and _ids(out[-1]):
-        out.append({"role": "user", "content": [
-            tool_result(i, UNFINISHED_CALL_TEXT, True) for i in _ids(out[-1])]})
+        out.append({"role": "user", "content": [not_run(i, "unfinished") for i in _ids(out[-1])]})
         changed = True
     return out, changed

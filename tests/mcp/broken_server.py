@@ -1,4 +1,4 @@
-"""A deliberately broken MCP stdio server, for tests/test_mcp_faults.py.
+"""A deliberately broken MCP stdio server, for tests/mcp/test_faults.py.
 
     python tests/mcp/broken_server.py MODE
 

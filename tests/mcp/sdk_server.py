@@ -1,4 +1,4 @@
-"""An MCP server built with the official ``mcp`` Python SDK (2.x), for tests/test_mcp_sdk.py.
+"""An MCP server built with the official ``mcp`` Python SDK (2.x), for tests/mcp/test_sdk.py.
 
     python tests/mcp/sdk_server.py stdio
     python tests/mcp/sdk_server.py http [--json]   # prints "PORT <n>", then serves

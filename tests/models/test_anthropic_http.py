@@ -1,5 +1,5 @@
 """AnthropicClient against a raw HTTP server on 127.0.0.1 (SPEC 6): requests, responses,
-streaming, secrets, the mock server. Errors and retries: test_anthropic_client_http_errors.py.
+streaming, secrets, the mock server. Errors and retries: test_anthropic_http_errors.py.
 
 ``AnthropicClient`` is checked against a tiny stdlib HTTP server (raw_server.py, so every
 byte on the wire is under the test's control) and against ``MockMessagesServer``.

@@ -229,3 +229,16 @@ def test_reasoning_survives_a_store(tmp_path: Any) -> None:
         resumed = s.requests[-1]["input"]
         reasoning = [i for i in resumed if i.get("type") == "reasoning"]
         assert [r["summary"][0]["text"] for r in reasoning] == ["Stored thought."]
+
+
+def test_a_reply_cut_while_reasoning_does_not_break_the_next_request() -> None:
+    cut = {"content": [{"type": "thinking", "thinking": "Long thought..."}],
+           "stop_reason": "max_tokens"}
+    with MockMessagesServer([cut, "Short answer."]) as server:  # strict: it would refuse
+        agent = Agent(model="gpt-5", model_client=OpenAIResponsesClient(
+            api_key=KEY, base_url=server.base_url))
+        first = agent.prompt("Think hard.")
+        assert first.stop_reason == "max_tokens"
+        assert agent.prompt("Just answer.").result == "Short answer."
+        kinds = [i.get("type", "message") for i in server.requests[1]["input"]]
+        assert kinds == ["message", "message"]  # the dangling reasoning item is left out

@@ -43,7 +43,7 @@ INNER = {"type": "object", "properties": {"n": {"type": "integer"}}, "required":
 
 
 def test_class_made_by_exec_in_a_fresh_namespace():
-    namespace = {"__name__": "readme"}  # as tests/test_readme.py runs the README
+    namespace = {"__name__": "readme"}  # as tests/examples/test_readme.py runs the README
     exec(compile(EXEC_CODE, "README.md", "exec"), namespace)
     result = namespace["result"]
     assert result["properties"]["inner"] == {"anyOf": [{"$ref": "#/$defs/Inner"},

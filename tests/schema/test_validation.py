@@ -1,5 +1,5 @@
 """lattice.schema validation: error messages and paths, compiling and caching, formats.
-Invalid schemas, drafts, $ref and JSON semantics: test_schema_drafts.py."""
+Invalid schemas, drafts, $ref and JSON semantics: test_drafts.py."""
 
 from __future__ import annotations
 

@@ -188,6 +188,7 @@ STOPPED_HOLDER = """
 """
 
 
+@pytest.mark.slow
 def test_a_holder_stopped_past_its_lease_writes_nothing_after_the_takeover(tmp_path):
     path = str(tmp_path / "h.db")
     proc = child(STOPPED_HOLDER, path)
@@ -240,6 +241,7 @@ CUT_OFF_HOLDER = """
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("taker_still_holds", [True, False])
 def test_a_holder_whose_lock_connection_died_writes_nothing_after_the_takeover(
         postgres_server, taker_still_holds):

@@ -6,9 +6,12 @@ import random
 import pytest
 from helpers import reply, tool_use
 
+from lattice.calls import NOT_RUN
 from lattice.stores import repair_history
-from lattice.stores.repair import LOST_START_TEXT, UNFINISHED_CALL_TEXT
+from lattice.stores.repair import LOST_START_TEXT
 from lattice.testing import assert_well_formed, history_problems
+
+UNFINISHED_CALL_TEXT = NOT_RUN["unfinished"]
 
 
 def results(*ids, text="ok"):

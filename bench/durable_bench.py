@@ -1,0 +1,175 @@
+"""Durable runs: what a run id costs, and what fencing costs per append.
+
+    python bench/durable_bench.py              # 12 rounds
+    python bench/durable_bench.py --rounds 30
+    python bench/durable_bench.py --no-postgres
+
+1. A 20-turn tool run (20 tool calls, then an answer) through the built-in Anthropic client
+   against the local ``MockMessagesServer`` (a real HTTP round trip per model request), with
+   ``run_id=`` and without, on the same store kind, in alternating rounds (so a busy moment
+   on a shared machine hits both). With a run id the store also writes the run record at
+   the start and the end, and one journal entry per tool call. Target (SQLite and
+   PostgreSQL): the run-id run within 1.15x of the plain one (medians).
+2. The same runs with a model that answers in-process (``FunctionModelClient``): no
+   network, so the ratio is the store writes' share alone (information, no target).
+3. The fencing check per append: ``append`` while holding the session lock (the write
+   carries the token and the store checks it in the same transaction / statement) against
+   ``append`` without the lock (no check), per store, in microseconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from typing import Any, Callable, Dict, List, Tuple
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from lattice import Agent, AnthropicClient, SqliteHistoryStore, tool  # noqa: E402
+from lattice.stores import JsonlHistoryStore, PostgresHistoryStore  # noqa: E402
+from lattice.testing import FunctionModelClient, MockMessagesServer  # noqa: E402
+
+TURNS = 20
+TARGET = 1.15
+
+
+@tool
+def step(n: int) -> str:
+    """Do one step."""
+    return f"step {n} done"
+
+
+def reply_for(messages: List[Any]) -> Any:
+    """Twenty tool turns, then the answer."""
+    done = sum(1 for m in messages if m["role"] == "assistant")
+    if done < TURNS:
+        return {"content": [{"type": "tool_use", "id": f"toolu_{uuid.uuid4().hex[:12]}",
+                             "name": "step", "input": {"n": done}}],
+                "usage": {"input_tokens": 100, "output_tokens": 10}}
+    return {"content": [{"type": "text", "text": "all done"}],
+            "usage": {"input_tokens": 100, "output_tokens": 5}}
+
+
+class MockScript:
+    """Serves ``reply_for`` to the mock server's requests (any number of runs)."""
+
+    def __init__(self) -> None:
+        self.server = MockMessagesServer([self.reply], repeat=True, record=False)
+
+    def reply(self, request: Dict[str, Any]) -> Any:
+        return reply_for(request["messages"])
+
+
+def one_run(make_store: Callable[[str], Any], client: Any, run_id: bool) -> float:
+    session = f"s-{uuid.uuid4().hex[:12]}"
+    agent = Agent(model="claude-mock-1", model_client=client, tools=[step],
+                  history_store=make_store(session), max_turns=TURNS + 5)
+    started = time.perf_counter()
+    result = agent.prompt("Do the twenty steps.", run_id=session if run_id else None)
+    took = time.perf_counter() - started
+    assert result.subtype == "success" and result.num_turns == TURNS + 1, result
+    return took
+
+
+def paired(make_store: Callable[[str], Any], client: Any, rounds: int) -> Tuple[float, float]:
+    """Median seconds of a run without and with a run id, in alternating rounds."""
+    plain: List[float] = []
+    durable: List[float] = []
+    one_run(make_store, client, True)  # warm: tables, connections, imports
+    for i in range(rounds):
+        order = (False, True) if i % 2 == 0 else (True, False)
+        for with_id in order:
+            (durable if with_id else plain).append(one_run(make_store, client, with_id))
+    return statistics.median(plain), statistics.median(durable)
+
+
+def fence_cost_us(make_store: Callable[[str], Any], n: int) -> Tuple[float, float]:
+    """Median microseconds per append without the lock and while holding it."""
+    message = {"role": "user", "content": [{"type": "text", "text": "x" * 200}]}
+    free: List[float] = []
+    held: List[float] = []
+    for i in range(6):
+        store = make_store(f"f-{uuid.uuid4().hex[:12]}")
+        store.append(message)  # table, connection
+        lock = store.lock()
+        for locked in ((False, True) if i % 2 == 0 else (True, False)):
+            if locked:
+                lock.__enter__()
+            started = time.perf_counter()
+            for _ in range(n):
+                store.append(message)
+            (held if locked else free).append((time.perf_counter() - started) / n * 1e6)
+            if locked:
+                lock.__exit__(None, None, None)
+    return statistics.median(free), statistics.median(held)
+
+
+def stores(tmp: str, postgres: bool) -> Tuple[Dict[str, Callable[[str], Any]], Any]:
+    made: Dict[str, Callable[[str], Any]] = {
+        "jsonl": lambda s: JsonlHistoryStore(os.path.join(tmp, f"{s}.jsonl")),
+        "sqlite": lambda s: SqliteHistoryStore(os.path.join(tmp, "runs.db"), s),
+    }
+    server = None
+    if postgres:
+        from lattice.testing.postgres import PostgresUnavailable, TemporaryPostgres
+
+        server = TemporaryPostgres()
+        try:
+            server.start()
+        except PostgresUnavailable as exc:
+            print(f"(no PostgreSQL: {exc})")
+            server = None
+        else:
+            conninfo = server.conninfo
+            made["postgres"] = lambda s: PostgresHistoryStore(conninfo, s)
+    return made, server
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=12)
+    parser.add_argument("--appends", type=int, default=300)
+    parser.add_argument("--no-postgres", action="store_true")
+    args = parser.parse_args()
+    ok = True
+    with tempfile.TemporaryDirectory() as tmp:
+        made, server = stores(tmp, not args.no_postgres)
+        try:
+            script = MockScript()
+            with script.server as mock:
+                http = AnthropicClient(api_key="mock", base_url=mock.base_url)
+                print(f"1. a {TURNS}-turn tool run over HTTP (mock server), median of "
+                      f"{args.rounds} rounds: with run_id / without")
+                for name, make in made.items():
+                    plain, durable = paired(make, http, args.rounds)
+                    ratio = durable / plain
+                    target = name != "jsonl"
+                    verdict = ("PASS" if ratio <= TARGET else "FAIL") if target else "info"
+                    ok = ok and (ratio <= TARGET or not target)
+                    print(f"   {name:9} {plain * 1000:8.1f} ms  {durable * 1000:8.1f} ms  "
+                          f"{ratio:5.2f}x  {verdict} (<= {TARGET}x)")
+            local = FunctionModelClient(lambda request: reply_for(request.messages))
+            print("2. the same with an in-process model (store writes alone): with / without")
+            for name, make in made.items():
+                plain, durable = paired(make, local, max(4, args.rounds // 2))
+                print(f"   {name:9} {plain * 1000:8.1f} ms  {durable * 1000:8.1f} ms  "
+                      f"{durable / plain:5.2f}x  info")
+            print("3. append without the lock / holding it (the fencing check), per append")
+            for name, make in made.items():
+                free, held = fence_cost_us(make, args.appends)
+                print(f"   {name:9} {free:8.1f} us  {held:8.1f} us  {held / free:5.2f}x  "
+                      f"(+{held - free:.1f} us)")
+        finally:
+            if server is not None:
+                server.stop()
+    print("PASS" if ok else "FAIL")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
