@@ -82,7 +82,9 @@ class AnthropicBedrockClient(HTTPModelClient):
         base_url: default ``ANTHROPIC_BEDROCK_BASE_URL``, else
             ``https://bedrock-runtime.{region}.amazonaws.com`` (a VPC endpoint or the mock).
         stream, max_retries, default_headers, session, timeout_ms, retry_policy,
-            max_response_bytes: as ``AnthropicClient``. Every retry is signed again.
+            max_response_bytes: as ``AnthropicClient``. Every retry is signed again. An
+            ``anthropic-beta`` default header goes in the body as ``anthropic_beta``
+            (where Bedrock reads betas).
 
     The model is a Bedrock model id (``anthropic.claude-sonnet-4-5-20250929-v1:0``), an
     inference profile id (``us.anthropic...``) or an inference profile ARN.
@@ -107,22 +109,9 @@ class AnthropicBedrockClient(HTTPModelClient):
         retry_policy: Optional[RetryPolicy] = None,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
     ) -> None:
-        key_id = check_secret("access_key_id", access_key_id)
-        secret = check_secret("secret_access_key", secret_access_key)
-        token = check_secret("session_token", session_token)
-        if (key_id is None) != (secret is None):
-            raise ValueError("access_key_id and secret_access_key go together: pass both "
-                             "or neither")
-        if token is not None and key_id is None:
-            raise ValueError("session_token needs access_key_id and secret_access_key")
-        self._credentials = Credentials(key_id, secret, token) if key_id and secret else None
-        if profile is not None and (not isinstance(profile, str) or not profile.strip()):
-            raise ValueError(f"profile must be a non-empty str or None, got {profile!r}")
-        self._profile = profile.strip() if profile else None
-        if self._profile is not None and self._credentials is None and not profile_exists(
-                self._profile):
-            raise ValueError(f"profile {self._profile!r} is in neither the AWS shared "
-                             "credentials file nor the config file")
+        self._credentials = _given_credentials(access_key_id, secret_access_key,
+                                               session_token)
+        self._profile = _given_profile(profile, self._credentials is None)
         check_client_options(max_retries=max_retries, stream=stream, timeout_ms=timeout_ms,
                              session=session, retry_policy=retry_policy)
         if region is not None and (not isinstance(region, str) or not region.strip()):
@@ -132,7 +121,13 @@ class AnthropicBedrockClient(HTTPModelClient):
             raise ValueError("region: pass region= or set AWS_REGION (or AWS_DEFAULT_REGION,"
                              " or region in the AWS config file)")
         self.region = found
-        self._default_headers = clean_headers(default_headers)
+        headers = clean_headers(default_headers)
+        # Bedrock reads betas from the body (anthropic_beta), not from a header.
+        self._betas = [beta.strip() for name, value in headers.items()
+                       if name.lower() == "anthropic-beta" for beta in value.split(",")
+                       if beta.strip()]
+        self._default_headers = {k: v for k, v in headers.items()
+                                 if k.lower() != "anthropic-beta"}
         require_requests("AnthropicBedrockClient")
         self.base_url = resolve_base_url(base_url, "ANTHROPIC_BEDROCK_BASE_URL",
                                          f"https://bedrock-runtime.{found}.amazonaws.com")
@@ -174,6 +169,8 @@ class AnthropicBedrockClient(HTTPModelClient):
         body.pop("model", None)
         streaming = body.pop("stream", None) is True
         body.setdefault("anthropic_version", BEDROCK_VERSION)
+        if self._betas:
+            body.setdefault("anthropic_beta", self._betas)
         return dump_body(body), streaming
 
     def _headers(self) -> Tuple[Dict[str, str], List[str]]:
@@ -189,3 +186,28 @@ class AnthropicBedrockClient(HTTPModelClient):
         return (f"AnthropicBedrockClient(region={self.region!r}, base_url={self.base_url!r}, "
                 f"stream={self.stream}, max_retries={self.retry_policy.max_retries}, "
                 f"timeout_ms={self.timeout_ms!r})")
+
+
+def _given_credentials(access_key_id: Optional[str], secret_access_key: Optional[str],
+                       session_token: Optional[str]) -> Optional[Credentials]:
+    key_id = check_secret("access_key_id", access_key_id)
+    secret = check_secret("secret_access_key", secret_access_key)
+    token = check_secret("session_token", session_token)
+    if (key_id is None) != (secret is None):
+        raise ValueError("access_key_id and secret_access_key go together: pass both "
+                         "or neither")
+    if token is not None and key_id is None:
+        raise ValueError("session_token needs access_key_id and secret_access_key")
+    return Credentials(key_id, secret, token) if key_id and secret else None
+
+
+def _given_profile(profile: Optional[str], needed: bool) -> Optional[str]:
+    """``profile`` checked: a non-empty str naming a profile of the shared files (when
+    the client has no keys of its own, which would win over it)."""
+    if profile is not None and (not isinstance(profile, str) or not profile.strip()):
+        raise ValueError(f"profile must be a non-empty str or None, got {profile!r}")
+    name = profile.strip() if profile else None
+    if name is not None and needed and not profile_exists(name):
+        raise ValueError(f"profile {name!r} is in neither the AWS shared credentials file "
+                         "nor the config file")
+    return name

@@ -36,12 +36,11 @@ def read_chunks(response: Any, deadline: Optional[float], clock: Callable[[], fl
                 ) -> Iterator[bytes]:
     """The body of ``response`` as it arrives; ``RequestTimeoutError`` past ``deadline``."""
     raw = response.raw
-    read1 = getattr(raw, "read1", None)
-    if read1 is not None and not getattr(raw, "chunked", True):
+    read1 = _read_arrived(raw) if not getattr(raw, "chunked", True) else None
+    if read1 is not None:
         # Without chunked encoding, iter_content blocks until a whole chunk is filled;
         # read1 hands over what has arrived.
-        source: Iterator[bytes] = iter(lambda: read1(CHUNK_SIZE, decode_content=True) or b"",
-                                       b"")
+        source: Iterator[bytes] = iter(lambda: read1() or b"", b"")
     else:
         source = response.iter_content(CHUNK_SIZE)
     for chunk in source:
@@ -49,6 +48,20 @@ def read_chunks(response: Any, deadline: Optional[float], clock: Callable[[], fl
         # A server that trickles bytes never trips the read timeout: check the wall.
         if deadline is not None and clock() > deadline:
             raise RequestTimeoutError("model request timed out while streaming")
+
+
+def _read_arrived(raw: Any) -> Optional[Callable[[], bytes]]:
+    """A reader of what has arrived of ``raw`` (urllib3's response), or None."""
+    read1 = getattr(raw, "read1", None)
+    if read1 is not None:  # urllib3 2
+        return lambda: read1(CHUNK_SIZE, decode_content=True)
+    # urllib3 1.26 (botocore pins it on Python < 3.10) has no read1, but the http.client
+    # response under it does; it cannot decode, so only for a body sent as it is.
+    fp = getattr(raw, "_fp", None)
+    headers = getattr(raw, "headers", None) or {}
+    if callable(getattr(fp, "read1", None)) and not headers.get("content-encoding"):
+        return lambda: fp.read1(CHUNK_SIZE)  # type: ignore[union-attr]
+    return None
 
 
 def read_body(response: Any, limit: int, deadline: Optional[float] = None,

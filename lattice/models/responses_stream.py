@@ -19,7 +19,8 @@ from typing import Any, Callable, Dict, Iterable, List, Optional
 
 from ..errors import APIConnectionError
 from .body import DEFAULT_MAX_RESPONSE_BYTES
-from .responses_wire import error_from_responses, reply_from_response
+from .responses_status import error_from_responses
+from .responses_wire import reply_from_response
 from .sse import SSEDecoder, iter_lines, load_data
 
 __all__ = ["ResponsesStreamAccumulator", "parse_responses_stream"]

@@ -20,29 +20,20 @@ from __future__ import annotations
 
 import json
 import operator
-from typing import Any, Dict, List, Optional, Tuple, Type
+from typing import Any, Dict, List, Optional, Tuple
 
-from ..errors import (
-    APIConnectionError,
-    APIStatusError,
-    BadRequestError,
-    InternalServerError,
-    PromptTooLongError,
-    RateLimitError,
-    error_class_for_type,
-    is_prompt_too_long,
-)
+from ..errors import APIConnectionError
 from ..messages import MAX_DEPTH, too_deep
-from ..usage import token_count
 from .base import ModelRequest
 from .chat_wire import Translations, call_block
-from .status import error_message
+from .responses_status import error_from_responses, usage_from_responses
 
 __all__ = ["ITEMS_KEY", "responses_body", "responses_input", "responses_tools",
            "reply_from_response", "usage_from_responses", "error_from_responses",
            "text_of_system"]
 
 ITEMS_KEY = "openai_items"
+_ENCRYPTED = "reasoning.encrypted_content"
 _CACHE_MAX = 8192
 # Parts of a tool_use / text block the stub does not repeat.
 _CARRIED = {"function_call": ("name", "arguments", "status", "type"), "message": ()}
@@ -69,10 +60,14 @@ def responses_body(request: ModelRequest, *, stream: bool, store: bool,
                                    "schema": request.output_format, "strict": True}}
     body["store"] = store
     if not store:  # reasoning comes back encrypted, to be sent back next turn
-        body["include"] = ["reasoning.encrypted_content"]
+        body["include"] = [_ENCRYPTED]
     if stream:
         body["stream"] = True
     body.update(request.extra)
+    include = body.get("include")
+    if body.get("store") is False and isinstance(include, list) and \
+            _ENCRYPTED not in include:  # an extra include adds to ours
+        body["include"] = include + [_ENCRYPTED]
     data = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
     return data, body.get("stream") is True
 
@@ -249,59 +244,6 @@ def _error_text(text: str) -> str:
 # -- replies -------------------------------------------------------------------------------
 
 
-def usage_from_responses(usage: Any) -> Dict[str, int]:
-    """Responses usage as lattice usage: cached input as cache reads (cache writes, when
-    reported, as cache creation), reasoning tokens shown apart (they are output tokens)."""
-    usage = usage if isinstance(usage, dict) else {}
-    details = usage.get("input_tokens_details")
-    details = details if isinstance(details, dict) else {}
-    cached, written = token_count(details.get("cached_tokens")), token_count(
-        details.get("cache_write_tokens"))
-    out_details = usage.get("output_tokens_details")
-    reasoning = token_count(out_details.get("reasoning_tokens")) if isinstance(
-        out_details, dict) else 0
-    return {"input_tokens": max(0, token_count(usage.get("input_tokens")) - cached - written),
-            "output_tokens": token_count(usage.get("output_tokens")),
-            "cache_creation_input_tokens": written, "cache_read_input_tokens": cached,
-            "reasoning_tokens": reasoning}
-
-
-_BY_CODE: Dict[str, Type[APIStatusError]] = {
-    "server_error": InternalServerError, "rate_limit_exceeded": RateLimitError,
-    "insufficient_quota": RateLimitError, "vector_store_timeout": InternalServerError,
-    "context_length_exceeded": PromptTooLongError, "invalid_prompt": BadRequestError}
-_STATUS: Dict[Type[APIStatusError], int] = {
-    BadRequestError: 400, PromptTooLongError: 400, RateLimitError: 429,
-    InternalServerError: 500}
-
-
-def error_from_responses(error: Any, request_id: Optional[str] = None) -> Exception:
-    """The error a failed response or an ``error`` event names: the ``APIStatusError`` of
-    its ``code`` (else its ``type``), else ``APIConnectionError``."""
-    detail = error if isinstance(error, dict) else {}
-    message = error_message({"error": error}) or "the response failed"
-    code, kind = detail.get("code"), detail.get("type")
-    cls: Optional[Type[APIStatusError]] = None
-    if isinstance(code, str):
-        cls = _BY_CODE.get(code)
-        if cls is None and code.startswith(("invalid_", "image_", "unsupported_", "empty_",
-                                            "failed_to_download")):
-            cls = BadRequestError
-    if cls is None and isinstance(kind, str) and error_class_for_type(kind) is not \
-            APIStatusError:
-        cls = error_class_for_type(kind)
-    if cls is None and isinstance(code, int) and not isinstance(code, bool) and code >= 400:
-        from ..errors import status_error_class
-
-        cls = status_error_class(code)
-    if cls is BadRequestError and is_prompt_too_long(message, code):
-        cls = PromptTooLongError
-    if cls is None:
-        return APIConnectionError(f"the response failed: {message}")
-    return cls(message, status_code=_STATUS.get(cls), request_id=request_id,
-               body={"error": error})
-
-
 def reply_from_response(body: Any) -> Dict[str, Any]:
     """A ``response`` object as the assistant dict clients return."""
     if not isinstance(body, dict):
@@ -368,7 +310,7 @@ def _content(output: List[Any]) -> Tuple[List[Dict[str, Any]], List[Dict[str, An
             continue
         elif kind == "reasoning":
             thinking += _reasoning_text(item)
-        kept.append(item)
+        kept.append({k: v for k, v in item.items() if v is not None})  # nulls: not sent back
         needed = True
     if thinking:
         blocks.insert(0, {"type": "thinking", "thinking": "\n\n".join(thinking)})
@@ -377,8 +319,8 @@ def _content(output: List[Any]) -> Tuple[List[Dict[str, Any]], List[Dict[str, An
 
 def _stub(item: Dict[str, Any]) -> Dict[str, Any]:
     drop = _CARRIED.get(item.get("type"), ())  # type: ignore[arg-type]
-    return {k: v for k, v in item.items() if k not in drop and k not in (
-        "content", "role", "status") or k == "type"}
+    return {k: v for k, v in item.items() if v is not None and (k not in drop and k not in (
+        "content", "role", "status") or k == "type")}
 
 
 def _message_text(item: Dict[str, Any]) -> Tuple[str, str]:

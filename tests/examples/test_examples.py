@@ -189,10 +189,10 @@ def backend_examples() -> List[str]:
     return [n for n in example_files() if "from _backend import" in (EXAMPLES / n).read_text()]
 
 
-def run_openai(name: str, tmp: Path) -> Tuple[int, str, str]:
+def run_openai(name: str, tmp: Path, provider: str = "openai") -> Tuple[int, str, str]:
     env = {k: v for k, v in offline_env().items()
            if k not in ("OPENAI_API_KEY", "OPENAI_BASE_URL")}
-    env["LATTICE_PROVIDER"] = "openai"
+    env["LATTICE_PROVIDER"] = provider
     args = [a.format(tmp=tmp) for a in EXPECTED.get(name, ([], []))[0]]
     done = subprocess.run([sys.executable, str(EXAMPLES / name), *args], cwd=tmp, env=env,
                           stdin=subprocess.DEVNULL, capture_output=True, text=True,
@@ -215,6 +215,30 @@ def test_example_runs_with_the_chat_client(name: str, openai_runs: Dict[str, Tup
     assert code == 0, err
     assert "Traceback" not in err, err
     assert "mock Chat Completions API" in out, out
+    for line in EXPECTED[name][1]:
+        if line not in TIMING_LINES.get(name, []):
+            assert line in out, f"{line!r} missing from:\n{out}"
+
+
+@pytest.fixture(scope="module")
+def responses_runs(tmp_path_factory: pytest.TempPathFactory
+                   ) -> Dict[str, Tuple[int, str, str]]:
+    names = backend_examples()
+    dirs = [tmp_path_factory.mktemp(n.replace(".py", "") + "-responses") for n in names]
+    with ThreadPoolExecutor(len(names)) as pool:
+        return dict(zip(names, pool.map(run_openai, names, dirs,
+                                        ["openai-responses"] * len(names))))
+
+
+@pytest.mark.parametrize("name", backend_examples())
+def test_example_runs_with_the_responses_client(
+        name: str, responses_runs: Dict[str, Tuple[int, str, str]]) -> None:
+    """``LATTICE_PROVIDER=openai-responses``: OpenAIResponsesClient against the mock's
+    /v1/responses (strict: every request the examples make is one the API accepts)."""
+    code, out, err = responses_runs[name]
+    assert code == 0, err
+    assert "Traceback" not in err, err
+    assert "mock Responses API" in out, out
     for line in EXPECTED[name][1]:
         if line not in TIMING_LINES.get(name, []):
             assert line in out, f"{line!r} missing from:\n{out}"

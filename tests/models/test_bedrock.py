@@ -250,3 +250,12 @@ def test_max_response_bytes_bounds_frames_and_bodies(stream: bool) -> None:
         with pytest.raises(APIConnectionError, match="max_response_bytes"):
             bedrock.create(request())
         assert bedrock.max_response_bytes == 4096
+
+
+def test_betas_go_in_the_body() -> None:
+    with MockMessagesServer(["ok"]) as server:
+        client(server, default_headers={"Anthropic-Beta": "context-1m-2025-08-07, x-1",
+                                        "x-team": "a"}).create(request())
+        assert server.requests[0]["anthropic_beta"] == ["context-1m-2025-08-07", "x-1"]
+        assert "anthropic-beta" not in server.request_headers[0]
+        assert server.request_headers[0]["x-team"] == "a"

@@ -39,6 +39,8 @@ def test_request_shape() -> None:
         {"type": "function", "name": "g", "parameters": {"type": "object"}, "strict": True}]
     assert body["store"] is False and body["include"] == ["reasoning.encrypted_content"]
     assert body["reasoning"] == {"effort": "low"} and "stream" not in body
+    logprobs = _body(extra={"include": ["message.output_text.logprobs"]})["include"]
+    assert logprobs == ["message.output_text.logprobs", "reasoning.encrypted_content"]
     data, streaming = responses_body(ModelRequest(model="m", messages=[]), stream=True,
                                      store=True)
     stored = json.loads(data)

@@ -15,6 +15,7 @@ from lattice.errors import (
     InternalServerError,
     PromptTooLongError,
     RateLimitError,
+    RequestTimeoutError,
 )
 from lattice.models.anthropic import AnthropicClient
 from lattice.models.base import ModelRequest
@@ -187,7 +188,7 @@ def test_base_url_with_or_without_v1() -> None:
 @pytest.mark.parametrize("stream", [False, True])
 def test_openai_sdk_accepts_the_mock(stream: bool) -> None:
     openai = pytest.importorskip("openai")
-    script = [_tool_turn("call_9", "Thinking it over."), "Three."]
+    script = [_tool_turn("call_9", "Thinking it over.")]
     with MockMessagesServer(script) as server:
         sdk = openai.OpenAI(api_key=KEY, base_url=server.base_url + "/v1", max_retries=0)
         tools = [{"type": "function", "name": "add", "description": "Add.", "strict": False,
@@ -201,6 +202,10 @@ def test_openai_sdk_accepts_the_mock(stream: bool) -> None:
                 response = events.get_final_response()
             assert seen[0] == "response.created" and seen[-1] == "response.completed"
             assert "response.reasoning_summary_text.delta" in seen
+            server.add(_tool_turn("call_9", "Thinking it over."))
+            created = list(sdk.responses.create(input=items, stream=True, **kwargs))
+            assert created[-1].type == "response.completed"
+            assert created[-1].response.output[2].call_id == "call_9"
         else:
             response = sdk.responses.create(input=items, **kwargs)
         kinds = [item.type for item in response.output]
@@ -212,6 +217,7 @@ def test_openai_sdk_accepts_the_mock(stream: bool) -> None:
         assert response.usage.output_tokens_details.reasoning_tokens > 0
         items += [item.model_dump(exclude_none=True) for item in response.output]
         items.append({"type": "function_call_output", "call_id": "call_9", "output": "3"})
+        server.add("Three.")
         again = sdk.responses.create(input=items, **kwargs)  # the mock checks the pairing
         assert again.output_text == "Three." and again.status == "completed"
 
@@ -242,3 +248,30 @@ def test_a_reply_cut_while_reasoning_does_not_break_the_next_request() -> None:
         assert agent.prompt("Just answer.").result == "Short answer."
         kinds = [i.get("type", "message") for i in server.requests[1]["input"]]
         assert kinds == ["message", "message"]  # the dangling reasoning item is left out
+
+
+def test_parallel_calls_and_a_deadline() -> None:
+    two = {"content": [
+        {"type": "tool_use", "id": "call_a", "name": "add", "input": {"a": 1, "b": 1}},
+        {"type": "tool_use", "id": "call_b", "name": "add", "input": {"a": 2, "b": 2}}]}
+    with MockMessagesServer([two, "2 and 4.", MockMessagesServer.hang()]) as server:
+        client = OpenAIResponsesClient(api_key=KEY, base_url=server.base_url, max_retries=0)
+        agent = Agent(model="gpt-5", model_client=client, tools=[add])
+        assert agent.prompt("1+1 and 2+2?").result == "2 and 4."
+        sent = server.requests[1]["input"]
+        assert [(i["type"], i["call_id"]) for i in sent if "call_id" in i] == [
+            ("function_call", "call_a"), ("function_call", "call_b"),
+            ("function_call_output", "call_a"), ("function_call_output", "call_b")]
+        with pytest.raises(RequestTimeoutError):
+            client.create(ModelRequest(model="gpt-5", timeout_ms=300, messages=[
+                {"role": "user", "content": "hang"}]))
+
+
+def test_store_true_sends_reasoning_back_by_id() -> None:
+    with MockMessagesServer([_tool_turn("call_1", "Kept by OpenAI."), "3."]) as server:
+        client = OpenAIResponsesClient(api_key=KEY, base_url=server.base_url, store=True)
+        Agent(model="gpt-5", model_client=client, tools=[add]).prompt("1+2?")
+        first, second = server.requests
+        assert first["store"] is True and "include" not in first
+        reasoning = [i for i in second["input"] if i.get("type") == "reasoning"]
+        assert reasoning and "encrypted_content" not in reasoning[0]  # null: left out
