@@ -36,6 +36,7 @@ from .errors import (
     RequestTimeoutError,
     SchemaError,
 )
+from .follow import follow
 from .messages import (
     AssistantMessage,
     ResultMessage,
@@ -60,7 +61,6 @@ from .tools import Tool, ToolContext, ToolResult, tool
 from .usage import Usage
 
 if TYPE_CHECKING:  # the real classes for type checkers; at run time loaded on first use
-    from .follow import follow
     from .models.anthropic import AnthropicClient
     from .models.azure import AzureOpenAIChatClient, AzureOpenAIResponsesClient
     from .models.bedrock import AnthropicBedrockClient
@@ -139,7 +139,7 @@ __all__ = [
 
 
 # Names whose modules load on first use: the HTTP clients (their modules import requests,
-# the one runtime dependency) and follow().
+# the one runtime dependency).
 _LAZY = {
     "AnthropicClient": ".models.anthropic",
     "OpenAIChatClient": ".models.openai",
@@ -148,7 +148,6 @@ _LAZY = {
     "AzureOpenAIResponsesClient": ".models.azure",
     "AnthropicBedrockClient": ".models.bedrock",
     "AnthropicVertexClient": ".models.vertex",
-    "follow": ".follow",
 }
 
 

@@ -130,9 +130,10 @@ def _extends(messages: List[Message], seen: List[Message]) -> bool:
 
 def _resume_point(seen: List[Message], position: int, messages: List[Message]) -> int:
     """Where to go on in a rewritten history: after the last message already yielded that
-    survived the rewrite (compaction keeps the recent ones), else from its start."""
+    survived the rewrite (compaction keeps the recent ones, right after its summary: the
+    first match, since a later message may repeat it), else from its start."""
     for back in range(position - 1, max(position - 4, 0) - 1, -1):  # the last few: cheap
-        for index in range(len(messages) - 1, -1, -1):
+        for index in range(len(messages)):
             if messages[index] == seen[back]:
                 return index + 1
     return 0

@@ -34,7 +34,7 @@ def step(n: int) -> str:
 
 
 def agent_on(store, model):
-    return function_agent(model, tools=[lattice.tool(step)], history_store=store)
+    return function_agent(model, tools=[lattice.tool(step)], history_store=store)[0]
 
 
 def kinds(items):
