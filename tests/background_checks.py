@@ -1,5 +1,5 @@
 """Checks shared by the background-job tests (Celery, RQ, DBOS): the run-exactly-once rules
-of SPEC 17, read from the jobs' log (tests/background/jobs.py) and the SQLite store."""
+of SPEC 17, read from the jobs' log (tests/background/agent_jobs.py) and the SQLite store."""
 
 import json
 from collections import Counter, defaultdict

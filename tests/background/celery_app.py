@@ -3,7 +3,7 @@ recommends, with a visibility timeout scaled down to the tests' seconds-long run
 
 import os
 
-import jobs
+import agent_jobs as jobs
 from celery import Celery
 
 app = Celery("lattice_jobs", broker=os.environ["CELERY_BROKER_URL"])

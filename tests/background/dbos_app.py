@@ -12,7 +12,7 @@ import os
 import sys
 import time
 
-import jobs
+import agent_jobs as jobs
 from dbos import DBOS, DBOSConfig, SetWorkflowID
 
 config: DBOSConfig = {
