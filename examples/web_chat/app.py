@@ -108,7 +108,7 @@ class ChatApp:
         store = self.store(user)
         try:
             messages = store.load()
-            running = _running(store)
+            running = _running(store) or self.claims.open_claim(user, store)
             return {"messages": render(messages), "count": len(messages),
                     "pending": [] if running else
                     [_call_json(c) for c in jobs.pending_calls(user, self.db_path)],
@@ -154,7 +154,7 @@ class ChatApp:
                     raise Refused("409 Conflict", STALE)  # another tab answered them
                 after = len(store.load())
                 run_id = secrets.token_hex(12)
-                self.claims.claim(user, run_id)
+                self.claims.claim(user, run_id, after)
         except lattice.ConcurrentQueryError:
             raise Refused("409 Conflict", BUSY) from None
         finally:
@@ -177,25 +177,27 @@ class Claims:
         os.makedirs(folder, exist_ok=True)
         db = sqlite3.connect(self.db_path, timeout=30)
         db.execute("CREATE TABLE IF NOT EXISTS web_chat_claims (user TEXT PRIMARY KEY, "
-                   "run_id TEXT NOT NULL, at REAL NOT NULL)")
+                   "run_id TEXT NOT NULL, after INTEGER NOT NULL, at REAL NOT NULL)")
         return db
 
-    def claim(self, user: str, run_id: str) -> None:
+    def claim(self, user: str, run_id: str, after: int) -> None:
         with closing(self._db()) as db, db:
-            db.execute("INSERT OR REPLACE INTO web_chat_claims VALUES (?, ?, ?)",
-                       (user, run_id, time.time()))
+            db.execute("INSERT OR REPLACE INTO web_chat_claims VALUES (?, ?, ?, ?)",
+                       (user, run_id, after, time.time()))
 
-    def open_claim(self, user: str, store: lattice.SqliteHistoryStore) -> bool:
-        """Whether the user's last claimed run has neither begun nor gone stale."""
+    def open_claim(self, user: str, store: lattice.SqliteHistoryStore
+                   ) -> Optional[Dict[str, Any]]:
+        """The user's last claimed run (``{"run_id", "after"}``) while it is going or has
+        not begun yet (within GRACE_S), else None."""
         with closing(self._db()) as db:
-            row = db.execute("SELECT run_id, at FROM web_chat_claims WHERE user = ?",
+            row = db.execute("SELECT run_id, after, at FROM web_chat_claims WHERE user = ?",
                              (user,)).fetchone()
         if row is None:
-            return False
+            return None
         record = store.load_run(row[0])
-        if record is not None:
-            return record.get("state") == "running"
-        return time.time() - row[1] < self.GRACE_S
+        going = record.get("state") == "running" if record is not None else \
+            time.time() - row[2] < self.GRACE_S
+        return {"run_id": row[0], "after": row[1]} if going else None
 
 
 class EventStream:

@@ -64,18 +64,16 @@ def run_chat(user: str, run_id: str, message: Optional[str] = None,
 
 
 def unfinished_runs(db_path: str = DB_PATH) -> List[Tuple[str, str, Any]]:
-    """``(user, run_id, prompt)`` of the runs left ``running`` with nobody holding their session."""
-    found = []
+    """``(user, run_id, prompt)`` of every run the store says is still ``running``. Some may
+    be alive in another process: resuming one of those is harmless (the job waits for the
+    session lock, then finds the run ended and replays it), so no holder is probed here; a
+    crashed holder's lease runs out within seconds and the resumed job takes over."""
     store = lattice.SqliteHistoryStore(db_path, session_id="-")
-    for record in store.list_runs(state="running", all_sessions=True):
-        session = lattice.SqliteHistoryStore(db_path, session_id=record["session_id"])
-        try:
-            with session.lock(wait_s=0):
-                pass
-        except lattice.ConcurrentQueryError:
-            continue  # a live job holds it
-        found.append((record["session_id"], record["run_id"], record.get("prompt")))
-    return found
+    try:
+        return [(r["session_id"], r["run_id"], r.get("prompt"))
+                for r in store.list_runs(state="running", all_sessions=True)]
+    finally:
+        store.close()
 
 
 class ThreadRunner:

@@ -134,6 +134,11 @@ def shown(driver: Any) -> List[str]:
             for el in driver.find_elements(By.CSS_SELECTOR, "#log .msg")]
 
 
+def said(driver: Any) -> List[str]:
+    """``shown`` without the approval boxes and error lines: the conversation itself."""
+    return [line for line in shown(driver) if not line.startswith(("approval:", "error:"))]
+
+
 def errors_shown(driver: Any) -> List[str]:
     return [el.text for el in driver.find_elements(By.CSS_SELECTOR, "#log .error")]
 
@@ -205,7 +210,7 @@ def test_a_page_reloaded_mid_run_shows_the_answer_with_no_click(slow_app: App,
     wait.until(lambda d: "user: Please email ada@example.com" in shown(d))
     browser.refresh()  # mid-run: the model is still thinking
     wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, ".approval .approve"))
-    assert shown(browser) == CONVERSATION[:3]
+    assert said(browser) == CONVERSATION[:3]
     assert errors_shown(browser) == []
 
 
@@ -220,7 +225,7 @@ def test_two_tabs_see_one_conversation_and_a_stale_approval_is_said_in_words(
     assert len(approve) == 1  # the approval is shown once in this tab
     browser.switch_to.window(first)
     wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, ".approval .approve"))
-    assert shown(browser) == CONVERSATION[:3]
+    assert said(browser) == CONVERSATION[:3]
 
     browser.switch_to.window(browser.window_handles[1])
     browser.find_element(By.CSS_SELECTOR, ".approval .approve").click()
@@ -243,7 +248,7 @@ def test_a_restarted_server_resumes_the_run_and_the_page_gets_the_answer(
     slow_app.stop(signal.SIGKILL)  # the server dies mid-run, its job thread with it
     slow_app.start()  # and comes back: it resumes the run the store says is unfinished
     wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, ".approval .approve"))
-    assert shown(browser)[:3] == CONVERSATION[:3]
+    assert said(browser) == CONVERSATION[:3]
     assert any("runs resumed" in line for line in slow_app.log), slow_app.log[:3]
 
 
@@ -307,7 +312,7 @@ def test_a_celery_worker_killed_mid_run_and_the_page_still_gets_the_answer(
             with celery_workers(server.env, tmp_path, count=1) as fresh:
                 workers.extend(fresh)
                 wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, ".approval .approve"))
-                assert shown(browser) == CONVERSATION[:3]
+                assert said(browser) == CONVERSATION[:3]
                 browser.find_element(By.CSS_SELECTOR, ".approval .approve").click()
                 wait.until(answered)
                 assert shown(browser) == CONVERSATION
