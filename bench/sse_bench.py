@@ -288,6 +288,51 @@ def eventstream_row(deltas: int, reps: int) -> None:
           f"{deltas * 20 / 1e6:.1f} MB of text): parse_event_stream {ours * 1e3:.1f} ms CPU, "
           f"SSE parse_stream {floor * 1e3:.1f} ms on the same events ({ours / floor:.2f}x; "
           f"target <= 1.5x): {verdict}")
+    with server_process(deltas, None) as sse_url, frames_process(frames) as frames_url:
+        anthropic = lattice_client(sse_url, deltas * 20)
+        bedrock = bedrock_client(frames_url, deltas * 20)
+        over_sse, over_frames = timed([anthropic, bedrock], reps)
+    print(f"  the same through the clients over HTTP (large chunks; the frames are "
+          f"{len(frames) / len(sse):.2f}x the bytes): AnthropicBedrockClient "
+          f"{over_frames * 1e3:.1f} ms, AnthropicClient {over_sse * 1e3:.1f} ms "
+          f"({over_frames / over_sse:.2f}x, for information)")
+
+
+def _serve_frames(conn: Any, frames: bytes) -> None:
+    fault = MockMessagesServer.raw_sse(frames.decode("latin-1"))  # the bytes as they are
+    with MockMessagesServer([fault], record=False, repeat=True) as server:
+        conn.send(server.base_url)
+        conn.recv()
+
+
+@contextlib.contextmanager
+def frames_process(frames: bytes) -> Iterator[str]:
+    ctx = multiprocessing.get_context("spawn")
+    parent, child = ctx.Pipe()
+    process = ctx.Process(target=_serve_frames, args=(child, frames), daemon=True)
+    process.start()
+    try:
+        yield parent.recv()
+    finally:
+        parent.send("stop")
+        process.join(10)
+
+
+def bedrock_client(url: str, expected_chars: int) -> Callable[[], int]:
+    from lattice.models.bedrock import AnthropicBedrockClient
+
+    client = AnthropicBedrockClient(region="us-east-1", access_key_id="mock-access-key-id",
+                                    secret_access_key="mock-secret-access-key", base_url=url)
+    request = ModelRequest(model="anthropic.claude-bench-v1:0",
+                           messages=[{"role": "user", "content": "go"}])
+
+    def run() -> int:
+        reply = client.create(request)
+        text = reply["content"][0]["text"]
+        assert len(text) == expected_chars and reply["stop_reason"] == "end_turn", len(text)
+        return len(text)
+
+    return run
 
 
 def huge_event() -> Tuple[float, float]:

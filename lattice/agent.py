@@ -86,14 +86,7 @@ class Agent:
         check_flags(include_partial_messages=include_partial_messages,
                     parallel_tool_calls=parallel_tool_calls, prompt_caching=prompt_caching,
                     tracing=tracing, trace_content=trace_content)
-        watchers = check_instances("observers", observers, Observer,
-                                   "lattice.observe.Observer objects")
-        if tracing or os.environ.get("LATTICE_TRACING"):  # else tracing is never imported
-            from .tracing import tracing_observer
-
-            made = tracing_observer(tracing, trace_content, client=model_client)
-            if made is not None:
-                watchers.append(made)
+        watchers = _watchers(observers, tracing, trace_content, model_client)
         if model_client is None:
             from .models.anthropic import AnthropicClient
 
@@ -224,6 +217,20 @@ class Agent:
         s = self._settings
         return (f"<Agent model={s.model!r} tools={list(s.tools)} "
                 f"messages={len(self._conversation.history.messages)}>")
+
+
+def _watchers(observers: Optional[Iterable[Observer]], tracing: bool, trace_content: bool,
+              model_client: Any) -> List[Observer]:
+    """The Agent's observers, and the tracing observer when tracing is on."""
+    watchers = check_instances("observers", observers, Observer,
+                               "lattice.observe.Observer objects")
+    if tracing or os.environ.get("LATTICE_TRACING"):  # else tracing is never imported
+        from .tracing import tracing_observer
+
+        made = tracing_observer(tracing, trace_content, client=model_client)
+        if made is not None:
+            watchers.append(made)
+    return watchers
 
 
 def create_agent(**options: Any) -> Agent:

@@ -7,8 +7,9 @@ session lock and how long to wait for it, and the running query's ``QueryRun`` (
 
 Start and end, in order: ``start`` (the guard; a busy Agent raises
 ``ConcurrentQueryError``), ``hold_session`` (the store's lock, once this Agent's own last
-write has landed), ``ensure_loaded``, the query's own work, then ``end`` (the lock is given
-back once no write of the query is in flight; the guard at once).
+write has landed), ``catch_up`` (load, reload, or bring back a store left behind), the
+query's own work, then ``end`` (the lock is given back once no write of the query is in
+flight; the guard at once).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from .cancellation import AbortSignal
 from .durable import running_runs
 from .errors import ConcurrentQueryError
 from .history import History
-from .race import QueryRun
+from .race import EVENT_POLL_S, QueryRun
 from .settings import QuerySettings
 from .stores.repair import repair_history
 from .stores.runs import records_runs
@@ -67,13 +68,18 @@ class Conversation:
         self.history.new_query()
         return self.run
 
-    def hold_session(self) -> SessionHold:
+    def hold_session(self, run: QueryRun) -> Optional[SessionHold]:
         """The store's session lock (SPEC 14), held until ``end``. This Agent's own last
         write, still in flight after an early end, is not another query: wait for it to
-        land (it gives the lock back) instead of raising ``ConcurrentQueryError``."""
+        land (it gives the lock back) instead of raising ``ConcurrentQueryError``. The
+        query's signal still bounds the wait: None if ``run`` ended meanwhile."""
         landed = self._landed
         if landed is not None:
-            landed.wait()
+            while not landed.wait(EVENT_POLL_S):
+                if run.user_aborted():  # a polled Event: nobody else would notice
+                    run.abort_from_user()
+                if run.ended is not None:
+                    return None
         return self.history.hold_session(self.lock_wait_s)
 
     def catch_up(self) -> None:
@@ -134,7 +140,7 @@ class Conversation:
 
     def _run_left_running(self) -> bool:
         try:
-            return bool(running_runs(self.history.home))
+            return bool(running_runs(self.history))
         except Exception:  # noqa: BLE001 - cannot tell: then do not write (reads never write)
             return True
 
@@ -167,7 +173,7 @@ class Conversation:
         if pending and records_runs(self.history.home):
             # An approved call journaled as started is no longer pending (SPEC 17): after a
             # crash, the next query settles it by the journal instead.
-            started = {i for r in running_runs(self.history.home)
+            started = {i for r in running_runs(self.history)
                        for i in (r.get("started_calls") or {})}
             pending = [c for c in pending if c.id not in started]
         return pending

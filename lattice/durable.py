@@ -55,18 +55,20 @@ class Plan(NamedTuple):
     record: Optional[Record]
 
 
-def plan(store: Any, run_id: str, prompt: Any) -> Plan:
-    """What a call with ``run_id`` does, from the store's record of it.
+def plan(history: Any, run_id: str, prompt: Any) -> Plan:
+    """What a call with ``run_id`` does, from the store's record of it (read under the
+    store-failure policy of ``history``, a ``History``).
 
     Raises:
         ValueError: the store does not record runs, or the run was started with another
             prompt.
     """
+    store = history.home
     if not records_runs(store):
         raise ValueError(f"run_id needs a history store that records runs (the built-in "
                          f"stores, or define_history_store(load_run=, save_run=, "
                          f"list_runs=)); got {describe_store(store)}")
-    record = store.load_run(run_id)
+    record = history.peek("load_run", run_id)
     if record is None:
         return Plan("new", None)
     if prompt is not None and as_stored(prompt) != record.get("prompt"):
@@ -147,24 +149,20 @@ def totals(messages: List[Dict[str, Any]], index: int) -> Tuple[int, Usage]:
     return turns, usage
 
 
-def running_runs(store: Any) -> List[Record]:
-    """The session's runs left ``running`` (none for a store that does not record runs)."""
-    if not records_runs(store):
+def running_runs(history: Any) -> List[Record]:
+    """The session's runs left ``running`` (none for a store that does not record runs),
+    read under the store-failure policy of ``history`` (a ``History``)."""
+    if not records_runs(history.home):
         return []
-    return list(store.list_runs(state="running"))
+    return list(history.peek("list_runs", "running") or [])
 
 
-def superseded(record: Record, messages: List[Dict[str, Any]],
-               answers: Optional[Dict[str, Any]]) -> Record:
+def superseded(record: Record, messages: List[Dict[str, Any]]) -> Record:
     """``record`` ended ``interrupted``, because another query took the conversation over
-    (SPEC 21a); ``answers`` is the message that answered its open calls (None if none)."""
+    (SPEC 21a): what a later call with its id replays."""
     index = record.get("index")
     turns, usage = totals(messages, index if isinstance(index, int) else len(messages))
-    result = ResultMessage("interrupted", result=None, usage=usage, num_turns=turns)
-    ended = ended_record(record, result)
-    if answers is not None:
-        ended["result"]["result"] = None
-    return ended
+    return ended_record(record, ResultMessage("interrupted", usage=usage, num_turns=turns))
 
 
 def approval_run_id(tail: Dict[str, Any]) -> str:
@@ -220,7 +218,7 @@ class Keeper:
         self.history = history
         self.run_id = run_id
         self.prompt = prompt
-        self.plan = plan(history.home, run_id, prompt) if run_id is not None else None
+        self.plan = plan(history, run_id, prompt) if run_id is not None else None
         self.record: Optional[Record] = self.plan.record if self.plan is not None else None
         self.journal: Optional[Journal] = None
         self.turns = 0
@@ -231,14 +229,13 @@ class Keeper:
         """Read run ``own`` again (None: this query has no record yet) and supersede every
         other running run. Returns ``own``'s record if it has ended (to replay)."""
         history = self.history
-        home = history.home
         if own is not None:
-            self.record = home.load_run(own)
+            self.record = history.peek("load_run", own)
             if self.record is not None and self.record.get("state") == "ended":
                 return self.record
         elif history.no_running_runs_at == history.loads:
             return None  # none was left running, and nobody else wrote since we looked
-        for other in running_runs(home):
+        for other in running_runs(history):
             if other.get("run_id") != own:
                 self.supersede(other)
         history.no_running_runs_at = None if own is not None else history.loads
@@ -261,7 +258,7 @@ class Keeper:
             history.append({"role": "user", "content": [
                 not_run(u["id"], "uncertain") if u["id"] in started
                 else not_run(u["id"], "ended", why=SUPERSEDED_WHY) for u in uses]})
-        history.save("save_run", superseded(record, history.messages, None))
+        history.save("save_run", superseded(record, history.messages))
 
     def _raw(self) -> List[Dict[str, Any]]:
         """The stored history as it is, not repaired (memory follows it)."""
@@ -352,6 +349,7 @@ class Keeper:
         ended = ended_record(self.record, result)
         ended["end_index"] = len(self.history.messages)  # where follow(run_id=) stops
         self._save(ended)
+        self.history.own_version()
         self.history.no_running_runs_at = self.history.loads  # the others were closed first
 
     def _save(self, record: Record) -> None:

@@ -73,6 +73,7 @@ class History:
         # ``loads`` when the store was last known to hold no running durable run
         # (durable.Keeper: then a query need not look again until the next load).
         self.no_running_runs_at: Optional[int] = None
+        self.version_behind = False  # a run record was written since the version was read
         self.saved = 0  # while left behind: how many messages of memory the store holds
         self._warned = False  # this query logged its store failure
         self.hold: Optional[SessionHold] = None  # this query's session lock, while held
@@ -172,8 +173,13 @@ class History:
             # the version first, so a write landing between the two reads makes it stale.
             before = self._read_version() if method == "load" else None
             out = None if written else getattr(store, method)(*args)
-            if self.versioned:
+            if method == "save_run" and self.hold is not None and self.hold.held:
+                # A run record written under the lock: the next write (or the run's end,
+                # ``own_version``) reads the version; nobody else can write meanwhile.
+                self.version_behind = True
+            elif self.versioned:
                 self.version = before if method == "load" else self._read_version()
+                self.version_behind = False
             if method == "load":
                 self.read_once = True
                 self.loads += 1
@@ -184,6 +190,27 @@ class History:
         except Exception as exc:
             self._failed(method, exc)
             return None
+
+    def own_version(self) -> None:
+        """After this query's last write (a run record, under the lock): read the version,
+        so the next query does not take its own write for another writer's."""
+        if self.version_behind and self.store is not None and not self.lost:
+            with self.io:
+                self.version = self._read_version()
+                self.version_behind = False
+
+    def peek(self, method: str, *args: Any) -> Any:
+        """A read of the store other than ``load`` (run records) under the failure policy;
+        it leaves the version alone (None without a store or on a swallowed failure)."""
+        store = self.store
+        if store is None:
+            return None
+        with self.io:
+            try:
+                return getattr(store, method)(*args)
+            except Exception as exc:
+                self._failed(method, exc)
+                return None
 
     def hold_session(self, wait_s: float) -> SessionHold:
         """The store's session lock (SPEC 14) under the failure policy: a lock that cannot

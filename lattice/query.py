@@ -60,7 +60,7 @@ class Query(Iterator[SDKMessage]):
         self._loop: Optional[Loop] = None
         self._observers: Optional[ObserverGroup] = None
         self._token: Any = None
-        self._started = time.monotonic()
+        self._started = 0.0
         self._tail_done = False
         try:
             home = conversation.history.home
@@ -111,10 +111,11 @@ class Query(Iterator[SDKMessage]):
         try:
             ended = keeper.record if keeper is not None and keeper.plan is not None and \
                 keeper.plan.kind == "replay" else None
-            if ended is None and conversation.history.home is not None:
-                self._lock = conversation.hold_session()
-                conversation.catch_up()
-                ended = self._under_lock()
+            taken = True
+            if ended is None:
+                taken = self._take_session()
+                if taken and conversation.history.home is not None:
+                    ended = self._under_lock()
             if ended is not None:  # the run had ended: its result again, nothing else
                 self._finish(Ending("closed"), delivered=False)
                 yield durable.replay(ended, settings.output, self._pending)
@@ -122,7 +123,8 @@ class Query(Iterator[SDKMessage]):
             if settings.observers:
                 self._observers = ObserverGroup(settings.observers)
                 self._token = self._observers.query_start(settings.model, self._prompt)
-            resume = self._begin()
+            self._started = time.monotonic()
+            resume = self._begin() if taken else None
             self._loop = Loop(run, settings, conversation.history, agent=self._owner,
                               observers=self._observers, query_token=self._token,
                               resume=resume, journal=keeper.journal if keeper else None)
@@ -176,6 +178,19 @@ class Query(Iterator[SDKMessage]):
             finally:
                 self._conversation.end(self._lock)
         return result
+
+    def _take_session(self) -> bool:
+        """The store's session lock, and the history caught up with the store (nothing to
+        do without a store). False if the query ended while this Agent's own last write
+        was still landing: then it writes nothing, and the loop ends at its first check."""
+        conversation = self._conversation
+        if conversation.history.home is None:
+            return True
+        self._lock = conversation.hold_session(self._run)
+        if self._lock is None:
+            return False
+        conversation.catch_up()
+        return True
 
     def _check_approvals(self) -> List[ToolCall]:
         assert self._approvals is not None

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gc
 import threading
+import time
 
 import pytest
 
@@ -267,3 +268,34 @@ def _outcome(fn, *args):
         return fn(*args)
     except Exception as exc:  # noqa: BLE001 - the outcome is what is checked
         return exc
+
+
+def test_the_wait_for_its_own_write_is_bounded_by_the_querys_signal(tmp_path):
+    """A store write that never lands must not hang the next query beyond its signal:
+    it ends ``error_abort`` promptly, writing nothing (it never held the session)."""
+    entered, go = threading.Event(), threading.Event()
+
+    class Stuck(JsonlHistoryStore):
+        def append(self, message):
+            if contents([message]) == ["slow reply"]:
+                entered.set()
+                assert go.wait(20)
+            super().append(message)
+
+    a = Agent(model="m", model_client=ScriptedModelClient(["slow reply", "never"]),
+              history_store=Stuck(tmp_path / "c.jsonl"))
+    first = AbortController()
+    threading.Thread(target=lambda: entered.wait(20) and first.abort()).start()
+    assert a.prompt("one", signal=first.signal).subtype == "error_abort"
+    try:
+        second = AbortController()
+        threading.Timer(0.2, second.abort).start()
+        started = time.monotonic()
+        result = a.prompt("two", signal=second.signal)
+        assert result.subtype == "error_abort" and result.num_turns == 0
+        assert time.monotonic() - started < 5
+        assert contents(a.get_history()) == ["one"]  # "two" never entered the history
+    finally:
+        go.set()
+    # The write lands; the next query goes on from there.
+    assert a.prompt("three").result == "never"

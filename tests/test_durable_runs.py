@@ -294,3 +294,22 @@ def test_a_replay_rebuilds_the_error_of_its_class():
     again = world.agent(store, max_turns=2).prompt("go", run_id="r")
     assert first.subtype == again.subtype == "error_max_turns"
     assert type(again.error) is type(first.error) and str(again.error) == str(first.error)
+
+
+def test_a_runs_own_record_writes_do_not_make_the_next_query_reload():
+    class Counting(MemoryHistoryStore):
+        loads = 0
+
+        def load(self):
+            Counting.loads += 1
+            return super().load()
+
+    store = Counting()
+    world = World([{"content": [use("l1", "lookup", key="k")]}])
+    agent = world.agent(store)
+    agent.prompt("go", run_id="r")
+    agent.prompt("and then")
+    assert Counting.loads == 1
+    store.append({"role": "user", "content": "someone else"})  # another writer: reloaded
+    agent.prompt("once more")
+    assert Counting.loads == 2

@@ -30,11 +30,30 @@ def _paths() -> Tuple[str, str]:
     return os.path.expanduser(credentials), os.path.expanduser(config)
 
 
+# path -> ((mtime_ns, size), sections): a client reads the files at each call (keys
+# rotate), and parses them again only when they changed.
+_PARSED: Dict[str, Tuple[Tuple[int, int], Dict[str, Dict[str, str]]]] = {}
+
+
 def _section(path: str, names: Tuple[str, ...]) -> Optional[Dict[str, str]]:
     """The first of the sections ``names`` in the INI file at ``path`` (None if the file
     or the sections are missing)."""
-    if not os.path.isfile(path):
+    try:
+        stat = os.stat(path)
+    except OSError:
         return None
+    stamp = (stat.st_mtime_ns, stat.st_size)
+    cached = _PARSED.get(path)
+    if cached is None or cached[0] != stamp:
+        cached = (stamp, _parse(path))
+        _PARSED[path] = cached
+    for name in names:
+        if name in cached[1]:
+            return dict(cached[1][name])
+    return None
+
+
+def _parse(path: str) -> Dict[str, Dict[str, str]]:
     import configparser
 
     parser = configparser.RawConfigParser()
@@ -44,10 +63,8 @@ def _section(path: str, names: Tuple[str, ...]) -> Optional[Dict[str, str]]:
         # the parser's message may quote a line of the file (a key): only its kind is shown
         raise ValueError(f"AWS shared file {path} cannot be read ({type(exc).__name__})"
                          ) from None
-    for name in names:
-        if parser.has_section(name):
-            return {k.lower(): v.strip() for k, v in parser.items(name)}
-    return None
+    return {name: {k.lower(): v.strip() for k, v in parser.items(name)}
+            for name in parser.sections()}
 
 
 def read_profile(profile: str) -> Tuple[Optional[Dict[str, str]], Optional[Dict[str, str]]]:

@@ -32,6 +32,7 @@ from .chat_wire import (
     finished,
     stop_reason_from_finish,
 )
+from .shape import malformed, optional
 from .sse import SSEDecoder, iter_lines, load_data
 
 __all__ = ["ChatStreamAccumulator", "parse_chat_stream"]
@@ -72,26 +73,33 @@ class ChatStreamAccumulator:
             self._head["model"] = chunk["model"]
         usage = chunk.get("usage")
         if usage:
-            self._usage = usage
+            self._usage = usage  # its type is checked once, in reply()
         choices = chunk.get("choices")
         if not choices:
             return
+        if not isinstance(choices, list):
+            raise malformed("chunk choices", choices, "a list")
         choice = choices[0]
-        if not isinstance(choice, dict) or choice.get("index", 0) not in (0, None):
+        if not isinstance(choice, dict):
+            raise malformed("chunk choices[0]", choice, "an object")
+        if choice.get("index", 0) not in (0, None):
             return  # we never ask for n > 1
         delta = choice.get("delta")
         if delta:
+            if not isinstance(delta, dict):
+                raise malformed("chunk choices[0].delta", delta, "an object")
             content = delta.get("content")
             if content:
                 if isinstance(content, str):
                     self._texts.append(content)
                 else:
-                    content_parts(content, self._texts, self._reasoning)
+                    content_parts(content, self._texts, self._reasoning,
+                                  "chunk choices[0].delta.content")
             if len(delta) > 1 or content is None:
                 self._other(delta)
         finish = choice.get("finish_reason")
         if finish:
-            self._finish = finish
+            self._finish = optional(finish, str, "chunk choices[0].finish_reason", "a string")
 
     def _other(self, delta: Dict[str, Any]) -> None:
         for key in ("reasoning_content", "reasoning"):
@@ -102,9 +110,13 @@ class ChatStreamAccumulator:
         refusal = delta.get("refusal")
         if isinstance(refusal, str):
             self._refusal.append(refusal)
-        for position, fragment in enumerate(delta.get("tool_calls") or ()):
-            if isinstance(fragment, dict):
-                self._fragment(fragment, position)
+        fragments = optional(delta.get("tool_calls"), list, "chunk choices[0].delta.tool_calls",
+                             "a list")
+        for position, fragment in enumerate(fragments or ()):
+            if not isinstance(fragment, dict):
+                raise malformed(f"chunk choices[0].delta.tool_calls[{position}]", fragment,
+                                "an object")
+            self._fragment(fragment, position)
         legacy = delta.get("function_call")
         if isinstance(legacy, dict) and (legacy.get("name") or "legacy" in self._calls):
             self._merge(self._calls.setdefault("legacy", _Call()), None, legacy)
@@ -118,8 +130,10 @@ class ChatStreamAccumulator:
         call = self._calls.get(index)
         if call is None:
             call = self._calls[index] = _Call()
-        function = fragment.get("function")
-        self._merge(call, call_id, function if isinstance(function, dict) else {})
+        function = optional(fragment.get("function"), dict,
+                            f"chunk choices[0].delta.tool_calls[{position}].function",
+                            "an object")
+        self._merge(call, call_id, function or {})
 
     @staticmethod
     def _merge(call: _Call, call_id: Any, function: Dict[str, Any]) -> None:

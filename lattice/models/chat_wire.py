@@ -12,33 +12,27 @@ from __future__ import annotations
 
 import json
 import operator
-import uuid
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
-from ..errors import (
-    APIConnectionError,
-    APIStatusError,
-    PromptTooLongError,
-    error_class_for_type,
-    is_prompt_too_long,
-    status_error_class,
-)
-from ..usage import token_count
 from .base import ModelRequest
-from .status import error_message, load_json
+from .chat_reply import (  # the other direction, re-exported: one module per direction
+    assemble,
+    call_block,
+    content_parts,
+    error_from_chat,
+    finished,
+    new_call_id,
+    reply_from_completion,
+    stop_reason_from_finish,
+    tool_input,
+    usage_from_chat,
+)
 
 __all__ = ["Translations", "chat_body", "chat_messages", "chat_tools",
            "reply_from_completion", "usage_from_chat", "stop_reason_from_finish",
            "tool_input", "new_call_id", "content_parts", "assemble", "call_block",
            "finished", "error_from_chat"]
 
-_FINISH = {
-    "stop": "end_turn",
-    "length": "max_tokens",
-    "tool_calls": "tool_use",
-    "function_call": "tool_use",
-    "content_filter": "refusal",
-}
 
 
 # -- requests ------------------------------------------------------------------------------
@@ -248,142 +242,3 @@ def _tool_result(block: Dict[str, Any]) -> Tuple[str, List[Dict[str, Any]]]:
     if block.get("is_error") and not text.lstrip().lower().startswith("error"):
         text = "Error: " + text
     return text, images
-
-
-# -- replies -------------------------------------------------------------------------------
-
-
-def new_call_id() -> str:
-    """A unique id for a tool call the server sent without one."""
-    return f"call_lattice_{uuid.uuid4().hex[:24]}"
-
-
-def tool_input(arguments: Any) -> Any:
-    """The tool_use ``input`` for a call's ``arguments``: the parsed object, ``{}`` when
-    absent, else the arguments as given (the loop then answers with an error result)."""
-    if arguments is None or arguments == "":
-        return {}
-    if isinstance(arguments, dict):
-        return arguments
-    if isinstance(arguments, str):
-        try:
-            parsed = load_json(arguments)
-        except ValueError:
-            return arguments
-        return parsed if isinstance(parsed, dict) else arguments
-    return arguments
-
-
-def stop_reason_from_finish(finish: Any, has_calls: bool) -> Any:
-    """``finish_reason`` -> ``stop_reason``; none given: ``tool_use`` if calls came."""
-    if finish is None or finish == "":
-        return "tool_use" if has_calls else "end_turn"
-    return _FINISH.get(finish, finish) if isinstance(finish, str) else finish
-
-
-def usage_from_chat(usage: Any) -> Dict[str, int]:
-    """Chat usage as lattice usage: cached prompt tokens counted as cache reads."""
-    if not isinstance(usage, dict):
-        usage = {}
-    details = usage.get("prompt_tokens_details")
-    cached = token_count(details.get("cached_tokens")) if isinstance(details, dict) else 0
-    return {"input_tokens": max(0, token_count(usage.get("prompt_tokens")) - cached),
-            "output_tokens": token_count(usage.get("completion_tokens")),
-            "cache_creation_input_tokens": 0,
-            "cache_read_input_tokens": cached}
-
-
-def error_from_chat(error: Any, request_id: Optional[str] = None) -> APIStatusError:
-    """The error an ``error`` object in a 2xx body or a stream names (by its status code,
-    else its type); too-long prompts are ``PromptTooLongError``."""
-    detail = error if isinstance(error, dict) else {}
-    message = error_message({"error": error}) or "error in the reply"
-    status = detail.get("status_code", detail.get("code"))
-    status = status if isinstance(status, int) and not isinstance(status, bool) else None
-    if status is None and isinstance(detail.get("status"), int):
-        status = detail["status"]
-    cls = status_error_class(status) if status else error_class_for_type(detail.get("type"))
-    if status in (None, 400, 413) and is_prompt_too_long(message, detail.get("code")):
-        cls = PromptTooLongError
-    return cls(message, status_code=status, request_id=request_id, body={"error": error})
-
-
-def content_parts(content: Any, texts: List[str], reasoning: List[str]) -> None:
-    """Text and thinking out of a ``content`` that is a str or a list of parts (Mistral)."""
-    if isinstance(content, str):
-        texts.append(content)
-        return
-    for part in content if isinstance(content, list) else ():
-        if not isinstance(part, dict):
-            continue
-        if part.get("type") == "text" and isinstance(part.get("text"), str):
-            texts.append(part["text"])
-        elif part.get("type") == "thinking":
-            inner = part.get("thinking")
-            if isinstance(inner, str):
-                reasoning.append(inner)
-            else:
-                content_parts(inner, reasoning, reasoning)
-
-
-def assemble(texts: List[str], reasoning: List[str], calls: List[Dict[str, Any]],
-             refusal: Any) -> List[Dict[str, Any]]:
-    """Content blocks in Messages order: thinking, text, tool_use."""
-    blocks: List[Dict[str, Any]] = []
-    thinking = "".join(reasoning)
-    if thinking:
-        blocks.append({"type": "thinking", "thinking": thinking})
-    text = "".join(texts)
-    if not text and isinstance(refusal, str) and refusal:
-        text = refusal
-    if text:
-        blocks.append({"type": "text", "text": text})
-    blocks.extend(calls)
-    return blocks
-
-
-def call_block(call_id: Any, name: Any, arguments: Any) -> Dict[str, Any]:
-    if not isinstance(name, str) or not name:
-        raise APIConnectionError(f"the reply has a tool call without a name (id {call_id!r})")
-    return {"type": "tool_use", "id": call_id if isinstance(call_id, str) and call_id
-            else new_call_id(), "name": name, "input": tool_input(arguments)}
-
-
-def reply_from_completion(body: Any) -> Dict[str, Any]:
-    """A ``chat.completion`` object as the assistant dict clients return."""
-    if not isinstance(body, dict):
-        raise APIConnectionError(f"the reply is not a JSON object: {str(body)[:200]!r}")
-    if body.get("error"):
-        raise error_from_chat(body["error"])
-    choices = body.get("choices")
-    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-        raise APIConnectionError(
-            f"the reply has no choices (not a chat.completion?): {json.dumps(body)[:200]}")
-    message = choices[0].get("message")
-    message = message if isinstance(message, dict) else {}
-    texts: List[str] = []
-    reasoning: List[str] = []
-    for key in ("reasoning_content", "reasoning"):
-        if isinstance(message.get(key), str):
-            reasoning.append(message[key])
-            break
-    content_parts(message.get("content"), texts, reasoning)
-    calls = [call_block(c.get("id"), (c.get("function") or {}).get("name"),
-                        (c.get("function") or {}).get("arguments"))
-             for c in message.get("tool_calls") or () if isinstance(c, dict)]
-    legacy = message.get("function_call")
-    if not calls and isinstance(legacy, dict) and legacy.get("name"):
-        calls.append(call_block(None, legacy["name"], legacy.get("arguments")))
-    refusal = message.get("refusal")
-    stop = stop_reason_from_finish(choices[0].get("finish_reason"), bool(calls))
-    if stop == "end_turn" and not "".join(texts) and isinstance(refusal, str) and refusal:
-        stop = "refusal"
-    return finished(body, assemble(texts, reasoning, calls, refusal), stop,
-                    body.get("usage"))
-
-
-def finished(body: Mapping[str, Any], content: List[Dict[str, Any]], stop: Any,
-             usage: Any) -> Dict[str, Any]:
-    return {"role": "assistant", "content": content, "stop_reason": stop,
-            "usage": usage_from_chat(usage), "model": body.get("model") or None,
-            "provider_response_id": body.get("id") or None}

@@ -72,7 +72,9 @@ class HTTPModelClient:
         return self._transport.get_session()
 
     def close(self) -> None:
-        """Close the client's own session (a session given by the user is left open)."""
+        """End calls in flight (``APIConnectionError``) and close the client's own
+        session (a session given by the user is left open). The client may be used
+        again: a new session is made."""
         self._transport.close()
 
     def __enter__(self: C) -> C:

@@ -34,7 +34,7 @@ class HeldCall:
         self.deadline = deadline
         self.conn: Any = None
         self.response: Any = None  # set once headers came (the fallback for user sessions)
-        self.cause: Optional[str] = None  # "abort" or "timeout" once cut
+        self.cause: Optional[str] = None  # "abort", "timeout" or "closed" once cut
         self.done = False
 
     def activate(self) -> None:

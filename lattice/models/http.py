@@ -42,6 +42,7 @@ from typing import (
     Mapping,
     Optional,
     Sequence,
+    Set,
     Tuple,
     Type,
 )
@@ -92,7 +93,8 @@ class Transport:
         self.max_response_bytes = max_response_bytes
         self.own_session = session is None
         self.session = session
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # guards session and _calls
+        self._calls: Set[HeldCall] = set()  # in flight: close() cuts them
         hide_queries_from_urllib3(url)
 
     def get_session(self) -> requests.Session:
@@ -105,12 +107,17 @@ class Transport:
         return session
 
     def close(self) -> None:
-        """Close our own session (a session given by the user is left open)."""
-        if self.own_session:
-            with self._lock:
-                session, self.session = self.session, None
-            if session is not None:
-                session.close()
+        """End the calls in flight (``APIConnectionError``, their connections closed) and
+        close our own session (a session given by the user is left open)."""
+        with self._lock:
+            calls = list(self._calls)
+            session = self.session if self.own_session else None
+            if self.own_session:
+                self.session = None
+        for call in calls:
+            call.cut("closed")
+        if session is not None:
+            session.close()
 
     def send(self, request: ModelRequest, body: bytes, headers: Dict[str, str],
              secrets: List[str], streaming: bool, *, url: Optional[str] = None,
@@ -134,6 +141,8 @@ class Transport:
         call = HeldCall(request, sorted({*secrets, *every}, key=len, reverse=True), deadline)
         cancel_timer = call_later(timeout_ms / 1000.0, call.expire) if timeout_ms else None
         signal.add_callback(call.abort)
+        with self._lock:
+            self._calls.add(call)
         call.activate()
         try:
             retries = 0
@@ -164,6 +173,8 @@ class Transport:
             signal.remove_callback(call.abort)
             if cancel_timer is not None:
                 cancel_timer()
+            with self._lock:
+                self._calls.discard(call)
             call.finish()
 
     def _post(self, call: HeldCall, url: str, shown: str, body: bytes,
@@ -178,7 +189,7 @@ class Transport:
             return session.post(url, data=body, headers=headers, timeout=timeout, stream=True)
         except transport_errors() as exc:
             failure = self._failure(call, exc, shown, headers=headers)
-            if isinstance(failure, APIConnectionError):
+            if isinstance(failure, APIConnectionError) and call.cause is None:
                 raise _Retry(failure, {}) from exc
             raise failure from exc
 
@@ -227,6 +238,8 @@ class Transport:
         if call.cause == "abort" and call.request is not None:
             reason = call.request.signal.reason
             return reason if isinstance(reason, BaseException) else AbortError(str(reason))
+        if call.cause == "closed":
+            return APIConnectionError(f"the client was closed during the call ({shown})")
         if call.cause == "timeout" or (call.deadline is not None and is_timeout_of(exc)
                                        and self.retry_policy.clock() >= call.deadline - 0.01):
             return RequestTimeoutError("model request timed out", kind="request")

@@ -19,7 +19,7 @@ from typing import (
     Sequence,
     Tuple,
 )
-from urllib.parse import urlencode
+from urllib.parse import urlsplit
 
 from .._version import __version__
 from ..errors import APIConnectionError, APIStatusError
@@ -41,6 +41,7 @@ from .responses_stream import parse_responses_stream
 from .responses_wire import reply_from_response, responses_body
 from .retry import RetryPolicy
 from .status import add_hint, error_from_response, load_json
+from .urls import endpoint
 
 if TYPE_CHECKING:  # pragma: no cover
     import requests
@@ -82,8 +83,10 @@ class ResponsesCodec:
 
 
 def responses_url(base_url: str) -> str:
-    """``{base}/v1/responses``, whether ``base_url`` ends in ``/v1`` or not."""
-    return base_url + ("/responses" if base_url.endswith("/v1") else "/v1/responses")
+    """``{base}/v1/responses``, whether ``base_url`` ends in ``/v1`` or not (a query
+    string in ``base_url`` keeps its place after the path)."""
+    path = "/responses" if urlsplit(base_url).path.endswith("/v1") else "/v1/responses"
+    return endpoint(base_url, path)
 
 
 def bearer_token(provider: TokenProvider) -> str:
@@ -160,7 +163,7 @@ class OpenAIResponsesClient(HTTPModelClient):
         self._query_secrets = secrets_of(dict(query))
         self._cache = Translations()  # what earlier requests translated
         self._transport = Transport(
-            url + ("?" + urlencode(query) if query else ""), ResponsesCodec(url, self._hint()),
+            endpoint(url, "", query), ResponsesCodec(url, self._hint()),
             session=session, retry_policy=retry_policy or RetryPolicy(max_retries=max_retries),
             timeout_ms=timeout_ms)
 

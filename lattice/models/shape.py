@@ -22,7 +22,7 @@ from typing import Any, Dict, List, Mapping, Optional
 
 from ..errors import APIConnectionError
 
-__all__ = ["MAX_DEPTH", "too_deep", "top_level_id", "malformed", "check_reply",
+__all__ = ["MAX_DEPTH", "too_deep", "top_level_id", "malformed", "optional", "check_reply",
            "check_depth"]
 
 MAX_DEPTH = 100
@@ -87,6 +87,13 @@ def malformed(field: str, value: Any, wanted: str) -> APIConnectionError:
         shown = shown[:77] + "..."
     return APIConnectionError(f"malformed reply: {field} must be {wanted}, got "
                               f"{type(value).__name__} {shown}")
+
+
+def optional(value: Any, kinds: Any, field: str, wanted: str) -> Any:
+    """``value`` if it is None or of ``kinds``; else ``malformed(field, ...)`` raised."""
+    if value is None or isinstance(value, kinds):
+        return value
+    raise malformed(field, value, wanted)
 
 
 def _block_problem(index: int, block: Any) -> Optional[APIConnectionError]:

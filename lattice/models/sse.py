@@ -7,7 +7,8 @@ Three layers, each a pure function of its input, so tests feed them plain lists:
   legal inside JSON strings, and a UTF-8 character cut between two chunks is only decoded
   once its whole line is there.
 * ``SSEDecoder.decode(line)``: lines -> a ``ServerSentEvent`` at each blank line.
-* ``MessageAccumulator.feed(event)``: event dicts -> the Messages API message object.
+* ``MessageAccumulator.feed(event)`` (``sse_message.py``): event dicts -> the Messages
+  API message object.
 
 ``parse_stream(chunks, on_event)`` chains them.
 """
@@ -32,7 +33,7 @@ from typing import (
 
 from ..errors import APIConnectionError
 from .body import DEFAULT_MAX_RESPONSE_BYTES, too_large
-from .wire import error_from_body
+from .sse_message import MessageAccumulator
 
 __all__ = [
     "ServerSentEvent",
@@ -167,157 +168,6 @@ class SSEDecoder:
                 event = self.flush()
                 if event is not None:
                     yield event
-
-
-# -- assembling the message ------------------------------------------------------------
-
-# Deltas whose payload is appended to a field of the block, as (payload key, block field).
-# text_delta is handled first, on its own, in MessageAccumulator.feed.
-_APPENDING_DELTAS = {
-    "thinking_delta": ("thinking", "thinking"),
-    "input_json_delta": ("partial_json", "input"),
-    "compaction_delta": ("content", "content"),
-}
-
-
-class _Block:
-    """A content block as ``content_block_start`` gave it, plus the deltas seen since."""
-
-    __slots__ = ("block", "text", "parts", "citations", "signature")
-
-    def __init__(self, block: Dict[str, Any]) -> None:
-        self.block = dict(block)  # a copy: the caller's event dict stays as it was
-        self.text: List[str] = []  # text_delta, by far the most common, has its own list
-        self.parts: Dict[str, List[str]] = {}
-        self.citations: Optional[List[Any]] = None
-        self.signature: Optional[str] = None
-
-    def finish(self, stop_reason: Optional[str]) -> Dict[str, Any]:
-        block = self.block
-        if self.text:
-            block["text"] = (block.get("text") or "") + "".join(self.text)
-        for name, parts in self.parts.items():
-            joined = "".join(parts)
-            if name == "input":
-                block["input"] = _tool_input(joined, block, stop_reason)
-            else:
-                block[name] = (block.get(name) or "") + joined
-        if self.citations is not None:
-            block["citations"] = list(block.get("citations") or ()) + self.citations
-        if self.signature is not None:
-            block["signature"] = self.signature
-        return block
-
-
-def _tool_input(text: str, block: Dict[str, Any], stop_reason: Optional[str]) -> Any:
-    if not text.strip():
-        return {}
-    try:
-        return json.loads(text)
-    except ValueError:
-        if stop_reason == "max_tokens":
-            # The reply was cut mid-call. The loop never runs such a call (it answers it
-            # with an error), and ``{}`` keeps the block valid to send back next turn.
-            return {}
-        raise APIConnectionError(
-            f"malformed tool input JSON in stream for block {block.get('id')!r}: {text[:200]!r}"
-        ) from None
-
-
-class MessageAccumulator:
-    """Builds the Messages API message object from streamed event dicts.
-
-    Unknown event, block and delta types are ignored: a block stays as
-    ``content_block_start`` gave it plus the deltas we understand. Usage starts from
-    ``message_start`` and every non-null field of a ``message_delta`` usage replaces the
-    value so far (they are running totals, not increments).
-    """
-
-    __slots__ = ("_message", "_blocks", "_usage", "done")
-
-    def __init__(self) -> None:
-        self._message: Dict[str, Any] = {}
-        self._blocks: Dict[Any, _Block] = {}
-        self._usage: Dict[str, Any] = {}
-        self.done = False
-
-    def feed(self, event: Dict[str, Any]) -> None:
-        """Apply one event; raise the matching API error for an ``error`` event."""
-        kind = event.get("type")
-        if kind == "content_block_delta":
-            block = self._blocks.get(event.get("index"))
-            delta = event.get("delta")
-            if block is not None and isinstance(delta, dict):
-                if delta.get("type") == "text_delta":
-                    text = delta.get("text")
-                    if isinstance(text, str):
-                        block.text.append(text)
-                else:
-                    _apply_delta(block, delta)
-        elif kind == "content_block_start":
-            block = event.get("content_block")
-            if isinstance(block, dict):
-                self._blocks[event.get("index", len(self._blocks))] = _Block(block)
-        elif kind == "message_start":
-            self._start(event.get("message") or {})
-        elif kind == "message_delta":
-            self._message_delta(event)
-        elif kind == "message_stop":
-            self.done = True
-        elif kind == "error":
-            raise error_from_body(event, "stream error event: {type}", event.get("request_id"))
-        # ping, content_block_stop and unknown events change nothing
-
-    def _start(self, message: Dict[str, Any]) -> None:
-        self._message = {k: v for k, v in message.items() if k not in ("content", "usage")}
-        self._usage = dict(message.get("usage") or {})
-        for index, block in enumerate(message.get("content") or ()):
-            if isinstance(block, dict):
-                self._blocks[index] = _Block(block)
-
-    def _message_delta(self, event: Dict[str, Any]) -> None:
-        delta = event.get("delta")
-        if isinstance(delta, dict):
-            for key in ("stop_reason", "stop_sequence"):
-                if key in delta:
-                    self._message[key] = delta[key]
-        usage = event.get("usage")
-        if isinstance(usage, dict):
-            for key, value in usage.items():
-                if value is not None:
-                    self._usage[key] = value
-
-    def message(self) -> Dict[str, Any]:
-        """The finished message object; ``APIConnectionError`` if the stream was cut."""
-        if not self.done:
-            raise APIConnectionError("the stream ended before message_stop")
-        stop_reason = self._message.get("stop_reason")
-        message = dict(self._message)
-        message["content"] = [
-            self._blocks[index].finish(stop_reason) for index in sorted(self._blocks, key=_order)
-        ]
-        message["usage"] = dict(self._usage)
-        return message
-
-
-def _apply_delta(block: _Block, delta: Dict[str, Any]) -> None:
-    kind = delta.get("type")
-    appending = _APPENDING_DELTAS.get(kind)  # type: ignore[arg-type]
-    if appending is not None:
-        key, name = appending
-        value = delta.get(key)
-        if isinstance(value, str):
-            block.parts.setdefault(name, []).append(value)
-    elif kind == "signature_delta":
-        block.signature = delta.get("signature")  # sent whole: the last one wins
-    elif kind == "citations_delta":
-        if block.citations is None:
-            block.citations = []
-        block.citations.append(delta.get("citation"))
-
-
-def _order(index: Any) -> Any:
-    return (0, index) if isinstance(index, int) else (1, str(index))
 
 
 def load_data(sse: ServerSentEvent, scan: Callable[[str, int], Tuple[Any, int]]) -> Any:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import logging
+import re
 import threading
 from typing import Any, List, Mapping, Optional, Sequence, Set
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
@@ -92,42 +93,49 @@ class _QueryFilter(logging.Filter):
     """Rewrites urllib3 records that quote a configured URL's query: values become ``***``.
 
     Records exist only when urllib3's DEBUG (or the retry WARNING) is on, so this costs
-    nothing otherwise. ``queries`` holds the query strings of configured URLs."""
+    nothing otherwise. ``pairs`` holds the ``name=value`` pairs of configured URLs' query
+    strings, as sent."""
 
     def __init__(self) -> None:
         super().__init__("lattice-query-redaction")
-        self.queries: Set[str] = set()
+        self.pairs: Set[str] = set()
 
     def filter(self, record: logging.LogRecord) -> bool:
-        queries = self.queries
-        if queries and isinstance(record.args, tuple):
-            record.args = tuple(self._clean(arg, queries) for arg in record.args)
-        elif queries and isinstance(record.msg, str):
-            record.msg = self._clean(record.msg, queries)
+        if self.pairs:
+            if isinstance(record.args, tuple):
+                record.args = tuple(self._clean(arg) for arg in record.args)
+            elif isinstance(record.msg, str):
+                record.msg = self._clean(record.msg)
         return True
 
-    @staticmethod
-    def _clean(arg: Any, queries: Set[str]) -> Any:
+    def _clean(self, arg: Any) -> Any:
         if not isinstance(arg, str) or "?" not in arg:
             return arg
-        for query in list(queries):
-            if query in arg:
-                arg = arg.replace(query, _masked_query(query))
-        return arg
+        return _QUERY.sub(self._masked, arg)
+
+    def _masked(self, match: re.Match[str]) -> str:
+        pairs = self.pairs
+        parts = match.group(1).split("&")
+        if not any(part in pairs for part in parts):
+            return match.group(0)
+        return "?" + "&".join(p.partition("=")[0] + (f"={MASK}" if "=" in p else "")
+                              for p in parts)
 
 
+_QUERY = re.compile(r"\?([^\s\"'#<>]+)")
 _FILTER = _QueryFilter()
 _FILTER_LOCK = threading.Lock()
 _URLLIB3_LOGGERS = ("urllib3.connectionpool", "urllib3.util.retry")
 
 
 def hide_queries_from_urllib3(url: str) -> None:
-    """From now on, urllib3's log records show ``url``'s query values as ``***``."""
+    """From now on, urllib3's log records show ``url``'s query values as ``***`` (in any
+    URL holding one of its ``name=value`` pairs)."""
     query = urlsplit(url).query
     if not query:
         return
     with _FILTER_LOCK:
-        if not _FILTER.queries:
+        if not _FILTER.pairs:
             for name in _URLLIB3_LOGGERS:
                 logging.getLogger(name).addFilter(_FILTER)
-        _FILTER.queries = _FILTER.queries | {query}  # replaced whole: readers need no lock
+        _FILTER.pairs = _FILTER.pairs | set(query.split("&"))  # replaced whole: no lock

@@ -11,13 +11,14 @@ only when that path is taken.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import os
 import threading
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from .._version import __version__
-from ..errors import APIStatusError, AuthenticationError
+from ..errors import APIStatusError, AuthenticationError, RequestTimeoutError
 from .anthropic import MessagesCodec
 from .base import ModelRequest, ReplyDict
 from .body import DEFAULT_MAX_RESPONSE_BYTES
@@ -140,12 +141,21 @@ class AnthropicVertexClient(HTTPModelClient):
                f"publishers/anthropic/models/{request.model}:"
                f"{'streamRawPredict' if streaming else 'rawPredict'}")
         headers, secrets = self._signed(self._token(refresh=False))
+        clock = self.retry_policy.clock
+        started = clock()
         try:
             return self._transport.send(request, body, headers, secrets, streaming, url=url)
         except AuthenticationError as exc:
             if exc.status_code != 401 or self._access_token is not None:
                 raise
-        # The token went stale under us: ask for a new one and try once more.
+        # The token went stale under us: ask for a new one and try once more, within
+        # what is left of the request's deadline.
+        limit = request.timeout_ms or self.timeout_ms
+        if limit:
+            left = limit - (clock() - started) * 1000.0
+            if left <= 0:
+                raise RequestTimeoutError(f"model request timed out after {limit} ms")
+            request = dataclasses.replace(request, timeout_ms=max(1, int(left)))
         headers, secrets = self._signed(self._token(refresh=True))
         return self._transport.send(request, body, headers, secrets, streaming, url=url)
 

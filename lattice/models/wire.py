@@ -26,6 +26,7 @@ from ..errors import (
 from ..messages import PROVIDER_KEYS
 from ..usage import USAGE_FIELDS, token_count
 from .base import ModelRequest
+from .shape import check_reply, optional
 from .status import error_from_response, load_json, redact
 
 __all__ = [
@@ -88,24 +89,29 @@ def without_provider_keys(messages: List[Dict[str, Any]]) -> List[Dict[str, Any]
 
 
 def reply_from_message(message: Mapping[str, Any]) -> Dict[str, Any]:
-    """Turn a Messages API message object into the assistant dict clients return."""
-    usage = message.get("usage") or {}
-    return {
+    """Turn a Messages API message object into the assistant dict clients return;
+    ``APIConnectionError`` naming the field when one has the wrong type (SPEC 16a)."""
+    usage = optional(message.get("usage"), dict, "usage", "an object") or {}
+    content = optional(message.get("content"), list, "content", "a list") or []
+    reply = {
         "role": "assistant",
-        "content": list(message.get("content") or []),
-        "stop_reason": message.get("stop_reason"),
+        "content": list(content),
+        "stop_reason": optional(message.get("stop_reason"), str, "stop_reason", "a string"),
         "usage": {key: token_count(usage.get(key)) for key in USAGE_FIELDS},
-        "model": message.get("model"),
-        "provider_response_id": message.get("id"),
+        "model": optional(message.get("model"), str, "model", "a string"),
+        "provider_response_id": optional(message.get("id"), str, "id", "a string"),
     }
+    check_reply(reply)
+    return reply
 
 
 def message_from_json(content: bytes) -> Dict[str, Any]:
     """The message object in a 2xx JSON body (an error body raises its error)."""
     try:
         message = load_json(content)
-    except ValueError:  # not JSON, or nested too deeply to parse
-        message = None
+    except ValueError as exc:  # not JSON, or nested too deeply to parse
+        raise APIConnectionError(f"malformed JSON response ({exc}): {content[:200]!r}"
+                                 ) from None
     if not isinstance(message, dict):
         raise APIConnectionError(f"malformed JSON response: {content[:200]!r}")
     if message.get("type") == "error":

@@ -7,6 +7,7 @@ import threading
 from typing import Any, Callable, Dict, Iterable, List, Union
 
 from ..models.base import ModelRequest
+from ..models.shape import check_depth
 
 __all__ = ["ScriptedModelClient", "FunctionModelClient", "as_reply"]
 
@@ -14,11 +15,13 @@ Reply = Union[str, Dict[str, Any]]
 
 
 def as_reply(reply: Reply) -> Dict[str, Any]:
-    """A string is a text reply that ends the turn; a dict is taken as the reply."""
+    """A string is a text reply that ends the turn; a dict is taken as the reply (one
+    nested deeper than 100 levels is an ``APIConnectionError``, as from a real server)."""
     if isinstance(reply, str):
         return {"role": "assistant", "content": [{"type": "text", "text": reply}],
                 "stop_reason": "end_turn"}
     if isinstance(reply, dict):
+        check_depth(reply, "the scripted reply")  # deeper breaks deepcopy and the encoders
         out = dict(reply)
         out.setdefault("role", "assistant")
         if "stop_reason" not in out:
@@ -67,7 +70,10 @@ class ScriptedModelClient:
                     f"ScriptedModelClient ran out of replies at request {index + 1} "
                     f"(scripted {len(self.replies)})")
             reply = self.replies[index]
-        return as_reply(copy.deepcopy(reply) if isinstance(reply, dict) else reply)
+        if isinstance(reply, dict):
+            check_depth(reply, "the scripted reply")  # before deepcopy, which recurses
+            reply = copy.deepcopy(reply)
+        return as_reply(reply)
 
     def __repr__(self) -> str:
         used = min(self.calls, len(self.replies))

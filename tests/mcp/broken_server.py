@@ -15,6 +15,8 @@ It answers ``initialize`` (with the protocol version it is told, default 2025-06
   what the client replied.
 - ``hang_start``: never answers ``initialize``.
 - ``version:V``: answers ``initialize`` with protocol version V, then behaves.
+- ``deep``: answers with content nested ``arguments["depth"]`` levels deep when that is
+  over 100 (written as text: too deep for ``json`` to write), else with "fine".
 """
 
 from __future__ import annotations
@@ -80,7 +82,12 @@ def call(request_id: Any, args: Dict[str, Any]) -> None:
         sys.stderr.flush()
     elif MODE == "ask":
         ask_client(request_id)
-    elif MODE.startswith("version:"):
+    elif MODE == "deep" and int(args.get("depth", 0)) > 100:
+        depth = int(args["depth"])
+        head = '{"jsonrpc": "2.0", "id": ' + json.dumps(request_id) + ', "result": {"content": '
+        sys.stdout.write(head + "[" * depth + "]" * depth + "}}\n")
+        sys.stdout.flush()
+    elif MODE.startswith("version:") or MODE == "deep":
         reply(request_id, {"content": [{"type": "text", "text": "fine"}]})
 
 

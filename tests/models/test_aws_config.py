@@ -112,3 +112,12 @@ def test_an_unreadable_file_does_not_show_its_lines(aws: Path) -> None:
     with pytest.raises(ValueError) as raised:
         resolve_credentials(None, None)
     assert "leaked-secret" not in str(raised.value)
+
+
+def test_rotated_keys_in_the_files_are_read_at_the_next_call(aws: Path) -> None:
+    assert resolve_credentials(None, None).access_key_id == "AKIADEFAULT"
+    (aws / "credentials").write_text(
+        "[default]\naws_access_key_id = AKIAROTATED2\naws_secret_access_key = new-secret\n"
+        "aws_session_token = new-token\n", encoding="utf-8")
+    assert resolve_credentials(None, None) == Credentials("AKIAROTATED2", "new-secret",
+                                                          "new-token")

@@ -18,6 +18,7 @@ from lattice import (
     AnthropicVertexClient,
     AuthenticationError,
     RateLimitError,
+    RequestTimeoutError,
     tool,
 )
 from lattice.models.base import ModelRequest
@@ -187,3 +188,14 @@ def test_abort_and_timeout_mid_stream() -> None:
         agent = Agent(model=MODEL, model_client=client(server), request_timeout_ms=300)
         t0 = time.monotonic()
         assert agent.prompt("x").subtype == "error_timeout" and time.monotonic() - t0 < 5
+
+
+def test_the_retry_after_a_401_keeps_the_requests_deadline() -> None:
+    tokens = iter(["stale-token-123456", TOKEN])
+    with MockMessagesServer([MockMessagesServer.delay(10, "late")], vertex_token=TOKEN
+                            ) as server:
+        vertex = client(server, token_provider=lambda: next(tokens), timeout_ms=500)
+        started = time.monotonic()
+        with pytest.raises(RequestTimeoutError):
+            vertex.create(request())
+        assert time.monotonic() - started < 3
