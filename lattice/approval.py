@@ -57,13 +57,12 @@ class Gate:
         self.may_pause: Optional[bool] = None  # can any call wait? (found at the first batch)
 
     def waiting(self, calls: List[ToolCall]) -> List[ToolCall]:
-        s = self.settings
-        if self.may_pause is None:
-            self.may_pause = s.requires_approval is not None or any(
+        may_pause = self.may_pause
+        if may_pause is None:
+            s = self.settings
+            may_pause = self.may_pause = s.requires_approval is not None or any(
                 t.requires_approval for t in s.tools.values())
-        if not self.may_pause:
-            return []
-        return [c for c in calls if needs_approval(c, s)]
+        return [c for c in calls if needs_approval(c, self.settings)] if may_pause else []
 
 
 def mark_pending(reply: Message, waiting: List[ToolCall]) -> None:

@@ -68,7 +68,8 @@ def fit_cache_breakpoints(request: ModelRequest, present: int, *, mark: bool) ->
 
 
 class MarkLedger:
-    """How many marks a history's messages carry, each message counted once.
+    """How many marks a history's user messages carry (prompts, tool results), each
+    message counted once; the model's replies carry none.
 
     ``count(messages)`` is given the same list each turn (``History.sendable``, which only
     grows by appending); another list (compaction, ``replace_history``) is counted anew.
@@ -82,20 +83,23 @@ class MarkLedger:
         self.total = 0
 
     def count(self, messages: List[Any]) -> int:
-        n = len(messages)
-        if messages is not self.messages or n < self.counted:
-            self.messages, self.counted, self.total = messages, 0, 0
-        total = self.total
-        for index in range(self.counted, n):
-            content = messages[index].get("content")
-            if type(content) is not list:
-                continue
-            for block in content:  # inline: a few lookups per block on the hot path
-                if type(block) is dict and ("cache_control" in block or (
-                        "content" in block and type(block["content"]) is list)):
-                    total += count_marks([block])
-        self.counted, self.total = n, total
-        return total
+        if messages is self.messages:
+            new = messages[self.counted:]  # a turn adds two
+            if not new:
+                return self.total
+        else:  # another list (or the first): count it all
+            self.messages, self.total, new = messages, 0, messages
+        self.counted = len(messages)
+        for message in new:
+            if message.get("role") != "user":
+                continue  # the model's replies carry no marks; prompts and results may
+            content = message.get("content")
+            if type(content) is list:
+                for block in content:
+                    if type(block) is dict and ("cache_control" in block
+                                                or type(block.get("content")) is list):
+                        self.total += count_marks([block])
+        return self.total
 
 
 def count_cache_breakpoints(request: ModelRequest) -> int:

@@ -1,10 +1,10 @@
 """Automatic compaction: the policy, the history surgery, and the ``Compactor``.
 
 ``Compactor`` is what the loop talks to: ``between_turns()`` (the threshold check, SPEC
-9) and ``recover(error)`` (overflow recovery, once per query). It runs the summary call
-through the loop's ``summarise`` callable (the model call, raced and billed by the loop)
-and writes the new history through the query's ``commit``. Everything else here is pure
-functions that decide and rewrite::
+9) and ``recover(error)`` (overflow recovery, once per query). It makes the summary call
+through the query's ``ModelCaller`` (raced, and billed to the query) and writes the new
+history through the query's ``commit``. Everything else here is pure functions that
+decide and rewrite (the summary request's text is in ``summary_request.py``)::
 
     if should_compact(settings, last_usage):
         cut = find_cut(history, settings.keep_recent_messages)
@@ -20,11 +20,10 @@ thinking blocks and provider metadata survive compaction byte for byte.
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass, fields
 from functools import partial
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence
 
 __all__ = [
     "DEFAULT_COMPACTION_PROMPT",
@@ -43,50 +42,17 @@ __all__ = [
 from .errors import HistoryStoreError, PromptTooLongError
 from .messages import SystemMessage
 from .settings import non_negative_int, positive_int
+from .summary_request import DEFAULT_COMPACTION_PROMPT, summary_messages
 from .usage import USAGE_FIELDS, Usage
 
 if TYPE_CHECKING:  # pragma: no cover
     from .history import History
+    from .model_call import ModelCaller
     from .race import QueryRun
 
 log = logging.getLogger("lattice")
 
 Message = Dict[str, Any]
-
-DEFAULT_COMPACTION_PROMPT = """\
-Write a summary of the conversation transcript above. The summary will replace that part \
-of the conversation: from now on the assistant sees only this summary and the most recent \
-messages, so anything left out of the summary is lost. Write it so that the assistant can \
-carry on with the work without asking the user to repeat anything.
-
-Cover, wherever the transcript has them:
-- The user's task and overall goal, in the user's own terms, and any change of direction.
-- The user's stated preferences, constraints and requirements (style, tools or approaches \
-to use or avoid, limits, things they asked not to do).
-- Decisions made and why, including approaches that were tried and rejected.
-- Progress so far: what has been done and the current state of the work.
-- Exact file names, paths, identifiers (functions, classes, variables, ids), URLs, \
-commands, configuration values and numbers. Copy them verbatim; never paraphrase them.
-- Errors encountered, with their exact messages when short, and how each was resolved \
-(or that it is still unresolved).
-- What tool calls returned that still matters later (findings, data, outputs), reduced to \
-the facts needed.
-- Open questions, pending items and the immediate next steps, including what the \
-assistant was in the middle of doing when the transcript ends.
-
-If the transcript starts with an earlier summary, carry forward everything in it that is \
-still relevant.
-
-Be dense and factual; use short sections and bullet points. Do not invent anything that is \
-not in the transcript. Write only the summary: no preamble, no commentary, no closing \
-remarks."""
-
-# A single oversized tool result is the usual reason a history overflows, so the summary
-# request must not carry it whole. Head and tail are kept: errors and totals tend to sit
-# at the end of tool output.
-_CLIP_CHARS = 4_000
-_CLIP_HEAD = 3_000
-
 
 # --- settings -----------------------------------------------------------------------
 
@@ -197,73 +163,7 @@ def find_cut(history: Sequence[Mapping[str, Any]], keep_recent: int) -> Optional
     return cut if cut > 0 else None
 
 
-# --- the summary request ------------------------------------------------------------
-
-
-def _clip(text: str) -> str:
-    if len(text) <= _CLIP_CHARS:
-        return text
-    tail = _CLIP_CHARS - _CLIP_HEAD
-    omitted = len(text) - _CLIP_CHARS
-    return f"{text[:_CLIP_HEAD]}\n[... {omitted} characters omitted ...]\n{text[-tail:]}"
-
-
-def _result_text(content: Any) -> str:
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(filter(None, (_render_block(b) for b in content)))
-    return json.dumps(content, ensure_ascii=False, default=str)
-
-
-def _render_block(block: Any) -> str:
-    """One content block as transcript text; "" for blocks the summary should not see."""
-    if isinstance(block, str):
-        return block
-    if not isinstance(block, dict):
-        return ""
-    kind = block.get("type")
-    if kind == "text":
-        return str(block.get("text", ""))
-    if kind in ("thinking", "redacted_thinking"):
-        # Private reasoning: bulky, and the conclusions show up in the text anyway.
-        return ""
-    if kind in ("image", "document"):
-        return f"[{kind}]"
-    if kind in ("tool_use", "server_tool_use"):
-        arguments = json.dumps(block.get("input"), ensure_ascii=False, default=str)
-        return f"[tool call {block.get('name')} (id {block.get('id')})] {_clip(arguments)}"
-    if kind == "tool_result":
-        label = "tool error" if block.get("is_error") else "tool result"
-        body = _clip(_result_text(block.get("content")))
-        return f"[{label} (id {block.get('tool_use_id')})] {body}"
-    if "content" in block:  # provider-side tool results (web search and the like)
-        return f"[{kind}] {_clip(_result_text(block.get('content')))}"
-    return f"[{kind}]"
-
-
-def _render_message(message: Mapping[str, Any]) -> str:
-    role = "User" if message.get("role") == "user" else "Assistant"
-    body = _result_text(message.get("content"))  # renders a block list block by block
-    return f"{role}:\n{body or '(no text)'}"
-
-
-def summary_messages(to_summarise: Sequence[Mapping[str, Any]], prompt: str
-                     ) -> List[Message]:
-    """The ``messages`` of the summary request: one user message, transcript then prompt.
-
-    The transcript is plain text, so the request is valid whatever shape the summarised
-    messages had (tool pairs, consecutive user messages, thinking blocks); the request is
-    meant to be sent with no tools.
-    """
-    if not to_summarise:
-        raise ValueError("there are no messages to summarise")
-    transcript = "\n\n".join(_render_message(m) for m in to_summarise)
-    text = (f"Here is the transcript of the conversation so far.\n\n<transcript>\n"
-            f"{transcript}\n</transcript>\n\n{prompt}")
-    return [{"role": "user", "content": text}]
+# --- the summary ------------------------------------------------------------------
 
 
 def summary_text(reply: Mapping[str, Any]) -> str:
@@ -327,19 +227,28 @@ def rebuild(summary: str, kept: Sequence[Message]) -> List[Message]:
 class Compactor:
     """Compaction and overflow recovery for one query.
 
-    ``summarise(messages)`` makes the summary model call and returns its reply (the loop
-    races it against the query's signal and adds its usage to the query's). The new
-    history goes through ``run.commit``: the store gets ``replace``, memory the new list,
-    the consumer a ``SystemMessage("compaction")``.
+    The summary call goes through the query's ``ModelCaller`` (raced against the query's
+    signal, its usage billed to the query's). The new history goes through
+    ``run.commit``: the store gets ``replace``, memory the new list, the consumer a
+    ``SystemMessage("compaction")``.
     """
 
+    __slots__ = ("policy", "history", "run", "model", "recovered")
+
     def __init__(self, policy: Optional[AutoCompact], history: History, run: QueryRun,
-                 summarise: Callable[[List[Message]], Dict[str, Any]]) -> None:
+                 model: ModelCaller) -> None:
         self.policy = policy
         self.history = history
         self.run = run
-        self.summarise = summarise
+        self.model = model
         self.recovered = False  # overflow recovery happens once per query
+
+    @classmethod
+    def of(cls, policy: Optional[AutoCompact], history: History, run: QueryRun,
+           model: ModelCaller) -> Compactor:
+        """The query's compactor; without a policy, one that never compacts (shared: it
+        has no state)."""
+        return cls(policy, history, run, model) if policy is not None else _NEVER
 
     def between_turns(self) -> bool:
         """Compact if the last reply's prompt size passed the threshold; True if it did.
@@ -380,7 +289,9 @@ class Compactor:
         cut = find_cut(messages, policy.keep_recent_messages)
         if cut is None:
             return False
-        reply = self.summarise(summary_messages(messages[:cut], policy.effective_prompt))
+        model = self.model
+        reply = model.call(model.summary_request(
+            summary_messages(messages[:cut], policy.effective_prompt)))
         rebuilt = rebuild(summary_text(reply), messages[cut:])
 
         def keep() -> None:
@@ -390,7 +301,26 @@ class Compactor:
         def diverged() -> None:  # stored, but the query ended first: resynced next time
             history.diverged = True
 
-        item = SystemMessage("compaction", cut, Usage.from_dict(reply.get("usage")))
+        item = SystemMessage("compaction", cut, model.last_usage)
         self.run.commit(partial(history.save, "replace", rebuilt), keep,
                         item if self.run.lockstep else None, late=diverged)
         return True
+
+
+class _Never(Compactor):
+    """``auto_compact`` off: nothing to compact, and an overflow is raised as it is."""
+
+    __slots__ = ()
+
+    def __init__(self) -> None:
+        self.policy = None
+        self.recovered = False
+
+    def between_turns(self) -> bool:
+        return False
+
+    def recover(self, error: PromptTooLongError) -> None:
+        raise error
+
+
+_NEVER = _Never()

@@ -47,6 +47,10 @@ def _journaled(journal: Journal, mark: Any, runs: Any, call_id: str) -> None:
 
 CONTEXT_EXCEEDED = "model_context_window_exceeded"
 
+# What a reply asks for (``Loop.plan``): the final answer, its batch run, calls cut off at
+# max_tokens, a submit_output, or a person's approval.
+ANSWER, RUN, TRUNCATED, SUBMIT, WAIT = "answer", "run", "truncated", "submit", "wait"
+
 
 class Loop:
     """One query's loop. ``__call__`` is the worker thread's target."""
@@ -64,16 +68,15 @@ class Loop:
         self.resume = resume
         self.journal = journal  # a durable run's call journal (durable.Journal)
         self.model = ModelCaller(run, settings, history, observers, query_token)
-        self.output = OutputContract(settings.output, settings.output_native,
-                                     settings.max_output_retries)
-        self.compactor = Compactor(settings.auto_compact, history, run, self.summarise)
+        self.output = OutputContract.of(settings)
+        self.compactor = Compactor.of(settings.auto_compact, history, run, self.model)
         self.gate = approval.Gate(settings)
         self.hooks = Hooks(settings.before_tool_call, settings.after_tool_call)
         self.watch = partial(observers.watch_tool, query_token) if observers else None
-        self.usage = Usage()
         self.turns = 0
         self.last_reply: Optional[Dict[str, Any]] = None
-        self.uses: List[Dict[str, Any]] = []  # the last reply's tool_use blocks
+        self.kind = ANSWER  # what the last reply asks for (``plan``)
+        self.uses: List[Dict[str, Any]] = []  # its tool_use blocks
         self.calls: List[ToolCall] = []  # its batch
         self.waiting: List[ToolCall] = []  # the calls of it that wait for approval
 
@@ -108,9 +111,7 @@ class Loop:
         if reply is None:
             return None  # overflow recovered: the turn is tried again
         self.run.check()  # what the consumer did while holding the reply comes first
-        if not self.uses:
-            return self.decide(self.output.final(reply))
-        return self.tool_turn(reply, self.uses)
+        return self.act(reply)
 
     def limit(self) -> Optional[Ending]:
         """``max_turns`` and ``max_budget_tokens``, checked before each model request."""
@@ -120,11 +121,21 @@ class Loop:
                 f"reached max_turns={s.max_turns} model requests"))
         if s.max_budget_tokens is None:
             return None
-        spent = self.usage.prompt_tokens + self.usage.output_tokens
+        usage = self.model.usage
+        spent = usage.prompt_tokens + usage.output_tokens
         if spent >= s.max_budget_tokens:
             return Ending("error_max_budget", error=BudgetExceededError(
                 f"used {spent} tokens, max_budget_tokens={s.max_budget_tokens}"))
         return None
+
+    @property
+    def usage(self) -> Usage:
+        """What the query's model calls used so far (the summaries' too)."""
+        return self.model.usage
+
+    @usage.setter
+    def usage(self, usage: Usage) -> None:  # a resumed durable run starts from its own
+        self.model.usage = usage
 
     def last_text(self) -> Optional[str]:
         return text_of(self.last_reply["content"]) if self.last_reply is not None else None
@@ -135,8 +146,7 @@ class Loop:
         self.turns += 1
         try:
             reply = self.model.call(self.model.request())
-            if reply.get("stop_reason") == CONTEXT_EXCEEDED:
-                self.usage += Usage.from_dict(reply.get("usage"))  # discarded, still billed
+            if reply.get("stop_reason") == CONTEXT_EXCEEDED:  # discarded (billed all the same)
                 raise PromptTooLongError(
                     f"the model stopped with stop_reason {CONTEXT_EXCEEDED!r}")
         except PromptTooLongError as exc:
@@ -145,15 +155,7 @@ class Loop:
         self.plan(reply)
         self.write(reply, AssistantMessage)
         self.last_reply = reply
-        usage = Usage.from_dict(reply.get("usage"))
-        self.usage += usage
-        self.history.last_usage = usage
-        return reply
-
-    def summarise(self, messages: List[Dict[str, Any]]) -> Dict[str, Any]:
-        """Compaction's summary call: raced like any request, billed to the query."""
-        reply = self.model.call(self.model.request(messages))
-        self.usage += Usage.from_dict(reply.get("usage"))  # billed even if the store fails
+        self.history.last_usage = self.model.last_usage
         return reply
 
     # -- writing ---------------------------------------------------------------------------
@@ -162,7 +164,7 @@ class Loop:
         copies when read, so a consumer's edits never reach the history)."""
         history = self.history
         save = partial(history.save, "append", message) if history.store is not None else None
-        item = cls(message) if cls is not None and self.run.lockstep else None
+        item = cls(message) if self.run.lockstep and cls is not None else None
         self.run.commit(save, partial(history.keep, message), item, late=self.diverged)
 
     def diverged(self) -> None:
@@ -177,26 +179,37 @@ class Loop:
 
     # -- tools -----------------------------------------------------------------------------
     def plan(self, reply: Dict[str, Any]) -> None:
-        """The reply's batch (``calls``), and those of its calls that wait for approval,
-        which mark the reply before it is written."""
-        self.calls, self.waiting = [], []
+        """What kind of turn the reply makes (``kind``), its batch (``calls``) and those of
+        its calls that wait for approval (``waiting``: they mark the reply before it is
+        written)."""
         uses = self.uses = tool_uses_of(reply["content"])
-        if not uses or reply.get("stop_reason") == "max_tokens" or self.output.submits(uses):
-            return
-        self.calls = resolve_calls(uses, self.settings.tools, self.run.controller.signal,
-                                   self.agent)
-        self.waiting = self.gate.waiting(self.calls)
-        if self.waiting:
-            approval.mark_pending(reply, self.waiting)
+        self.calls = self.waiting = []  # replaced when the reply asks for tools
+        if not uses:
+            self.kind = ANSWER
+        elif reply.get("stop_reason") == "max_tokens":
+            self.kind = TRUNCATED
+        elif self.output.submits(uses):
+            self.kind = SUBMIT
+        else:
+            self.calls = resolve_calls(uses, self.settings.tools, self.run.controller.signal,
+                                       self.agent)
+            self.waiting = self.gate.waiting(self.calls)
+            self.kind = WAIT if self.waiting else RUN
+            if self.waiting:
+                approval.mark_pending(reply, self.waiting)
 
-    def tool_turn(self, reply: Dict[str, Any], uses: List[Dict[str, Any]]) -> Optional[Ending]:
-        if reply.get("stop_reason") == "max_tokens":
-            return self.decide(Verdict([not_run(u["id"], "truncated") for u in uses]))
-        if self.output.submits(uses):
-            return self.decide(self.output.submission(uses))
-        if self.waiting:
-            return Ending("awaiting_approval", pending=self.waiting)
-        return self.batch(self.calls, {})
+    def act(self, reply: Dict[str, Any]) -> Optional[Ending]:
+        """Answer the reply as ``plan`` found it: run its tools, end, or feed back."""
+        kind = self.kind
+        if kind is RUN:
+            return self.batch(self.calls, {})
+        if kind is ANSWER:
+            return self.decide(self.output.final(reply))
+        if kind is TRUNCATED:
+            return self.decide(Verdict([not_run(u["id"], "truncated") for u in self.uses]))
+        if kind is SUBMIT:
+            return self.decide(self.output.submission(self.uses))
+        return Ending("awaiting_approval", pending=self.waiting)
 
     def batch(self, calls: List[ToolCall], answered: Dict[str, Any]) -> Optional[Ending]:
         """Run a batch on the tool-call path and write its results as one user message."""

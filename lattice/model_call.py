@@ -26,6 +26,9 @@ from .models.base import ModelRequest
 from .observe import ObserverGroup
 from .race import QueryRun, Stopped
 from .settings import QuerySettings
+from .usage import Usage
+
+NO_USAGE = Usage()  # never changed: Usage sums are new values
 
 __all__ = ["ModelCaller", "private_copy"]
 
@@ -43,6 +46,9 @@ class ModelCaller:
     """Builds and sends one query's model requests (the loop decides what to do with the
     replies)."""
 
+    __slots__ = ("run", "settings", "history", "observers", "query_token", "ledger",
+                 "fixed_marks", "usage", "last_usage")
+
     def __init__(self, run: QueryRun, settings: QuerySettings, history: History,
                  observers: Optional[ObserverGroup], query_token: Any) -> None:
         self.run = run
@@ -51,35 +57,44 @@ class ModelCaller:
         self.observers = observers  # None when nobody watches: one check per event
         self.query_token = query_token
         self.ledger = MarkLedger()  # the history's cache marks, counted once per message
+        self.usage = Usage()  # of every reply of the query (a discarded one is billed too)
+        self.last_usage = NO_USAGE  # of the last reply (read only after a call)
         system = settings.system
         self.fixed_marks = count_marks(settings.tool_definitions) + (
-            count_marks(system) if isinstance(system, list) else 0)
+            count_marks(system) if type(system) is list else 0)
 
-    def request(self, messages: Optional[List[Dict[str, Any]]] = None) -> ModelRequest:
-        """The next turn's request; with ``messages``, a compaction summary's (no system,
-        no tools, no streaming, no output format, no cache marks)."""
-        s, summary = self.settings, messages is not None
+    def request(self) -> ModelRequest:
+        """The next turn's request: the history, the Agent's system prompt and tools, cache
+        breakpoints within ``MAX_BREAKPOINTS`` (on copies)."""
+        s = self.settings
         on_event = None
-        if s.include_partial_messages and not summary:
+        if s.include_partial_messages:
             emit = self.run.emit
             on_event = lambda event: emit(StreamEvent(event))  # noqa: E731
+        sendable = self.history.sendable
         request = ModelRequest(
-            model=s.model, messages=list(self.history.sendable) if messages is None else messages,
-            system=None if summary else s.system,
-            tools=[] if summary else list(s.tool_definitions), max_tokens=s.max_tokens,
+            model=s.model, messages=list(sendable), system=s.system,
+            tools=list(s.tool_definitions), max_tokens=s.max_tokens,
             timeout_ms=s.request_timeout_ms, on_event=on_event, extra=dict(s.extra),
             signal=self.run.controller.signal)  # call() gives it the request's own
-        if summary:
-            return request  # a summary's prefix is never read again: no marks
         if s.output_native and s.output is not None:
             request.output_format = s.output.json_schema
-        present = self.fixed_marks + self.ledger.count(self.history.sendable)
-        if s.prompt_caching or present > MAX_BREAKPOINTS:
+        present = self.fixed_marks + self.ledger.count(sendable)
+        if present > MAX_BREAKPOINTS or s.prompt_caching:
             fit_cache_breakpoints(request, present, mark=s.prompt_caching)
         return request
 
+    def summary_request(self, messages: List[Dict[str, Any]]) -> ModelRequest:
+        """A compaction summary's request: ``messages`` only (no system, no tools, no
+        streaming, no output format, no cache marks: its prefix is never read again)."""
+        s = self.settings
+        return ModelRequest(model=s.model, messages=messages, max_tokens=s.max_tokens,
+                            timeout_ms=s.request_timeout_ms, extra=dict(s.extra),
+                            signal=self.run.controller.signal)
+
     def call(self, request: ModelRequest) -> Dict[str, Any]:
-        """One model call, raced against abort, interrupt and the request deadline."""
+        """One model call, raced against abort, interrupt and the request deadline; its
+        reply's usage is added to the query's (``usage``, ``last_usage``)."""
         run, observers, hook = self.run, self.observers, self.settings.on_model_request
         request.signal = run.start_model(request.timeout_ms)
         watched, token = False, None
@@ -98,6 +113,8 @@ class ModelCaller:
         if watched:
             observers.model_end(token, reply, None)  # type: ignore[union-attr]
         run.finish_model()
+        usage = self.last_usage = Usage.from_dict(reply.get("usage"))
+        self.usage += usage
         return reply
 
     def lost(self, error: BaseException) -> None:

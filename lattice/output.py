@@ -16,12 +16,15 @@ import dataclasses
 import enum
 import json
 import typing
-from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, NamedTuple, Optional, Tuple
 
 from .calls import not_run
 from .endings import Ending
 from .errors import MissingOutputError
 from .messages import text_of, tool_result
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .settings import QuerySettings
 
 __all__ = ["SUBMIT_OUTPUT_TOOL_NAME", "OutputSchema", "resolve_output_schema",
            "OutputContract", "Verdict"]
@@ -123,6 +126,14 @@ class OutputContract:
         self.retries = retries
         self.bad = 0  # invalid outputs so far, this query
 
+    @classmethod
+    def of(cls, settings: QuerySettings) -> OutputContract:
+        """The contract of a query run with ``settings``. Without an output schema it has
+        no state (``bad`` is counted only against a schema): one instance serves all."""
+        if settings.output is None:
+            return _NO_OUTPUT
+        return cls(settings.output, settings.output_native, settings.max_output_retries)
+
     def submits(self, uses: List[Dict[str, Any]]) -> bool:
         """Whether a batch holds a ``submit_output`` call (then it is the contract's, not a
         batch of tools)."""
@@ -174,6 +185,9 @@ class OutputContract:
             return Ending("error_max_output_retries", error=MissingOutputError(
                 f"no valid output after {self.bad} attempts (max_output_retries={limit})"))
         return None
+
+
+_NO_OUTPUT = OutputContract(None, False, None)
 
 
 def _missing(text: str, why: str) -> Ending:

@@ -222,6 +222,9 @@ class QueryRun:
         self.working = True
 
     def worker_exit(self) -> None:
+        self.working = False
+        if self._look_again is _nothing:  # the usual case: no look is due (a look that
+            return  # release() schedules from now on finds ``working`` False)
         with self.cond:
             self.working = False
             counted, self.abandoned = self.abandoned, None

@@ -1,7 +1,12 @@
 """Fixtures only; the helpers live in helpers.py."""
 
+import signal
+import threading
+import time
+from typing import Any, Callable, Iterator
+
 import pytest
-from helpers import ANTHROPIC_ENV, Gates, join_lattice_threads, lattice_threads
+from helpers import ANTHROPIC_ENV, WAIT_S, Gates, join_lattice_threads, lattice_threads
 
 
 @pytest.fixture
@@ -11,6 +16,42 @@ def no_thread_leak():
     before = set(lattice_threads())
     yield
     join_lattice_threads(before, 5)
+
+
+@pytest.fixture
+def sigint() -> Iterator[Callable[[], None]]:
+    """A function that presses Ctrl-C once: a real SIGINT to the main thread, whose handler
+    raises one KeyboardInterrupt.
+
+    A signal that lands just before the main thread blocks in a lock is only handled once
+    that lock is released (CPython runs handlers between bytecodes, and only an interrupted
+    wait gets to them): so the signal is sent again every 20 ms until the handler has run,
+    and the handler raises only the first time, like a single key press.
+    """
+    if threading.current_thread() is not threading.main_thread() or not hasattr(
+            signal, "pthread_kill"):
+        pytest.skip("needs the main thread and pthread_kill")
+    main = threading.main_thread().ident
+    assert main is not None
+    pressed = threading.Event()
+
+    def handler(signum: int, frame: Any) -> None:
+        if not pressed.is_set():
+            pressed.set()
+            raise KeyboardInterrupt
+
+    def press() -> None:
+        deadline = time.monotonic() + WAIT_S
+        while not pressed.is_set() and time.monotonic() < deadline:
+            signal.pthread_kill(main, signal.SIGINT)
+            pressed.wait(0.02)
+
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        yield press
+    finally:
+        time.sleep(0.01)  # a last signal in flight meets the handler that ignores it
+        signal.signal(signal.SIGINT, previous)
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional
 
-from lattice import Agent, Tool
+from lattice import Agent, Tool, tool
 from lattice.testing import FunctionModelClient, ScriptedModelClient, assert_well_formed
 
 # ../shared beside the repository; LATTICE_SHARED overrides it (e.g. from a git worktree).
@@ -86,6 +86,16 @@ def function_agent(fn, **options):
     return Agent(model=MODEL, model_client=client, **options), client
 
 
+@tool
+def add(a: int, b: int) -> int:
+    """Add two numbers."""
+    return a + b
+
+
+def echo_tool(name="echo", **kw):
+    return Tool(name, "Echo.", {"type": "object"}, lambda a: f"{name} ran", **kw)
+
+
 def run(agent, prompt="hi", **query_options):
     return list(agent.query(prompt, **query_options))
 
@@ -136,6 +146,32 @@ def blocking_client(gates, then=lambda r: reply("late reply")):
         return out
 
     return fn, entered, release, requests
+
+
+FOREVER = 30  # a hung client/tool sleeps this long; tests must finish far sooner
+
+
+def hung_client(started=None):
+    """A model client that ignores cancellation: it sleeps FOREVER (after ``started``)."""
+
+    def fn(request):
+        if started is not None:
+            started.set()
+        time.sleep(FOREVER)
+        return "too late"
+
+    return fn
+
+
+def waiting_tool(started: threading.Event, release: threading.Event) -> Tool:
+    """Tool ``slow``: sets ``started``, then waits for ``release`` (at most WAIT_S)."""
+
+    def handler(args: Any) -> str:
+        started.set()
+        release.wait(WAIT_S)
+        return "tool done"
+
+    return Tool("slow", "A slow tool.", {"type": "object"}, handler)
 
 
 def blocking_tool(gates, name="hang", result="tool done"):

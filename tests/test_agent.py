@@ -1,7 +1,9 @@
 """Agent (lattice/agent.py): construction, tools, history access (SPEC 2, 4)."""
+
 import pytest
 from helpers import (
     MODEL,
+    echo_tool,
     reply,
     scripted,
     tool_use,
@@ -90,3 +92,21 @@ def test_get_history_is_a_deep_copy():
 def test_model_required_without_a_client():
     with pytest.raises(ValueError, match="model"):
         Agent(api_key="k")
+
+
+def test_get_history_is_deep_copy_and_replace_history():
+    agent, client = scripted(["a", "b"])
+    agent.prompt("one")
+    history = agent.get_history()
+    history[0]["content"] = "mutated"
+    assert agent.get_history()[0]["content"] == "one"
+    agent.replace_history([{"role": "user", "content": "seed"},
+                           {"role": "assistant", "content": "ok"}])
+    agent.prompt("two")
+    assert [m["content"] for m in client.requests[1].messages][::2] == ["seed", "two"]
+
+
+def test_tools_given_as_one_object_or_a_string_get_a_clear_error():
+    for bad in (echo_tool(), "echo", {"echo": 1}):
+        with pytest.raises(ValueError, match="tools must be a list"):
+            Agent(model="m", model_client=ScriptedModelClient([]), tools=bad)

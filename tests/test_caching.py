@@ -1,4 +1,5 @@
-"""``mark_cache_breakpoints``: where the marks go, how many, and that nothing shared changes."""
+"""``mark_cache_breakpoints``: where the marks go, how many, and that nothing shared changes;
+and prompt caching through an Agent against the mock server."""
 
 from __future__ import annotations
 
@@ -7,9 +8,12 @@ import itertools
 from typing import Any, Dict, List, Optional
 
 import pytest
+from helpers import echo_tool, reply, tool_use
 
+from lattice import Agent, AnthropicClient
 from lattice.caching import MAX_BREAKPOINTS, count_cache_breakpoints, mark_cache_breakpoints
 from lattice.models.base import ModelRequest
+from lattice.testing import MockMessagesServer
 
 MARK = {"type": "ephemeral"}
 IMAGE = {"type": "image", "source": {"type": "base64", "media_type": "image/png",
@@ -247,3 +251,18 @@ def test_over_four_callers_marks_the_oldest_are_dropped_on_the_copy(existing: in
         assert (history, system, tools) == before
         copied = [a is not b for a, b in zip(request.messages, history)]
         assert copied.count(True) == max(0, existing - 4 - 2)  # only the unmarked ones
+
+
+def test_prompt_caching_against_the_mock_reads_more_each_turn_and_leaves_history_alone():
+    steps = [reply(tool_use("echo", id=str(i))) for i in range(6)] + ["done"]
+    with MockMessagesServer(steps) as server:
+        agent = Agent(model="m", model_client=AnthropicClient(api_key="k",
+                                                              base_url=server.base_url),
+                      tools=[echo_tool()], system="You are terse. " * 50, prompt_caching=True)
+        messages = list(agent.query("go"))
+        reads = [m.usage.cache_read_input_tokens for m in messages if m.type == "assistant"]
+        assert reads[0] == 0 and reads[-1] > reads[1] > 0
+        body = server.requests[-1]["body"] if isinstance(server.requests[-1], dict) \
+            and "body" in server.requests[-1] else server.requests[-1]
+        assert "cache_control" in str(body)
+    assert "cache_control" not in str(agent.get_history())

@@ -2,7 +2,17 @@
 import json
 
 import pytest
-from helpers import BIG, MODEL, SMALL, SUMMARY, LoopModel, is_summary, loop_is_summary, reply, run
+from helpers import (
+    BIG,
+    MODEL,
+    SMALL,
+    SUMMARY,
+    LoopModel,
+    is_summary,
+    loop_is_summary,
+    reply,
+    run,
+)
 from helpers import COMPACT_MARK as MARK
 from helpers import LOOP_BIG as BIG_LOOP
 from helpers import LOOP_SMALL as SMALL_LOOP
@@ -225,3 +235,26 @@ def test_summary_call_is_raced_against_timeout():
     result = agent.prompt("x")
     assert result.subtype == "error_timeout" and time.monotonic() - t0 < 3
     assert_well_formed(agent.get_history())
+
+
+def test_overflow_with_one_turn_left_is_max_turns_and_its_usage_counts():
+    def model(request):
+        if request.system is None:  # the summary request
+            return reply("summary", usage={"input_tokens": 3, "output_tokens": 2})
+        return reply("x", stop_reason="model_context_window_exceeded",
+                     usage={"input_tokens": 7, "output_tokens": 1})
+
+    agent = Agent(model="m", model_client=model, max_turns=1, system="sys",
+                  auto_compact={"threshold_tokens": 10 ** 6, "keep_recent_messages": 1})
+    agent.replace_history([{"role": "user", "content": "old"}, reply("older")])
+    result = agent.prompt("go")
+    assert result.subtype == "error_max_turns" and result.num_turns == 1
+    assert result.usage.input_tokens == 7 + 3  # the discarded reply and the summary
+
+
+def test_prompt_too_long_from_the_client_without_compaction_is_raised():
+    def model(request):
+        raise PromptTooLongError("prompt is too long", status_code=400)
+
+    with pytest.raises(PromptTooLongError):
+        Agent(model="m", model_client=model).prompt("go")

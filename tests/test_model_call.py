@@ -1,5 +1,7 @@
 """One model request (lattice/model_call.py): the hook's private copy (#22), observers see
-what is sent (SPEC 16a), at most four cache breakpoints whoever placed them (SPEC 16a)."""
+what is sent (SPEC 16a), at most four cache breakpoints whoever placed them (SPEC 16a);
+what a request carries (SDK keys stripped, a snapshot), callable clients and hooks, a
+client returning garbage."""
 
 from __future__ import annotations
 
@@ -7,12 +9,21 @@ import copy
 import json
 
 import pytest
-from helpers import reply, scripted, tool_use
+from helpers import (
+    echo_tool,
+    reply,
+    scripted,
+    tool_use,
+)
 
-from lattice import Agent, Tool
+import lattice
+from lattice import (
+    Agent,
+    Tool,
+)
 from lattice.caching import MAX_BREAKPOINTS, count_cache_breakpoints
 from lattice.observe import Observer
-from lattice.testing import ScriptedModelClient
+from lattice.testing import ScriptedModelClient, assert_well_formed
 
 MARK = {"type": "ephemeral"}
 
@@ -70,7 +81,7 @@ def test_a_hook_editing_blocks_in_place_changes_neither_history_nor_later_reques
 def test_without_a_hook_requests_share_the_history_dicts_and_with_one_they_do_not():
     def run(**options):
         agent, client = scripted([reply(tool_use("echo", {}, id="t1")), "done"],
-                                 tools=[echo()], **options)
+                                 tools=[echo_tool()], **options)
         agent.prompt([{"type": "text", "text": "hello"}])
         return client.requests
 
@@ -149,7 +160,7 @@ def test_marks_the_caller_puts_in_every_prompt_never_pile_up_past_four(prompt_ca
     system = [{"type": "text", "text": "Rules.", "cache_control": MARK}]
     client = ScriptedModelClient([reply(tool_use("echo", {}, id=f"t{n}")) if n % 2 == 0 else "ok"
                                   for n in range(12)])
-    agent = Agent(model="m", model_client=client, tools=[echo()], system=system,
+    agent = Agent(model="m", model_client=client, tools=[echo_tool()], system=system,
                   prompt_caching=prompt_caching)
     for n in range(6):
         agent.prompt([{"type": "text", "text": f"document {n}", "cache_control": MARK}])
@@ -164,3 +175,63 @@ def test_marks_the_caller_puts_in_every_prompt_never_pile_up_past_four(prompt_ca
     history = agent.get_history()  # the history keeps every mark the caller wrote
     assert json.dumps(history).count("cache_control") == 6
     assert system[0]["cache_control"] == MARK
+
+
+def test_sdk_keys_stripped_from_requests():
+    agent, client = scripted([reply("a", model="m", provider_response_id="r", usage={"input_tokens": 1}),
+                          "b"])
+    agent.prompt("one")
+    agent.prompt("two")
+    for message in client.requests[1].messages:
+        assert set(message) == {"role", "content"}
+    json.dumps(agent.get_history())
+
+
+def test_callable_client_and_on_model_request():
+    seen = []
+
+    def fn(request):
+        seen.append(request)
+        return {"content": [{"type": "text", "text": request.system or "none"}]}
+
+    def hook(request):
+        if len(seen) == 0:
+            request.system = "changed in place"
+            return None
+        return lattice.ModelRequest(model="other", messages=request.messages, system="replaced")
+
+    agent = Agent(model="m", model_client=fn, on_model_request=hook, system="orig")
+    assert agent.prompt("a").result == "changed in place"
+    assert agent.prompt("b").result == "replaced" and seen[1].model == "other"
+
+
+def test_request_snapshot_not_altered_by_later_history():
+    agent, client = scripted(["a", "b"])
+    agent.prompt("one")
+    first = client.requests[0].messages
+    agent.prompt("two")
+    assert len(first) == 1
+
+
+def test_editing_a_yielded_message_never_changes_what_is_sent_next():
+    client = ScriptedModelClient([reply("calling", tool_use("echo", id="1")), "done"])
+    agent = Agent(model="m", model_client=client, tools=[echo_tool()])
+    for message in agent.query("go"):
+        if message.type in ("assistant", "user"):
+            message.message["content"] = "tampered"
+    sent = client.requests[1].messages
+    assert sent[1]["content"][0]["text"] == "calling"
+    assert sent[2]["content"][0]["content"] == "echo ran"
+    history = agent.get_history()
+    history[0]["content"] = "tampered too"
+    assert agent.get_history()[0]["content"] == "go"
+
+
+def test_client_returning_garbage_raises_clearly():
+    agent = Agent(model="m", model_client=lambda r: 42)
+    with pytest.raises(TypeError, match="expected a dict"):
+        agent.prompt("x")
+    # the guard is free again and the history is still well-formed
+    assert_well_formed(agent.get_history())
+
+

@@ -1,4 +1,5 @@
-"""SPEC section 7: submit_output, every accepted schema form, the exclusive batch."""
+"""SPEC section 7: submit_output, every accepted schema form, the exclusive batch; an
+end_turn under an output contract; ``output_format`` (SPEC 11)."""
 import dataclasses
 import json
 from dataclasses import dataclass, field
@@ -13,7 +14,13 @@ from helpers import (
     tool_use,
 )
 
-from lattice import SUBMIT_OUTPUT_TOOL_NAME, Agent, MissingOutputError, OutputSchema, Tool
+from lattice import (
+    SUBMIT_OUTPUT_TOOL_NAME,
+    Agent,
+    MissingOutputError,
+    OutputSchema,
+    Tool,
+)
 from lattice.testing import ScriptedModelClient, assert_well_formed
 
 
@@ -361,3 +368,39 @@ def test_nested_dataclass_output():
                         output_schema=Wrapper)
     r = agent.prompt("go")
     assert r.structured_result == Wrapper(Point(1, 2), "p")
+
+
+def test_end_turn_with_an_output_contract_is_missing_output():
+    ender = Tool("ender", "E.", {"type": "object"},
+                 lambda a: __import__("lattice").ToolResult("stop here", end_turn=True))
+    agent = Agent(model="m", model_client=ScriptedModelClient(
+        [reply(tool_use("ender", id="1"))]), tools=[ender],
+        output_schema={"type": "object"})
+    result = agent.prompt("go")
+    assert result.subtype == "error_missing_output" and result.result == "stop here"
+
+
+def test_output_format_validates_the_final_text_and_retries():
+    client = ScriptedModelClient(["not json", '{"city": 5}', '{"city": "Paris"}'])
+    agent = Agent(model="m", model_client=client,
+                  output_format={"type": "object", "properties": {"city": {"type": "string"}},
+                                 "required": ["city"]})
+    result = agent.prompt("go")
+    assert result.subtype == "success" and result.structured_result == {"city": "Paris"}
+    assert client.requests[0].output_format["required"] == ["city"]
+    assert client.requests[0].tools == []  # no submit_output tool
+    feedback = [m["content"] for m in agent.get_history() if m["role"] == "user"][1:]
+    assert "JSON" in feedback[0] and "city" in feedback[1]
+
+
+def test_output_format_refusal_and_retry_limit():
+    agent = Agent(model="m", model_client=ScriptedModelClient(
+        [reply("no", stop_reason="refusal")]), output_format={"type": "object"})
+    assert agent.prompt("go").subtype == "error_missing_output"
+    agent = Agent(model="m", model_client=ScriptedModelClient(["a", "b"]),
+                  output_format={"type": "object"}, max_output_retries=1)
+    result = agent.prompt("go")
+    assert result.subtype == "error_max_output_retries" and result.structured_result is None
+    with pytest.raises(ValueError, match="not both"):
+        Agent(model="m", model_client=ScriptedModelClient([]), output_format={"type": "object"},
+              output_schema={"type": "object"})

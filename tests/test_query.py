@@ -1,11 +1,14 @@
 """One query at a time: ConcurrentQueryError, and the guard released on every exit."""
 import gc
 import time
+from typing import Any
 
 import pytest
 from helpers import (
     LONG,
     QUICK,
+    Fatal,
+    assert_usable,
     blocking_client,
     function_agent,
     in_thread,
@@ -14,29 +17,20 @@ from helpers import (
     results_of,
     run,
     scripted,
+    tool_then_text,
     tool_use,
 )
 
 import lattice
-from lattice import Agent, ConcurrentQueryError, Tool
-from lattice.testing import assert_well_formed
-
-
-def test_guard_released_after_success_error_and_exception():
-    calls = []
-
-    def fn(request):
-        calls.append(1)
-        if len(calls) == 2:
-            raise RuntimeError("client broke")
-        return "ok"
-
-    agent = Agent(model="m", model_client=fn, max_turns=1)
-    agent.prompt("a")
-    with pytest.raises(RuntimeError):
-        agent.prompt("b")
-    assert agent.prompt("c").result == "ok"
-
+from lattice import (
+    Agent,
+    ConcurrentQueryError,
+    HistoryStoreError,
+    Tool,
+    ToolContext,
+    define_history_store,
+)
+from lattice.testing import ScriptedModelClient, assert_well_formed
 
 # -- SPEC 3: one query at a time, the guard on every way out ---------------------------------
 
@@ -156,3 +150,71 @@ def test_suspended_generator_still_holds_the_guard():
         agent.replace_history([])
     assert list(gen)[-1].subtype == "success"
     assert agent.prompt("later").result == "later"
+
+
+@pytest.mark.parametrize("where", ["client", "tool"])
+@pytest.mark.parametrize("error", [RuntimeError, Fatal, KeyboardInterrupt])
+def test_any_exception_from_a_client_or_tool_is_raised_and_releases_the_guard(where, error):
+    def bad(*args: Any) -> Any:
+        raise error("boom")
+
+    if where == "client":
+        agent = Agent(model="m", model_client=bad)
+    else:
+        agent = Agent(model="m", model_client=tool_then_text(),
+                      tools=[Tool("slow", "Bad.", {"type": "object"}, bad)])
+    if where == "tool" and error is RuntimeError:
+        assert agent.prompt("go").subtype == "success"  # a tool's Exception is a result
+    else:
+        with pytest.raises(error):
+            agent.prompt("go")
+    if where == "client":
+        agent._settings.client = ScriptedModelClient(["fine"])
+    assert_usable(agent)
+
+
+def test_a_store_failing_while_the_tail_is_repaired_releases_the_guard():
+    def append(message: Any) -> None:
+        content = message.get("content")
+        if isinstance(content, list) and any("not run" in str(b.get("content"))
+                                             for b in content):
+            raise OSError("disk full")
+
+    agent = Agent(model="m", model_client=tool_then_text(),
+                  tools=[Tool("slow", "T.", {"type": "object"}, lambda a: "x")],
+                  history_store=define_history_store(append=append, fail_on_error=True))
+    gen = agent.query("go")
+    assert next(gen).type == "assistant"
+    with pytest.raises(HistoryStoreError):
+        gen.close()  # the repair ("the call was not run") fails in the store
+    history = agent.get_history()
+    assert_well_formed(history)  # the in-memory history got the repair
+    assert "not run" in history[-1]["content"][0]["content"]
+    assert_usable(agent)
+
+
+def test_a_raising_signal_callback_does_not_keep_the_guard():
+    """Fix: ``AbortSignal._fire`` runs every callback, logging an Exception (and re-raising
+    a BaseException after the others ran); ``Agent._iterate``'s finally ends the run inside
+    its try, so ``_release`` runs whatever ``run.end`` raises."""
+
+    def boom() -> None:
+        raise RuntimeError("callback failed")
+
+    def watch(args: Any, context: ToolContext) -> str:
+        context.signal.add_callback(boom)
+        return "ok"
+
+    agent = Agent(model="m", model_client=tool_then_text(),
+                  tools=[Tool("slow", "T.", {"type": "object"}, watch)])
+    gen = agent.query("go")
+    for message in gen:
+        if message.type == "user":
+            break
+    try:
+        gen.close()  # ends the query: the query's signal fires, boom() raises
+    finally:
+        try:
+            assert agent.prompt("next").subtype == "success"
+        except ConcurrentQueryError:
+            pytest.fail("the guard was never released")

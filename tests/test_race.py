@@ -1,25 +1,16 @@
-"""QueryRun (lattice/race.py) driven directly from both sides, with events, not sleeps."""
+"""QueryRun (lattice/race.py) driven directly from both sides, with events, not sleeps;
+and the workers it abandons (SPEC 16a), counted and warned about."""
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 
 import pytest
 from helpers import (
-    LONG,
-    QUICK,
-    blocking_client,
-    blocking_tool,
-    function_agent,
-    join_lattice_threads,
-    json_copy,
-    lattice_threads,
+    FOREVER,
+    WAIT_S,
     reply,
-    result_text,
-    results_of,
-    scripted,
     tool_use,
     trigger_when,
 )
@@ -28,12 +19,15 @@ from lattice import (
     AbortController,
     AbortError,
     AbortSignal,
+    Agent,
     RequestTimeoutError,
     Tool,
 )
 from lattice.endings import Ending
 from lattice.race import QueryRun, Stopped
-from lattice.testing import assert_well_formed
+from lattice.testing import (
+    ScriptedModelClient,
+)
 
 
 def test_the_first_end_wins_and_later_ones_are_ignored():
@@ -148,152 +142,77 @@ def test_record_and_started_keep_a_batch_for_the_repair():
     assert run.started == set() and run.partial == {}
 
 
-# -- Agent.interrupt() (SPEC 5), through the Agent -------------------------------------------
+# -- abandoned workers are visible (SPEC 16a) ------------------------------------------------
 
 
-def test_interrupt_during_request_discards_the_reply(gates):
-    before = set(lattice_threads())
-    fn, entered, release, requests = blocking_client(gates)
-    agent, _ = function_agent(fn)
-    box = trigger_when(entered, agent.interrupt)
-    r = agent.prompt("draft notes")
-    elapsed = time.monotonic() - box["t"]
-    assert r.subtype == "interrupted" and r.is_error is False
-    assert elapsed < QUICK
-    assert isinstance(requests[0].signal, AbortSignal) and requests[0].signal.aborted
-    release.set()
-    join_lattice_threads(before, LONG)  # the worker has taken the late reply (and dropped it)
-    # the late reply never enters the history
-    assert agent.get_history() == [{"role": "user", "content": "draft notes"}]
+def test_workers_that_ignore_cancellation_are_warned_about_past_ten(gates, monkeypatch,
+                                                                      caplog):
+    import logging
+
+    from lattice import race
+
+    registry = race._Abandoned()  # this test's count, whatever earlier tests left running
+    monkeypatch.setattr(race, "_ABANDONED", registry)
+    monkeypatch.setattr(race, "ABANDONED_AFTER_S", 0.2)  # the test need not wait a second
+
+    def stuck_agent():
+        gate, entered = gates.new(), threading.Event()
+        tool = Tool("stuck", "Ignores its signal.", {"type": "object"},
+                    lambda args: entered.set() or (gate.wait(FOREVER) and "too late"))
+        client = ScriptedModelClient([reply(tool_use("stuck", id="t1"))])
+        return Agent(model="m", model_client=client, tools=[tool]), entered
+
+    def abandon(count):
+        for _ in range(count):
+            agent, entered = stuck_agent()
+            controller = AbortController()  # aborted once the tool runs, however loaded
+            trigger_when(entered, controller.abort)
+            assert agent.prompt("go", signal=controller.signal).subtype == "error_abort"
+
+    def warnings():
+        return [r.getMessage() for r in caplog.records
+                if r.levelno == logging.WARNING and "still running" in r.getMessage()]
+
+    def wait_for(count, warned):
+        deadline = time.monotonic() + WAIT_S
+        while (race.abandoned_workers(), len(warnings())) != (count, warned) \
+                and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert (race.abandoned_workers(), len(warnings())) == (count, warned)
+
+    with caplog.at_level(logging.WARNING, logger="lattice"):
+        abandon(10)
+        wait_for(10, 0)  # ten are tolerated
+        abandon(1)
+        wait_for(11, 1)
+        assert warnings()[0].startswith("11 lattice worker threads")
+        assert "holding the GIL" in warnings()[0]
+        abandon(9)
+        wait_for(20, 1)  # once per 10 more
+        abandon(1)
+        wait_for(21, 2)
+        assert warnings()[1].startswith("21 ")
+        gates.release_all()  # the tools return at last: nobody is left behind
+        wait_for(0, 2)
 
 
-def test_interrupt_during_batch_completes_the_batch(gates):
-    hang, entered, release, calls = blocking_tool(gates)
-    second = Tool("second", "S.", {"type": "object"}, lambda i: "second ran")
-    agent, client = scripted([reply(tool_use("hang", {}, "t1"), tool_use("second", {}, "t2")), "never"],
-                             tools=[hang, second])
+def test_a_worker_that_stops_in_time_is_not_counted(monkeypatch):
+    from lattice import race
 
-    def interrupt_then_release():
-        agent.interrupt()
-        release.set()
+    registry = race._Abandoned()
+    monkeypatch.setattr(race, "_ABANDONED", registry)
+    finished = threading.Event()
 
-    trigger_when(entered, interrupt_then_release)
-    r = agent.prompt("go")
-    assert r.subtype == "interrupted" and r.is_error is False
-    blocks = results_of(agent.get_history()[2])
-    assert [result_text(b) for b in blocks] == ["tool done", "second ran"]
-    assert not any(b.get("is_error") for b in blocks)
-    assert len(client.requests) == 1
-    assert calls[0].signal.aborted  # ToolContext.signal fired on interrupt
+    def slow(args):  # ignores the signal, but is done well within ABANDONED_AFTER_S
+        time.sleep(0.1)
+        finished.set()
+        return "done"
 
-
-def test_interrupt_fires_tool_context_signal_so_tools_stop_early():
-    def patient(_input, context):
-        context.signal.wait(LONG)
-        return "stopped early" if context.signal.aborted else "timed out"
-
-    entered = threading.Event()
-    agent, _ = function_agent(lambda r: (entered.set(), reply(tool_use("patient", {}, "p1")))[1],
-                              tools=[Tool("patient", "P.", {"type": "object"}, patient)])
-    trigger_when(entered, agent.interrupt)
-    r = agent.prompt("go")
-    assert r.subtype == "interrupted"
-    assert result_text(results_of(agent.get_history()[2])[0]) == "stopped early"
-
-
-def test_interrupt_while_holding_the_assistant_message():
-    calls = []
-    t = Tool("act", "A.", {"type": "object"}, lambda i: calls.append(i) or "acted")
-    agent, client = scripted([reply("will act", tool_use("act", {}, "a1"), tool_use("act", {}, "a2")),
-                              "next conversation"], tools=[t])
-    gen = agent.query("go")
-    messages = [next(gen)]
-    assert messages[0].type == "assistant"
-    agent.interrupt()
-    messages.extend(gen)
-    r = messages[-1]
-    assert r.type == "result" and r.subtype == "interrupted" and r.is_error is False
-    assert calls == []
-    history = agent.get_history()
-    assert_well_formed(json_copy(history))
-    for block in results_of(history[2]):
-        assert block.get("is_error") is True and "interrupt" in result_text(block).lower()
-    assert len(client.requests) == 1
-    assert agent.prompt("continue").result == "next conversation"
-    assert len(client.requests[1].messages) == 4
-
-
-def test_interrupt_when_idle_is_a_no_op():
-    agent, _ = scripted(["one", "two"])
-    agent.interrupt()
-    assert agent.prompt("a").subtype == "success"
-    agent.interrupt()
-    assert agent.prompt("b").subtype == "success"
-
-
-def test_interrupted_conversation_continues(gates):
-    fn, entered, release, requests = blocking_client(gates)
-    calls = []
-
-    def client(request):
-        calls.append(request)
-        if len(calls) == 1:
-            return fn(request)
-        return reply("fresh")
-
-    agent, _ = function_agent(client)
-    trigger_when(entered, agent.interrupt)
-    assert agent.prompt("first").subtype == "interrupted"
-    assert agent.prompt("second").result == "fresh"
-    assert [m["content"] for m in calls[1].messages] == ["first", "second"]  # consecutive users
-
-
-def test_interrupt_while_suspended_after_the_tool_results():
-    t = Tool("t", "T.", {"type": "object"}, lambda i: "ran")
-    agent, client = scripted([reply(tool_use("t", {}, "1")), "second reply"], tools=[t])
-    gen = agent.query("go")
-    assert next(gen).type == "assistant"
-    assert next(gen).type == "user"
-    # give a read-ahead worker time to make (and finish) the next request, if it does
-    deadline = time.monotonic() + 0.3
-    while len(client.requests) < 2 and time.monotonic() < deadline:
-        time.sleep(0.005)
-    time.sleep(0.05)
-    agent.interrupt()  # the generator has not yielded its result: the query still runs
-    rest = list(gen)
-    assert rest[-1].subtype == "interrupted"
-    assert "second reply" not in json.dumps(agent.get_history())
-    assert_well_formed(json_copy(agent.get_history()))
-
-
-def test_interrupt_while_holding_the_result_does_not_affect_the_next_query():
-    agent, _ = scripted(["one", "two"])
-    gen = agent.query("a")
-    for message in gen:
-        if message.type == "result":
-            agent.interrupt()  # the query has ended: a no-op
-    assert agent.prompt("b").subtype == "success"
-
-
-def test_interrupt_before_iteration_starts_ends_the_query_without_a_request():
-    agent, client = scripted(["one"])
-    gen = agent.query("a")
-    agent.interrupt()
-    assert [m.subtype for m in gen] == ["interrupted"]
-    assert client.requests == []
-    assert agent.prompt("b").result == "one"
-
-
-def test_interrupt_from_inside_a_tool_lets_the_batch_finish():
-    def stopper(_input, context):
-        context.agent.interrupt()
-        return "stopping"
-
-    tools = [Tool("stop", "S.", {"type": "object"}, stopper),
-             Tool("other", "O.", {"type": "object"}, lambda i: "other ran")]
-    agent, client = scripted([reply(tool_use("stop", {}, "1"), tool_use("other", {}, "2")), "never"],
-                             tools=tools)
-    r = agent.prompt("go")
-    assert r.subtype == "interrupted" and len(client.requests) == 1
-    assert [result_text(b) for b in results_of(agent.get_history()[2])] == ["stopping",
-                                                                           "other ran"]
+    tool = Tool("slow", "Slow.", {"type": "object"}, slow)
+    agent = Agent(model="m", model_client=ScriptedModelClient([reply(tool_use("slow"))]),
+                  tools=[tool])
+    assert agent.prompt("go", signal=AbortSignal.timeout(20)).subtype == "error_abort"
+    assert finished.wait(WAIT_S)
+    # Nothing to wait for but the moment the worker is looked at (a timer), and past it.
+    time.sleep(race.ABANDONED_AFTER_S + 0.3)
+    assert race.abandoned_workers() == 0 and registry.warned == 0

@@ -77,18 +77,20 @@ class ChatStreamAccumulator:
         choices = chunk.get("choices")
         if not choices:
             return
-        if not isinstance(choices, list):
-            raise malformed("chunk choices", choices, "a list")
-        choice = choices[0]
+        try:
+            choice = choices[0]
+        except (TypeError, KeyError):  # not a list (a try costs nothing; a check per chunk did)
+            raise malformed("chunk choices", choices, "a list") from None
         if not isinstance(choice, dict):
             raise malformed("chunk choices[0]", choice, "an object")
         if choice.get("index", 0) not in (0, None):
             return  # we never ask for n > 1
         delta = choice.get("delta")
         if delta:
-            if not isinstance(delta, dict):
-                raise malformed("chunk choices[0].delta", delta, "an object")
-            content = delta.get("content")
+            try:
+                content = delta.get("content")
+            except AttributeError:
+                raise malformed("chunk choices[0].delta", delta, "an object") from None
             if content:
                 if isinstance(content, str):
                     self._texts.append(content)

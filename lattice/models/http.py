@@ -243,7 +243,8 @@ class Transport:
         if call.cause == "timeout" or (call.deadline is not None and is_timeout_of(exc)
                                        and self.retry_policy.clock() >= call.deadline - 0.01):
             return RequestTimeoutError("model request timed out", kind="request")
-        every = {**dict(self.get_session().headers), **(headers or {})}
+        session = self.session  # (None after close(): not made again for a message)
+        every = {**(dict(session.headers) if session is not None else {}), **(headers or {})}
         return transport_failure(exc, api=self.codec.api, shown_url=shown,
                                  secrets=call.secrets, headers=every, what=what)
 

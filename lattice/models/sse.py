@@ -150,14 +150,15 @@ class SSEDecoder:
         The same rules with the common lines (``data:``, ``event:``, blank) handled inline:
         this loop runs three times per streamed token, and a method call per line showed.
         """
-        size = 0  # data bytes of the event being gathered
+        size = 0  # data bytes of an event of several data lines (one is bounded by iter_lines)
         for line in lines:
             if line.startswith(b"data:"):
                 value = line[6:] if line[5:6] == b" " else line[5:]
+                if self._data:  # rare: counted only then, so one-line events cost nothing
+                    size = (size or len(self._data[0])) + len(value)
+                    if size > limit:
+                        raise too_large("an SSE event", limit)
                 self._data.append(value)
-                size += len(value)
-                if size > limit:
-                    raise too_large("an SSE event", limit)
             elif line.startswith(b"event:"):
                 value = line[7:] if line[6:7] == b" " else line[6:]
                 self._event = value.decode("utf-8", "replace")

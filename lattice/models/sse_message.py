@@ -107,11 +107,13 @@ class MessageAccumulator:
             except TypeError:  # an unhashable index
                 raise malformed("content_block_delta.index", event.get("index"),
                                 "an integer") from None
-            delta = event.get("delta")
+            delta: Any = event.get("delta")
             if block is not None:
-                if not isinstance(delta, dict):
-                    raise malformed("content_block_delta.delta", delta, "an object")
-                if delta.get("type") == "text_delta":
+                try:
+                    kind = delta.get("type")
+                except AttributeError:  # (a try costs nothing here; a check per token did)
+                    raise malformed("content_block_delta.delta", delta, "an object") from None
+                if kind == "text_delta":
                     text = delta.get("text")
                     if not isinstance(text, str):
                         raise malformed("text_delta.text", text, "a string")

@@ -3,7 +3,9 @@
 It answers ``POST /v1/messages`` with JSON, or with SSE when the request body says
 ``"stream": true`` (``stream=True|False`` forces one). ``POST /v1/chat/completions`` (and
 ``/chat/completions``) get the same script in Chat Completions form (``_mock_chat.py``),
-``POST /v1/responses`` and the Azure OpenAI routes in their forms (``_mock_responses.py``).
+``POST /v1/responses`` and the Azure OpenAI routes in their forms (``_mock_responses.py``),
+the Bedrock (SigV4-checked, event-stream replies) and Vertex routes in theirs
+(``_mock_bedrock.py``).
 Replies come from a script, one per request, in order; each may be
 
 * a string: a text reply;
@@ -82,6 +84,10 @@ class MockMessagesServer:
         base_url: ``http://127.0.0.1:<port>``, for ``AnthropicClient(base_url=...)``.
         requests: parsed JSON body of every request (Messages and chat), in order.
         request_headers: the matching headers (lower-case names).
+        bedrock_credentials: ``(access_key_id, secret_access_key)`` the Bedrock routes
+            check signatures against (default ``("mock-access-key-id",
+            "mock-secret-access-key")``).
+        vertex_token: the bearer token the Vertex routes want (None: any).
     """
 
     __test__ = False  # not a pytest test class

@@ -317,3 +317,14 @@ def test_test_doubles_refuse_deep_replies(make: Any) -> None:
                           "input": _deep_value(10_000)}]}
     with pytest.raises(APIConnectionError, match="deeper than 100"):
         make(reply).create(ModelRequest(model="m", messages=[]))
+
+
+def test_the_id_of_a_message_too_deep_to_parse() -> None:
+    from lattice.models.shape import too_deep, top_level_id
+
+    deep = "[" * 50_000 + "]" * 50_000
+    assert top_level_id(b'{"result": {"id": 9, "x": "\\"id\\": 8"}, "id": 7, "r": ' +
+                        deep.encode() + b"}") == 7
+    assert top_level_id(b'{"jsonrpc": "2.0", "id": "a-1", "result": ' + deep.encode()) == "a-1"
+    assert top_level_id(b'{"result": [{"id": 3}]}') is None
+    assert too_deep(json.loads("[" * 101 + "]" * 101)) and not too_deep([[[]]])
