@@ -5,7 +5,7 @@ Vertex AI) and OpenAI's Chat Completions and Responses APIs (direct or on Azure)
 runtime dependency, ``requests``, is imported by the built-in HTTP client when it is used.
 """
 
-import importlib
+from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 from ._version import __version__
@@ -48,15 +48,7 @@ from .models.base import ModelClient, ModelRequest
 from .models.retry import RetryPolicy
 from .output import SUBMIT_OUTPUT_TOOL_NAME, OutputSchema
 from .query import Query
-from .stores import (
-    HistoryStore,
-    JsonlHistoryStore,
-    MemoryHistoryStore,
-    PostgresHistoryStore,
-    SqliteHistoryStore,
-    create_jsonl_history_store,
-    define_history_store,
-)
+from .stores import HistoryStore, MemoryHistoryStore, define_history_store
 from .tools import Tool, ToolContext, ToolResult, tool
 from .usage import Usage
 
@@ -67,6 +59,12 @@ if TYPE_CHECKING:  # the real classes for type checkers; at run time loaded on f
     from .models.openai import OpenAIChatClient
     from .models.responses import OpenAIResponsesClient
     from .models.vertex import AnthropicVertexClient
+    from .stores import (
+        JsonlHistoryStore,
+        PostgresHistoryStore,
+        SqliteHistoryStore,
+        create_jsonl_history_store,
+    )
 
 __all__ = [
     "__version__",
@@ -138,8 +136,8 @@ __all__ = [
 ]
 
 
-# Names whose modules load on first use: the HTTP clients (their modules import requests,
-# the one runtime dependency).
+# Loaded on first use (issue 28: ``import lattice`` pays for neither ``requests``, which
+# the HTTP clients' modules import, nor the file and database stores): name -> module.
 _LAZY = {
     "AnthropicClient": ".models.anthropic",
     "OpenAIChatClient": ".models.openai",
@@ -148,6 +146,10 @@ _LAZY = {
     "AzureOpenAIResponsesClient": ".models.azure",
     "AnthropicBedrockClient": ".models.bedrock",
     "AnthropicVertexClient": ".models.vertex",
+    "JsonlHistoryStore": ".stores.jsonl",
+    "create_jsonl_history_store": ".stores.jsonl",
+    "SqliteHistoryStore": ".stores.sqlite",
+    "PostgresHistoryStore": ".stores.postgres",
 }
 
 
@@ -155,4 +157,4 @@ def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'lattice' has no attribute {name!r}")
-    return getattr(importlib.import_module(module, __name__), name)
+    return getattr(import_module(module, __name__), name)
