@@ -1,14 +1,16 @@
 """Round trip of a trivial ``tools/call`` over stdio: lattice.mcp vs the official ``mcp``
 SDK client, against the same server, in the same run.
 
-Each client starts its own copy of the server (``examples/_mcp_echo_server.py``, a small
-hand-written server, by default; ``--server sdk`` uses tests/mcp/sdk_server.py, built with
-the SDK), warms up, then makes N sequential ``echo`` calls; the rounds alternate between
+Each client starts its own copy of the server, by default of both servers in turn (issue
+28: not only lattice's own): ``examples/_mcp_echo_server.py``, a small hand-written
+server, and tests/mcp/sdk_server.py, built with the SDK (``--server echo|sdk`` for one);
+it warms up, then makes N sequential ``echo`` calls; the rounds alternate between
 the clients so drift on a shared machine hits both alike. Reported: median µs per call for
 each client and the ratio lattice / SDK (below 1: lattice is faster). Target (issue 16):
-lattice not slower, ratio <= 1.
+lattice not slower, ratio <= 1, on each server (PASS/FAIL each; exit status 1 if any
+fails).
 
-    python bench/mcp_bench.py [--calls 2000] [--rounds 5] [--server echo|sdk]
+    python bench/mcp_bench.py [--calls 2000] [--rounds 5] [--server both|echo|sdk]
 """
 from __future__ import annotations
 
@@ -58,31 +60,38 @@ def sdk_round(args: List[str], calls: int) -> float:
     return anyio.run(run)
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--server", choices=sorted(SERVERS), default="echo")
+    parser.add_argument("--server", choices=["both", *sorted(SERVERS)], default="both")
     options = parser.parse_args()
     try:
         import mcp  # noqa: F401
     except ImportError:
         sys.exit("needs the mcp SDK: pip install 'mcp>=2'")
-    args = SERVERS[options.server]
+    servers = sorted(SERVERS) if options.server == "both" else [options.server]
+    results = [one_server(name, options.calls, options.rounds) for name in servers]
+    return 0 if all(results) else 1
+
+
+def one_server(server: str, calls: int, rounds: int) -> bool:
+    args = SERVERS[server]
     clients: List[tuple[str, Callable[[List[str], int], float]]] = [
         ("lattice", lattice_round), ("mcp SDK", sdk_round)]
     times: dict[str, List[float]] = {name: [] for name, _ in clients}
-    for _ in range(options.rounds):
-        for name, run in clients:
-            times[name].append(run(args, options.calls))
+    for round_ in range(rounds):
+        for name, run in clients if round_ % 2 == 0 else clients[::-1]:
+            times[name].append(run(args, calls))
     medians = {name: statistics.median(values) for name, values in times.items()}
-    print(f"tools/call round trip over stdio, {options.server} server, "
-          f"{options.calls} calls x {options.rounds} rounds (median of rounds):")
+    print(f"tools/call round trip over stdio, {server} server, "
+          f"{calls} calls x {rounds} rounds (median of rounds):")
     for name, value in medians.items():
         print(f"  {name:8} {value * 1e6:8.1f} µs/call")
     ratio = medians["lattice"] / medians["mcp SDK"]
     print(f"  ratio lattice / SDK: {ratio:.2f} (target <= 1): {'PASS' if ratio <= 1 else 'FAIL'}")
+    return ratio <= 1
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -12,7 +12,9 @@ dependency of lattice; missing ones are skipped. Formats are annotations for eve
 (lattice's default), so all of them do the same work.
 
 Targets, as ratios of validations/s in this run: lattice >= 5x jsonschema on 2020-12, and
->= 0.5x fastjsonschema on draft 7.
+>= 0.5x fastjsonschema on draft 7, on all pairs and on the valid instances alone (issue
+28: fastjsonschema raises on invalid ones, which is slow, so a lead over it on all pairs
+comes mostly from those); each printed PASS/FAIL, exit status 1 if any fails.
 """
 
 from __future__ import annotations
@@ -138,7 +140,7 @@ def measure(pairs: list[Any], reps: int, repeat: int = 3) -> float:
     return len(pairs) * reps / best
 
 
-def run(suite: Path, draft: str, reps: int) -> None:
+def run(suite: Path, draft: str, reps: int) -> bool:
     cases = load_cases(suite, draft)
     impls = factories(draft)
     calls, dropped = prepare(cases, impls)
@@ -147,12 +149,14 @@ def run(suite: Path, draft: str, reps: int) -> None:
         f"draft {draft}: {len(cases)} schemas, {n} (schema, instance) pairs timed, "
         f"{dropped} left out (some library could not compile or run them); {reps} reps"
     )
-    rates = {}
+    rates, valid_rates = {}, {}
     for name, pairs in calls.items():
         correct = sum(fn(instance) == valid for fn, instance, valid in pairs)
         rates[name] = measure(pairs, reps)
+        valid_rates[name] = measure([p for p in pairs if p[2]], reps)
         rate = f"{rates[name]:>12,.0f} validations/s"
-        print(f"  {name:<15} {rate}   ({correct}/{n} as the suite expects)")
+        print(f"  {name:<15} {rate}   ({correct}/{n} as the suite expects); valid "
+              f"instances only: {valid_rates[name]:,.0f}/s")
     plain = [
         (lambda x, s=c["schema"]: schema.is_valid(x, s, draft=draft), t["data"], t["valid"])
         for c in cases
@@ -166,10 +170,14 @@ def run(suite: Path, draft: str, reps: int) -> None:
         if other != "lattice":
             print(f"  lattice / {other}: {rates['lattice'] / rates[other]:.2f}x")
     target_lib, target = TARGETS[draft]
+    ok = True
     if target_lib in rates:
-        ratio = rates["lattice"] / rates[target_lib]
-        verdict = "met" if ratio >= target else "NOT met"
-        print(f"  target: lattice >= {target}x {target_lib} -> {ratio:.2f}x, {verdict}")
+        for what, table in (("all pairs", rates), ("valid instances", valid_rates)):
+            ratio = table["lattice"] / table[target_lib]
+            ok = ok and ratio >= target
+            print(f"  target: lattice >= {target}x {target_lib} on {what} -> {ratio:.2f}x: "
+                  f"{'PASS' if ratio >= target else 'FAIL'}")
+    return ok
 
 
 def main(argv: Optional[list[str]] = None) -> int:
@@ -183,9 +191,8 @@ def main(argv: Optional[list[str]] = None) -> int:
               "LATTICE_SHARED=<dir holding data/>)", file=sys.stderr)
         return 1
     print(f"python {sys.version.split()[0]}")
-    for draft in args.drafts:
-        run(args.suite, draft, args.reps)
-    return 0
+    results = [run(args.suite, draft, args.reps) for draft in args.drafts]
+    return 0 if all(results) else 1
 
 
 if __name__ == "__main__":

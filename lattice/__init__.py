@@ -5,6 +5,7 @@ Vertex AI) and OpenAI's Chat Completions and Responses APIs (direct or on Azure)
 runtime dependency, ``requests``, is imported by the built-in HTTP client when it is used.
 """
 
+from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 from ._version import __version__
@@ -35,6 +36,7 @@ from .errors import (
     RequestTimeoutError,
     SchemaError,
 )
+from .follow import follow
 from .messages import (
     AssistantMessage,
     ResultMessage,
@@ -46,15 +48,7 @@ from .models.base import ModelClient, ModelRequest
 from .models.retry import RetryPolicy
 from .output import SUBMIT_OUTPUT_TOOL_NAME, OutputSchema
 from .query import Query
-from .stores import (
-    HistoryStore,
-    JsonlHistoryStore,
-    MemoryHistoryStore,
-    PostgresHistoryStore,
-    SqliteHistoryStore,
-    create_jsonl_history_store,
-    define_history_store,
-)
+from .stores import HistoryStore, MemoryHistoryStore, define_history_store
 from .tools import Tool, ToolContext, ToolResult, tool
 from .usage import Usage
 
@@ -65,6 +59,12 @@ if TYPE_CHECKING:  # the real classes for type checkers; at run time loaded on f
     from .models.openai import OpenAIChatClient
     from .models.responses import OpenAIResponsesClient
     from .models.vertex import AnthropicVertexClient
+    from .stores import (
+        JsonlHistoryStore,
+        PostgresHistoryStore,
+        SqliteHistoryStore,
+        create_jsonl_history_store,
+    )
 
 __all__ = [
     "__version__",
@@ -101,6 +101,7 @@ __all__ = [
     "AnthropicVertexClient",
     "RetryPolicy",
     # history
+    "follow",
     "HistoryStore",
     "define_history_store",
     "create_jsonl_history_store",
@@ -135,30 +136,25 @@ __all__ = [
 ]
 
 
+# Loaded on first use (issue 28: ``import lattice`` pays for neither ``requests``, which
+# the HTTP clients' modules import, nor the file and database stores): name -> module.
+_LAZY = {
+    "AnthropicClient": ".models.anthropic",
+    "OpenAIChatClient": ".models.openai",
+    "OpenAIResponsesClient": ".models.responses",
+    "AzureOpenAIChatClient": ".models.azure",
+    "AzureOpenAIResponsesClient": ".models.azure",
+    "AnthropicBedrockClient": ".models.bedrock",
+    "AnthropicVertexClient": ".models.vertex",
+    "JsonlHistoryStore": ".stores.jsonl",
+    "create_jsonl_history_store": ".stores.jsonl",
+    "SqliteHistoryStore": ".stores.sqlite",
+    "PostgresHistoryStore": ".stores.postgres",
+}
+
+
 def __getattr__(name: str) -> Any:
-    # AnthropicClient's module is the one that imports requests; load it on first use.
-    if name == "AnthropicClient":
-        from .models.anthropic import AnthropicClient
-
-        return AnthropicClient
-    if name == "OpenAIChatClient":
-        from .models.openai import OpenAIChatClient
-
-        return OpenAIChatClient
-    if name == "OpenAIResponsesClient":
-        from .models.responses import OpenAIResponsesClient
-
-        return OpenAIResponsesClient
-    if name in ("AzureOpenAIChatClient", "AzureOpenAIResponsesClient"):
-        from .models import azure
-
-        return getattr(azure, name)
-    if name == "AnthropicBedrockClient":
-        from .models.bedrock import AnthropicBedrockClient
-
-        return AnthropicBedrockClient
-    if name == "AnthropicVertexClient":
-        from .models.vertex import AnthropicVertexClient
-
-        return AnthropicVertexClient
-    raise AttributeError(f"module 'lattice' has no attribute {name!r}")
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'lattice' has no attribute {name!r}")
+    return getattr(import_module(module, __name__), name)

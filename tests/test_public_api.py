@@ -41,6 +41,27 @@ def test_import_lattice_stays_in_stdlib():
         foreign = [m for m in loaded if m.split(".")[0] not in sys.stdlib_module_names
                    and m.split(".")[0] != "lattice"]
         assert foreign == []
+    # the file and database stores load on first use (issue 28), like the HTTP clients
+    stores = {"lattice.stores.jsonl", "lattice.stores.sqlite", "lattice.stores.postgres",
+              "lattice.stores.pg_driver", "sqlite3", "tempfile"}
+    assert stores.isdisjoint(loaded), stores & set(loaded)
+
+
+def test_stores_load_on_first_use():
+    code = ("import sys, lattice, lattice.stores as s; "
+            "assert 'lattice.stores.sqlite' not in sys.modules; "
+            "assert lattice.SqliteHistoryStore is s.SqliteHistoryStore; "
+            "from lattice import JsonlHistoryStore, PostgresHistoryStore; "
+            "from lattice.stores import create_jsonl_history_store; "
+            "print(sorted(m for m in sys.modules if m.startswith('lattice.stores.')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=ROOT, check=True).stdout
+    for module in ("jsonl", "sqlite", "postgres"):
+        assert f"lattice.stores.{module}" in out
+    with pytest.raises(AttributeError, match="NoSuchStore"):
+        lattice.NoSuchStore  # noqa: B018 - the lookup is the test
+    with pytest.raises(AttributeError, match="NoSuchStore"):
+        lattice.stores.NoSuchStore  # noqa: B018
 
 
 def test_result_message_prints_well():

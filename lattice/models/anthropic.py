@@ -122,7 +122,7 @@ class AnthropicClient(HTTPModelClient):
             timeout_ms=timeout_ms, max_response_bytes=max_response_bytes)
 
     def _body(self, request: ModelRequest) -> Tuple[bytes, bool]:
-        return request_body(request, stream=self.stream)
+        return request_body(request, stream=self.stream, entries=self._entries)
 
     def _headers(self) -> Tuple[Dict[str, str], List[str]]:
         key, token = self._api_key, self._auth_token

@@ -131,7 +131,7 @@ class AzureOpenAIChatClient(OpenAIChatClient):
         if not request.model:
             request = replace(request, model=self.deployment)
         return chat_body(request, stream=self.stream, max_tokens_field=self.max_tokens_field,
-                         cache=self._cache)
+                         cache=self._cache, entries=self._entries)
 
     def _headers(self) -> Tuple[Dict[str, str], List[str]]:
         headers = {"content-type": "application/json", "accept": "application/json",

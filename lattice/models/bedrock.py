@@ -171,7 +171,7 @@ class AnthropicBedrockClient(HTTPModelClient):
         body.setdefault("anthropic_version", BEDROCK_VERSION)
         if self._betas:
             body.setdefault("anthropic_beta", self._betas)
-        return dump_body(body), streaming
+        return dump_body(body, self._entries), streaming
 
     def _headers(self) -> Tuple[Dict[str, str], List[str]]:
         headers = {

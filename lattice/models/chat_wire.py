@@ -27,6 +27,7 @@ from .chat_reply import (  # the other direction, re-exported: one module per di
     tool_input,
     usage_from_chat,
 )
+from .entries import MARK, EntryBytes, dump
 
 __all__ = ["Translations", "chat_body", "chat_messages", "chat_tools",
            "reply_from_completion", "usage_from_chat", "stop_reason_from_finish",
@@ -62,12 +63,15 @@ class Translations:
 
 
 def chat_body(request: ModelRequest, *, stream: bool, max_tokens_field: str,
-              cache: Optional[Translations] = None) -> Tuple[bytes, bool]:
-    """The JSON body for ``request`` and whether it asks for a stream (``extra`` wins)."""
+              cache: Optional[Translations] = None, entries: Optional[EntryBytes] = None
+              ) -> Tuple[bytes, bool]:
+    """The JSON body for ``request`` and whether it asks for a stream (``extra`` wins).
+    ``entries`` (the client's) joins each history message's bytes, encoded once."""
     if not request.model:
         raise ValueError("OpenAIChatClient needs ModelRequest.model (the model name)")
-    body: Dict[str, Any] = {"model": request.model,
-                            "messages": chat_messages(request.system, request.messages, cache),
+    joined = entries is not None and type(request.messages) is list
+    body: Dict[str, Any] = {"model": request.model, "messages": MARK if joined else
+                            chat_messages(request.system, request.messages, cache),
                             max_tokens_field: request.max_tokens}
     if request.tools:
         body["tools"] = _tools(request.tools, cache)
@@ -78,7 +82,11 @@ def chat_body(request: ModelRequest, *, stream: bool, max_tokens_field: str,
         body["stream"] = True
         body["stream_options"] = {"include_usage": True}
     body.update(request.extra)
-    data = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    if not joined:
+        return dump(body), body.get("stream") is True
+    system = request.system
+    lead = [{"role": "system", "content": _system_text(system)}] if system else []
+    data = entries.dump(body, "messages", request.messages, _message, lead)  # type: ignore
     return data, body.get("stream") is True
 
 

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple, TypeVar
 
 from .base import ModelRequest, ReplyDict
 from .body import DEFAULT_MAX_RESPONSE_BYTES
+from .entries import EntryBytes
 from .http import Codec, Transport
 from .retry import RetryPolicy
 from .urls import shown_url
@@ -37,6 +38,14 @@ class HTTPModelClient:
             url, codec, session=session,
             retry_policy=retry_policy or RetryPolicy(max_retries=max_retries),
             timeout_ms=timeout_ms, max_response_bytes=check_max_bytes(max_response_bytes))
+
+    @property
+    def _entries(self) -> EntryBytes:
+        """This client's encoded history entries (``entries.py``), made on first use."""
+        entries = self.__dict__.get("_entry_bytes")
+        if entries is None:  # setdefault: two threads' first requests keep one
+            entries = self.__dict__.setdefault("_entry_bytes", EntryBytes())
+        return entries  # type: ignore[no-any-return]
 
     @property
     def max_response_bytes(self) -> int:

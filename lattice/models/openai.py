@@ -139,7 +139,8 @@ class OpenAIChatClient(HTTPModelClient):
 
     def _body(self, request: ModelRequest) -> Tuple[bytes, bool]:
         return chat_body(request, stream=self.stream,
-                         max_tokens_field=self.max_tokens_field, cache=self._cache)
+                         max_tokens_field=self.max_tokens_field, cache=self._cache,
+                         entries=self._entries)
 
     def _headers(self) -> Tuple[Dict[str, str], List[str]]:
         key = self._api_key or secret_from_env("OPENAI_API_KEY")

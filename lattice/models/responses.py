@@ -178,7 +178,7 @@ class OpenAIResponsesClient(HTTPModelClient):
 
     def _body(self, request: ModelRequest) -> Tuple[bytes, bool]:
         return responses_body(request, stream=self.stream, store=self.store,
-                              cache=self._cache)
+                              cache=self._cache, entries=self._entries)
 
     def _credentials(self) -> Tuple[Dict[str, str], List[str]]:
         """The auth header: our key, else the token provider's token, else the env key

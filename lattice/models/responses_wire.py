@@ -26,6 +26,7 @@ from ..errors import APIConnectionError
 from ..messages import MAX_DEPTH, too_deep
 from .base import ModelRequest
 from .chat_wire import Translations, call_block
+from .entries import MARK, EntryBytes, dump
 from .responses_status import error_from_responses, usage_from_responses
 
 __all__ = ["ITEMS_KEY", "responses_body", "responses_input", "responses_tools",
@@ -43,12 +44,15 @@ _CARRIED = {"function_call": ("name", "arguments", "status", "type"), "message":
 
 
 def responses_body(request: ModelRequest, *, stream: bool, store: bool,
-                   cache: Optional[Translations] = None) -> Tuple[bytes, bool]:
-    """The JSON body for ``request`` and whether it asks for a stream (``extra`` wins)."""
+                   cache: Optional[Translations] = None, entries: Optional[EntryBytes] = None
+                   ) -> Tuple[bytes, bool]:
+    """The JSON body for ``request`` and whether it asks for a stream (``extra`` wins).
+    ``entries`` (the client's) joins each history message's bytes, encoded once."""
     if not request.model:
         raise ValueError("OpenAIResponsesClient needs ModelRequest.model (the model name)")
-    body: Dict[str, Any] = {"model": request.model,
-                            "input": responses_input(request.messages, cache)}
+    joined = entries is not None and type(request.messages) is list
+    body: Dict[str, Any] = {"model": request.model, "input": MARK if joined else
+                            responses_input(request.messages, cache)}
     instructions = text_of_system(request.system)
     if instructions:
         body["instructions"] = instructions
@@ -68,7 +72,10 @@ def responses_body(request: ModelRequest, *, stream: bool, store: bool,
     if body.get("store") is False and isinstance(include, list) and \
             _ENCRYPTED not in include:  # an extra include adds to ours
         body["include"] = include + [_ENCRYPTED]
-    data = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    if joined:
+        data = entries.dump(body, "input", request.messages, _message)  # type: ignore
+    else:
+        data = dump(body)
     return data, body.get("stream") is True
 
 

@@ -198,7 +198,7 @@ class AnthropicVertexClient(HTTPModelClient):
         body = request_dict(request, stream=self.stream)
         body.pop("model", None)
         body.setdefault("anthropic_version", VERTEX_VERSION)
-        return dump_body(body), body.get("stream") is True
+        return dump_body(body, self._entries), body.get("stream") is True
 
     def _headers(self) -> Tuple[Dict[str, str], List[str]]:
         headers = {

@@ -26,6 +26,7 @@ from ..errors import (
 from ..messages import PROVIDER_KEYS
 from ..usage import USAGE_FIELDS, token_count
 from .base import ModelRequest
+from .entries import MARK, EntryBytes, dump
 from .shape import check_reply, optional
 from .status import error_from_response, load_json, redact
 
@@ -44,29 +45,46 @@ __all__ = [
 ]
 
 
-def request_body(request: ModelRequest, *, stream: bool) -> Tuple[bytes, bool]:
+def request_body(request: ModelRequest, *, stream: bool, entries: Optional[EntryBytes] = None
+                 ) -> Tuple[bytes, bool]:
     """The JSON body for ``request`` and whether it asks for a stream.
 
     ``system`` is left out when None, ``tools`` when empty; ``output_format`` becomes
     ``output_config.format``; ``extra`` keys are sent as given and win over ours
-    (including ``stream``).
+    (including ``stream``). ``entries`` (the client's) spares encoding again the
+    messages an earlier request sent (``entries.py``).
     """
     body = request_dict(request, stream=stream)
-    return dump_body(body), body.get("stream") is True
+    return dump_body(body, entries), body.get("stream") is True
 
 
-def dump_body(body: Mapping[str, Any]) -> bytes:
-    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+def dump_body(body: Mapping[str, Any], entries: Optional[EntryBytes] = None) -> bytes:
+    """``body`` (a ``request_dict``, maybe edited) as JSON; with ``entries``, its messages
+    joined from their cached bytes (the same bytes)."""
+    messages = body.get("messages")
+    if type(messages) is not list:
+        return dump(body)
+    if entries is None:
+        return dump({**body, "messages": without_provider_keys(messages)})
+    return entries.dump({**body, "messages": MARK}, "messages", messages, _sendable)
+
+
+def _sendable(message: Any) -> Tuple[Any]:
+    """One history entry as the Messages API takes it (``without_provider_keys``)."""
+    if type(message) is dict and "openai_items" in message:
+        return ({k: v for k, v in message.items() if k not in PROVIDER_KEYS},)
+    return (message,)
 
 
 def request_dict(request: ModelRequest, *, stream: bool) -> Dict[str, Any]:
-    """``request_body``'s dict, before it is made JSON (Bedrock and Vertex edit it)."""
+    """``request_body``'s dict, before ``dump_body`` makes it JSON (Bedrock and Vertex
+    edit it)."""
     if not request.model:
         raise ValueError("AnthropicClient needs ModelRequest.model (the model name)")
     body: Dict[str, Any] = {"model": request.model, "max_tokens": request.max_tokens}
     if request.system is not None:
         body["system"] = request.system
-    body["messages"] = without_provider_keys(request.messages)
+    body["messages"] = request.messages  # dump_body leaves out other codecs' keys
     if request.tools:
         body["tools"] = request.tools
     if request.output_format is not None:

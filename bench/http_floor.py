@@ -1,0 +1,222 @@
+"""lattice's HTTP tool loop against the fair ``requests`` floor, on a minimal server (#28).
+
+Every row runs against ``_minimal_server`` (a child process that answers from a template
+without parsing the body), so the server's cost is small and the ratios hold still on a
+shared machine. The floor is ``http_loop.py``'s bare loop: a ``requests.Session``
+(``trust_env = False``, as lattice's) posting the growing body, encoded afresh each turn.
+Runs alternate (order rotated each round); a ratio is the median over rounds of the
+ratio within a round.
+
+* **50 turns**, Messages API and Chat Completions, JSON and SSE replies: ``prompt()``
+  and ``query()`` time / the floor's. Target <= 1.1.
+* **H = 1,000 and 10,000**: the conversation seeded with H history messages
+  (``replace_history``, ~270 bytes each: ~3 MB bodies at 10,000), then a few tool turns,
+  each figure per turn after the first (a run of N turns minus a run of 1: setup and a
+  new client's first request, which encodes everything, left out): the loop's time / the
+  floor's (target at 10,000: <= 0.9, the floor re-encodes the whole body each turn and
+  lattice does not), and lattice's client CPU per turn (this process's CPU time: the
+  server is another process) / one ``json.dumps`` of the same body (target at 10,000:
+  <= 0.2).
+* **32 threads**: 32 agents (one client each), each a 50-turn loop in its own thread,
+  against 32 threads of the floor's loop: throughput (turns/s) / the floor's. Target
+  >= 0.9.
+
+    python bench/http_floor.py [--reps 5] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Tuple
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _minimal_server import minimal_server  # noqa: E402
+from http_loop import KEY, MODEL, bare_chat_loop, bare_loop, compare, echo  # noqa: E402
+
+import lattice  # noqa: E402
+
+TOOLS = [{"name": echo.name, "description": echo.description,
+          "input_schema": echo.input_schema}]
+PROMPT = "Run the steps."
+
+
+def seeded(h: int) -> List[Dict[str, Any]]:
+    """``h`` history messages (an odd number: it ends with tool results), ~270 bytes each."""
+    messages: List[Dict[str, Any]] = [{"role": "user", "content": "Earlier work. " * 18}]
+    n = 0
+    while len(messages) < h:
+        pad = f"earlier step {n}: " + "lorem ipsum dolor sit amet " * 7
+        messages.append({"role": "assistant", "content": [
+            {"type": "text", "text": pad},
+            {"type": "tool_use", "id": f"toolu_seed_{n}", "name": "echo",
+             "input": {"text": f"seed {n}"}}]})
+        messages.append({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": f"toolu_seed_{n}", "content": pad}]})
+        n += 1
+    return messages[:h] if h % 2 else messages[: h - 1]
+
+
+def make_client(provider: str, url: str, stream: bool) -> Any:
+    if provider == "openai":
+        return lattice.OpenAIChatClient(KEY, url + "/v1", stream=stream)
+    return lattice.AnthropicClient(KEY, url, stream=stream)
+
+
+def lattice_run(url: str, turns: int, stream: bool, provider: str, iterate: bool = False,
+                history: Any = None) -> None:
+    client = make_client(provider, url, stream)
+    agent = lattice.Agent(model=MODEL, model_client=client, tools=[echo], max_turns=turns + 1)
+    if history:
+        agent.replace_history(history)
+    if iterate:
+        result: Any = None
+        for result in agent.query(PROMPT):
+            pass
+    else:
+        result = agent.prompt(PROMPT)
+    assert result.subtype == "success" and result.num_turns == turns, result
+    client.close()
+
+
+def bare_run(url: str, turns: int, stream: bool, provider: str,
+             history: Any = None) -> None:
+    if provider == "openai":
+        bare_chat_loop(url, turns, stream, TOOLS)
+    else:
+        bare_seeded_loop(url, turns, stream, history or [])
+
+
+def bare_seeded_loop(url: str, turns: int, stream: bool, history: List[Any]) -> None:
+    """``http_loop.bare_loop`` after ``history`` (the floor re-encodes it every turn)."""
+    if not history:
+        bare_loop(url, turns, stream, TOOLS)
+        return
+    import requests
+
+    session = requests.Session()
+    session.trust_env = False
+    headers = {"x-api-key": KEY, "anthropic-version": "2023-06-01",
+               "content-type": "application/json"}
+    messages = list(history) + [{"role": "user", "content": PROMPT}]
+    for turn in range(1, turns + 1):
+        body = {"model": MODEL, "max_tokens": 8192, "messages": messages, "tools": TOOLS}
+        data = json.dumps(body, separators=(",", ":")).encode()
+        reply = session.post(url + "/v1/messages", data=data, headers=headers).json()
+        messages.append({"role": "assistant", "content": reply["content"]})
+        uses = [b for b in reply["content"] if b["type"] == "tool_use"]
+        if not uses:
+            assert turn == turns, turn
+            break
+        messages.append({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": u["id"], "content": u["input"]["text"]}
+            for u in uses]})
+    session.close()
+
+
+def verdict(ok: bool) -> str:
+    return "PASS" if ok else "FAIL"
+
+
+def fifty_turn_rows(server: Callable[[int], str], reps: int) -> List[Tuple[str, float, bool]]:
+    url = server(50)
+    rows = []
+    for provider in ("anthropic", "openai"):
+        for stream in (False, True):
+            runs = [lambda: bare_run(url, 50, stream, provider),  # noqa: B023 - run here
+                    lambda: lattice_run(url, 50, stream, provider),  # noqa: B023
+                    lambda: lattice_run(url, 50, stream, provider, True)]  # noqa: B023
+            _, ratios = compare(runs, reps)
+            name = f"50 turns {provider} {'SSE' if stream else 'JSON'}"
+            rows.append((f"{name} prompt()/floor", ratios[1], ratios[1] <= 1.1))
+            rows.append((f"{name} query()/floor", ratios[2], ratios[2] <= 1.1))
+    return rows
+
+
+def cpu_of(fn: Callable[[], Any]) -> float:
+    started = time.process_time()
+    fn()
+    return time.process_time() - started
+
+
+def seeded_rows(server: Callable[[int], str], reps: int, sizes: List[int]
+                ) -> List[Tuple[str, float, bool]]:
+    """Per turn after the first (a run of ``turns`` minus a run of one, each with a fresh
+    Agent and client): the first request of a new client encodes the whole history, as
+    the floor does every turn; the turns after it are what a long conversation costs."""
+    rows = []
+    for h in sizes:
+        history = seeded(h)
+        turns = 6 if h >= 10_000 else 11
+        assistants = sum(1 for m in history if m["role"] == "assistant")
+        runs = []
+        for n in (turns, 1):
+            runs += [lambda n=n: bare_seeded_loop(server(assistants + n), n, False, history),
+                     lambda n=n: lattice_run(server(assistants + n), n, False, "anthropic",
+                                             history=history)]
+        timings, _ = compare(runs, reps)
+        loop_ratio = (timings[1] - timings[3]) / (timings[0] - timings[2])
+        cpu = [statistics.median(cpu_of(runs[i]) for _ in range(max(2, reps // 2)))
+               for i in (1, 3)]
+        per_turn = (cpu[0] - cpu[1]) / (turns - 1)
+        final = {"model": MODEL, "max_tokens": 8192, "messages": history + [
+            {"role": "user", "content": PROMPT}] + seeded(2 * turns + 1)[1:], "tools": TOOLS}
+        dumps = statistics.median(cpu_of(lambda: json.dumps(  # noqa: B023 - run here
+            final, ensure_ascii=False, separators=(",", ":"))) for _ in range(5))
+        target = h >= 10_000
+        rows.append((f"H={h:,} loop/floor per turn after the first ({turns - 1} turns, JSON)",
+                     loop_ratio, loop_ratio <= 0.9 or not target))
+        rows.append((f"H={h:,} client CPU per turn / json.dumps of the body "
+                     f"({per_turn * 1e3:.2f} ms / {dumps * 1e3:.2f} ms)", per_turn / dumps,
+                     per_turn / dumps <= 0.2 or not target))
+    return rows
+
+
+def threads_rows(server: Callable[[int], str], reps: int, n: int = 32
+                 ) -> List[Tuple[str, float, bool]]:
+    url = server(50)
+
+    def many(run: Callable[[], None]) -> None:
+        threads = [threading.Thread(target=run) for _ in range(n)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+
+    runs = [lambda: many(lambda: bare_run(url, 50, False, "anthropic")),
+            lambda: many(lambda: lattice_run(url, 50, False, "anthropic"))]
+    _, ratios = compare(runs, max(2, reps // 2))
+    throughput = 1 / ratios[1]  # same turns: throughput ratio is the inverse time ratio
+    return [(f"{n} threads x 50 turns throughput / floor's", throughput, throughput >= 0.9)]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--quick", action="store_true", help="H = 1,000 only, fewer reps")
+    args = parser.parse_args()
+    reps = 3 if args.quick else args.reps
+    sizes = [1_000] if args.quick else [1_000, 10_000]
+    rows: List[Tuple[str, float, bool]] = []
+    with minimal_server() as server:
+        rows += fifty_turn_rows(server, reps)
+        rows += seeded_rows(server, reps, sizes)
+        rows += threads_rows(server, reps)
+    width = max(len(r[0]) for r in rows)
+    for name, ratio, ok in rows:
+        print(f"{name:{width}}  {ratio:6.2f}  {verdict(ok)}")
+    failed = [r[0] for r in rows if not r[2]]
+    print(f"\n{len(rows) - len(failed)}/{len(rows)} PASS" +
+          (f"; FAIL: {', '.join(failed)}" if failed else ""))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
