@@ -18,7 +18,10 @@ import time
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
 
 from . import errors
-from .endings import KINDS
+from .approval import pending_calls
+from .calls import NOT_RUN, not_run, resolve_calls, settle
+from .cancellation import AbortSignal
+from .endings import KINDS, Ending
 from .messages import ResultMessage, tool_uses_of
 from .stores.base import describe_store
 from .stores.runs import records_runs
@@ -245,8 +248,6 @@ class Keeper:
         """Close a run another query takes the conversation from: its open calls answered
         without running anything (never started: not run; started: unknown), and its
         record ended ``interrupted``."""
-        from .calls import not_run
-
         history = self.history
         raw = self._raw()
         started = record.get("started_calls") or {}
@@ -254,7 +255,7 @@ class Keeper:
         uses = [u for u in tool_uses_of(tail.get("content")) if isinstance(u.get("id"), str)
                 ] if tail is not None and tail.get("role") == "assistant" else []
         waiting = tail is not None and tail.get("pending_approval") and not started
-        if uses and not waiting:  # a paused reply no call of which ran: section 12 rules
+        if uses and not waiting:  # (a paused reply none of whose calls ran: section 12's)
             history.append({"role": "user", "content": [
                 not_run(u["id"], "uncertain") if u["id"] in started
                 else not_run(u["id"], "ended", why=SUPERSEDED_WHY) for u in uses]})
@@ -292,11 +293,6 @@ class Keeper:
     def resume(self, settings: Any, owner: Any) -> Optional[Dict[str, Any]]:
         """Continue this running run from the store: the prompt appended if it never got
         there, then the last stored reply settled (None: the next step is a request)."""
-        from .approval import pending_calls
-        from .calls import resolve_calls
-        from .cancellation import AbortSignal
-        from .endings import Ending
-
         record = self.record
         assert record is not None
         self.journal = Journal(record, self._save)
@@ -326,8 +322,6 @@ class Keeper:
 
     def _settled(self, calls: List[Any], decided: Any) -> Dict[str, Any]:
         """Decisions for calls the journal knows started: run again, or the unknown text."""
-        from .calls import NOT_RUN, settle
-
         assert self.journal is not None
         out: Dict[str, Any] = {}
         for call in calls:
@@ -346,7 +340,9 @@ class Keeper:
         if self.record is None:
             return
         result.run_id = self.run_id
-        self._save(ended_record(self.record, result))
+        ended = ended_record(self.record, result)
+        ended["end_index"] = len(self.history.messages)  # where follow(run_id=) stops
+        self._save(ended)
         self.history.own_version()
         self.history.no_running_runs_at = self.history.loads  # the others were closed first
 

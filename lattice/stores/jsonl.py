@@ -236,7 +236,7 @@ class JsonlHistoryStore:
         self._after_fork()
         folder = os.path.dirname(self.path)
         with self._mutex, _flocked(self._lock_fd(), exclusive=True):
-            data += b"".join(_run_line(r) for r in self._runs_unlocked().values())
+            data += b"".join(runs.record_line(r) for r in self._runs_unlocked().values())
             tmp = f"{self.path}.{os.getpid()}-{os.urandom(4).hex()}.tmp"
             try:
                 fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _CLOEXEC | _BINARY, 0o600)
@@ -267,7 +267,7 @@ class JsonlHistoryStore:
 
     def save_run(self, record: Dict[str, Any]) -> None:
         """Append ``record`` as a run line (the last line of a run id is its record)."""
-        line = _run_line(runs.stamp(record, self.session_id))  # before any I/O
+        line = runs.record_line(runs.stamp(record, self.session_id))  # before any I/O
         try:
             self._append(line)
         except OSError as exc:
@@ -376,20 +376,9 @@ class JsonlHistoryStore:
         return fd, st.st_size
 
 
-def _run_line(record: Dict[str, Any]) -> bytes:
-    return (runs.encode_record({runs.RUN_KEY: record}) + "\n").encode("utf-8")
-
-
 def _latest_runs(data: bytes) -> Dict[str, Dict[str, Any]]:
     """Each run id's last record among the run lines of ``data``."""
-    values, _ = _parse_lines(data, run_lines=True)
-    latest: Dict[str, Dict[str, Any]] = {}
-    for value in values:
-        record = value.get(runs.RUN_KEY) if isinstance(value, dict) else None
-        if isinstance(record, dict) and isinstance(record.get("run_id"), str):
-            latest.pop(record["run_id"], None)  # keep file order: a resave moves it last
-            latest[record["run_id"]] = record
-    return latest
+    return runs.latest(_parse_lines(data, run_lines=True)[0])
 
 
 class _flocked:

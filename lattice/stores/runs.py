@@ -27,6 +27,7 @@ from typing import Any, Dict, Iterable, List, Optional
 from ..errors import LockLostError
 
 __all__ = ["RUN_KEY", "STATES", "Record", "stamp", "encode_record", "decode_record",
+           "record_line", "latest",
            "check_state", "select", "records_runs", "lock_lost"]
 
 Record = Dict[str, Any]
@@ -74,6 +75,23 @@ def encode_record(record: Record) -> str:
     except UnicodeEncodeError:
         return _ASCII.encode(record)
     return text
+
+
+def record_line(record: Record) -> bytes:
+    """``record`` as one JSONL line (``{"lattice_run": {...}}``, newline included)."""
+    return (encode_record({RUN_KEY: record}) + "\n").encode("utf-8")
+
+
+def latest(values: Iterable[Any]) -> Dict[str, Record]:
+    """Each run id's last record among parsed ``{"lattice_run": record}`` lines, in the
+    order of their last save."""
+    found: Dict[str, Record] = {}
+    for value in values:
+        record = value.get(RUN_KEY) if isinstance(value, dict) else None
+        if isinstance(record, dict) and isinstance(record.get("run_id"), str):
+            found.pop(record["run_id"], None)
+            found[record["run_id"]] = record
+    return found
 
 
 def decode_record(text: Any) -> Optional[Record]:

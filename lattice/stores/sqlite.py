@@ -248,9 +248,11 @@ class SqliteHistoryStore:
         stored = runs.stamp(record, self.session_id)
         runs.encode_record(stored)  # before any I/O
         hold = self._fence()
-        with self._naming(), self._pool.borrow() as conn, transaction(conn):
-            self._check_fence(conn, hold)
-            sqlite_runs.save_run(conn, stored)
+        token = sqlite_runs.NO_FENCE if hold is None else hold.token
+        with self._naming(), self._pool.borrow() as conn:
+            if not sqlite_runs.save_run(conn, stored, token) and hold is not None:
+                hold.lost = True
+                raise runs.lock_lost(self._where())
 
     def list_runs(self, state: Optional[str] = None, *,
                   all_sessions: bool = False) -> List[Dict[str, Any]]:

@@ -23,7 +23,8 @@ from . import runs
 if TYPE_CHECKING:
     import sqlite3
 
-__all__ = ["SCHEMA", "FENCED_APPEND", "bump_fence", "fence_ok", "save_run", "load_run",
+__all__ = ["SCHEMA", "FENCED_APPEND", "NO_FENCE", "bump_fence", "fence_ok", "save_run",
+           "load_run",
            "list_runs", "Naming"]
 
 SCHEMA = (
@@ -55,13 +56,18 @@ INSERT INTO lattice_history (session_id, seq, message)
 SELECT ?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM lattice_history WHERE session_id = ?), ?
 WHERE {_NEWEST} <= ?"""
 
-_UPSERT = """
+# One statement (one transaction), inserting nothing when a newer token exists: the
+# check and the write together, as for FENCED_APPEND (rowcount 0 = refused). A write made
+# without the lock passes a token no fence exceeds.
+_UPSERT = f"""
 INSERT INTO lattice_runs (session_id, run_id, state, started_at, updated_at, ver, record)
-VALUES (?, ?, ?, ?, ?, (SELECT COALESCE(MAX(ver), 0) + 1 FROM lattice_runs
-                        WHERE session_id = ?), ?)
+SELECT ?, ?, ?, ?, ?, (SELECT COALESCE(MAX(ver), 0) + 1 FROM lattice_runs
+                       WHERE session_id = ?), ?
+WHERE {_NEWEST} <= ?
 ON CONFLICT (session_id, run_id) DO UPDATE SET
     state = excluded.state, updated_at = excluded.updated_at, ver = excluded.ver,
     record = excluded.record"""
+NO_FENCE = 2 ** 63 - 1
 
 
 def bump_fence(conn: sqlite3.Connection, session_id: str) -> int:
@@ -80,12 +86,15 @@ def fence_ok(conn: sqlite3.Connection, session_id: str, token: int) -> bool:
     return int(row[0]) <= token
 
 
-def save_run(conn: sqlite3.Connection, record: Dict[str, Any]) -> None:
-    """Upsert ``record`` (stamped by ``runs.stamp``)."""
+def save_run(conn: sqlite3.Connection, record: Dict[str, Any], token: int) -> bool:
+    """Upsert ``record`` (stamped by ``runs.stamp``) unless a token newer than ``token``
+    exists; False if refused."""
     text = runs.encode_record(record)
     sid = record["session_id"]
-    conn.execute(_UPSERT, (sid, record["run_id"], str(record.get("state")),
-                           float(record["started_at"]), float(record["updated_at"]), sid, text))
+    cursor = conn.execute(_UPSERT, (sid, record["run_id"], str(record.get("state")),
+                                    float(record["started_at"]), float(record["updated_at"]),
+                                    sid, text, sid, token))
+    return bool(cursor.rowcount == 1)
 
 
 def load_run(conn: sqlite3.Connection, session_id: str, run_id: str) -> Optional[Dict[str, Any]]:
