@@ -36,6 +36,7 @@ from .errors import (
     RequestTimeoutError,
     SchemaError,
 )
+from .follow import follow
 from .messages import (
     AssistantMessage,
     ResultMessage,
@@ -100,6 +101,7 @@ __all__ = [
     "AnthropicVertexClient",
     "RetryPolicy",
     # history
+    "follow",
     "HistoryStore",
     "define_history_store",
     "create_jsonl_history_store",

@@ -340,7 +340,9 @@ class Keeper:
         if self.record is None:
             return
         result.run_id = self.run_id
-        self._save(ended_record(self.record, result))
+        ended = ended_record(self.record, result)
+        ended["end_index"] = len(self.history.messages)  # where follow(run_id=) stops
+        self._save(ended)
         self.history.own_version()
         self.history.no_running_runs_at = self.history.loads  # the others were closed first
 

@@ -59,9 +59,9 @@ class ModelCaller:
         self.ledger = MarkLedger()  # the history's cache marks, counted once per message
         self.usage = Usage()  # of every reply of the query (a discarded one is billed too)
         self.last_usage = NO_USAGE  # of the last reply (read only after a call)
-        system = settings.system
-        self.fixed_marks = count_marks(settings.tool_definitions) + (
-            count_marks(system) if type(system) is list else 0)
+        system, tools = settings.system, settings.tool_definitions
+        self.fixed_marks = (len(tools) - [t.get("cache_control") for t in tools].count(None)
+                            + (count_marks(system) if type(system) is list else 0))
 
     def request(self) -> ModelRequest:
         """The next turn's request: the history, the Agent's system prompt and tools, cache

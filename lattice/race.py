@@ -23,6 +23,8 @@ import time
 from collections import deque
 from typing import Any, Callable, Deque, Dict, List, Optional, Set
 
+from . import abandoned as _abandoned
+from .abandoned import ABANDONED_AFTER_S, abandoned_workers
 from .calls import not_run
 from .cancellation import AbortController, AbortSignal, call_later, needs_polling
 from .endings import Ending
@@ -34,46 +36,6 @@ __all__ = ["QueryRun", "Stopped", "Phase", "EVENT_POLL_S", "ABANDONED_AFTER_S",
 log = logging.getLogger("lattice")
 
 EVENT_POLL_S = 0.02
-ABANDONED_AFTER_S = 1.0  # a worker still running this long after its query ended ignored it
-ABANDONED_WARN_EVERY = 10
-
-
-class _Abandoned:
-    """The process's worker threads that ignored their query's end (a tool or a client that
-    does not watch its signal, or code holding the GIL): they run on as daemons. Past 10
-    alive, one WARNING, then one per 10 more (SPEC 16a)."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.alive = 0
-        self.warned = 0  # the count at the last warning; 0 again once all have finished
-
-    def add(self) -> None:
-        with self.lock:
-            self.alive += 1
-            alive = self.alive
-            warn = alive > ABANDONED_WARN_EVERY and alive >= self.warned + ABANDONED_WARN_EVERY
-            if warn:
-                self.warned = alive
-        if warn:
-            log.warning("%d lattice worker threads are still running after their queries "
-                        "ended (a tool or model client that ignores its signal, or code "
-                        "holding the GIL); they cannot be stopped and keep their resources",
-                        alive)
-
-    def remove(self) -> None:
-        with self.lock:
-            self.alive -= 1
-            if self.alive == 0:
-                self.warned = 0
-
-
-_ABANDONED = _Abandoned()
-
-
-def abandoned_workers() -> int:
-    """How many query worker threads are running on after their query ended."""
-    return _ABANDONED.alive
 
 
 class Phase(enum.Enum):
@@ -155,7 +117,7 @@ class QueryRun:
         self.writing = False  # the worker is in a store write (commit's ``save``)
         self.working = False  # the worker thread is running the loop
         # ... and was still running ABANDONED_AFTER_S after the end: counted there
-        self.abandoned: Optional[_Abandoned] = None
+        self.abandoned: Optional[_abandoned.Abandoned] = None
         self._look_again: Callable[[], None] = _nothing  # cancels that look
         self._after_write: List[Callable[[], None]] = []
         if signal is not None and not self.poll:
@@ -201,7 +163,7 @@ class QueryRun:
     def release(self) -> None:
         """Drop the link to the caller's signal (a long-lived signal must not pile up
         callbacks), and cancel the deadline of a request nobody waits for any more. A worker
-        still running is looked at again ``ABANDONED_AFTER_S`` later (``_Abandoned``)."""
+        still running is looked at again ``ABANDONED_AFTER_S`` later (lattice/abandoned.py)."""
         with self.cond:
             done, self._request_done = self._request_done, _nothing
         done()
@@ -212,8 +174,8 @@ class QueryRun:
             return
         with self.cond:  # the worker may be stuck where no signal reaches: look again later
             if self.working:
-                registry = _ABANDONED
-                self._look_again = call_later(ABANDONED_AFTER_S,
+                registry = _abandoned.REGISTRY
+                self._look_again = call_later(_abandoned.ABANDONED_AFTER_S,
                                               lambda: self._check_abandoned(registry))
 
     # -- the worker thread's life --------------------------------------------------------
@@ -233,7 +195,7 @@ class QueryRun:
         if counted is not None:
             counted.remove()
 
-    def _check_abandoned(self, registry: _Abandoned) -> None:
+    def _check_abandoned(self, registry: _abandoned.Abandoned) -> None:
         with self.cond:
             if not self.working or self.abandoned is not None:
                 return

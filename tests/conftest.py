@@ -87,3 +87,6 @@ def raw():
 
 # A private PostgreSQL cluster for the store tests (see pg_fixture.py).
 from pg_fixture import postgres_server  # noqa: E402, F401
+
+# A private Redis server for the background-job tests (see redis_fixture.py).
+from redis_fixture import redis_server  # noqa: E402, F401

@@ -3,7 +3,8 @@
 Each worker process loops: pick a session at random, take that session's Agent (kept from an
 earlier query, or a new one) and run ``Agent.prompt`` with a deterministic model that calls a
 tool zero, one or two times before answering; some queries are cut short by a deadline
-(``AbortSignal.timeout``). Every prompt is unique (``P <tag>``) and the model's answer names
+(counted from the query's first model request, so it lands inside the query however slowly
+the machine takes the session lock and loads the history). Every prompt is unique (``P <tag>``) and the model's answer names
 it (``A:<tag>``), so a session's stored history can be cut into query blocks and each block
 checked against what its query would have written.
 
@@ -14,7 +15,9 @@ observer also compares what the Agent sends with what the store holds at that mo
 long-lived Agent that failed to reload a history another process changed would differ.
 
 The parent kills workers with SIGKILL, preferably while they are in a query, and starts new
-ones. Afterwards: every history (loaded by a fresh Agent, which repairs a killed query's
+ones. The run lasts at least ``RUN_S`` and goes on (up to ``RUN_LIMIT_S``, for a slow or loaded
+machine) until it has seen what it is about: both endings, enough queries, and at least
+``KILLS`` kills of which one landed inside a query. Afterwards: every history (loaded by a fresh Agent, which repairs a killed query's
 open turn) is well-formed; every completed query's prompt and answer are there, once, in one
 contiguous block; a block is never anything but a prefix of its query's messages (a killed
 or cut query's last call answered as not run); and no two queries of one session
@@ -42,7 +45,9 @@ KINDS = ("jsonl", "sqlite", "postgres-psycopg")
 WORKERS = 8
 SESSIONS = 20
 RUN_S = 6.0
+RUN_LIMIT_S = 120.0
 KILLS = 4
+MIN_QUERIES = 40
 
 
 # -- the worker (this file run as a script) ---------------------------------------------
@@ -78,7 +83,7 @@ def note(tag: str, step: int) -> str:
 
 
 def worker(kind, where, sessions, me, log_path):
-    from lattice import AbortSignal, Agent, ConcurrentQueryError, tool
+    from lattice import AbortController, Agent, ConcurrentQueryError, tool
     from lattice.observe import Observer
 
     fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -96,7 +101,7 @@ def worker(kind, where, sessions, me, log_path):
 
         def query_start(self, model_name, prompt):
             return {"tag": prompt[2:], "started": False, "ended": False,
-                    "mutex": threading.Lock()}
+                    "mutex": threading.Lock(), "cut": cuts.pop(prompt[2:], None)}
 
         def model_start(self, query, request):
             # The worker thread may get here just after the query ended (an abort): then
@@ -107,6 +112,8 @@ def worker(kind, where, sessions, me, log_path):
                 if not query["started"]:
                     query["started"] = True
                     log("start", self.sid, query["tag"], time.monotonic())
+                    if query["cut"] is not None:  # the deadline runs from here
+                        query["cut"].start()
                 sent, stored = plain(request.messages), plain(self.check.load())
                 if sent != stored:
                     same = next((i for i, (a, b) in enumerate(zip(sent, stored)) if a != b),
@@ -117,17 +124,22 @@ def worker(kind, where, sessions, me, log_path):
         def query_end(self, token, result, error):
             with token["mutex"]:
                 token["ended"] = True
+                if token["cut"] is not None:
+                    token["cut"].cancel()
                 if token["started"]:
                     log("end", self.sid, token["tag"], time.monotonic(),
                         result.subtype if result is not None else repr(error))
 
+    cuts = {}  # tag -> the timer that will cut that query short, once it has started
     rng = random.Random(me)
     note_tool = tool(note)
     agents = {}
     print("ready", flush=True)
-    until = float(sys.stdin.readline())  # the parent says when to stop
+    sys.stdin.readline()  # the parent says go, then closes stdin to say stop
+    stop = threading.Event()
+    threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).start()
     q = 0
-    while time.monotonic() < until:
+    while not stop.is_set():
         sid = f"s{rng.randrange(sessions)}"
         q += 1
         tag = f"{me}-{q}"
@@ -140,15 +152,22 @@ def worker(kind, where, sessions, me, log_path):
         # Some queries are cut short by a deadline (the query ends with a write in flight,
         # or a tool call answered as not run).
         abort = rng.random() < 0.15
+        controller = AbortController() if abort else None
+        if controller is not None:
+            cuts[tag] = threading.Timer(rng.uniform(0.001, 0.02), controller.abort,
+                                        [TimeoutError("the query's deadline passed")])
+            cuts[tag].daemon = True
         try:
-            result = agent.prompt(f"P {tag}", signal=AbortSignal.timeout(
-                rng.uniform(1, 20)) if abort else None)
+            result = agent.prompt(f"P {tag}",
+                                  signal=controller.signal if controller else None)
         except ConcurrentQueryError:
             log("refused", sid, tag)
             continue
         except Exception as exc:
             log("error", sid, tag, f"{type(exc).__name__}: {exc}")
             continue
+        finally:
+            cuts.pop(tag, None)  # a query refused before it began
         if abort and result.subtype == "error_abort":
             continue
         if result.subtype != "success" or result.result != f"A:{tag}":
@@ -232,9 +251,18 @@ def spawn(kind, where, me, log_path):
          str(log_path)], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 
 
+def seen_enough(logs, kills, landed, began):
+    """Whether the run has shown what the test checks (so it may stop now)."""
+    if time.monotonic() - began < RUN_S or kills < KILLS or not landed:
+        return False
+    ended = {e[2]: e[4] for path in logs.values() for e in read_log(path) if e[0] == "end"}
+    return set(ended.values()) >= {"success", "error_abort"} and len(ended) >= MIN_QUERIES
+
+
 def run_workers(kind, where, tmp_path, rng):
-    """Run the workers (killing some), wait for the rest; ``(logs, killed_at)``."""
+    """Run the workers (killing some), stop them, wait for them; ``(logs, killed_at)``."""
     procs, logs, killed_at = {}, {}, {}
+    running, joining, failures = set(), [], []
 
     def start(n):
         me = f"w{n}"
@@ -246,29 +274,52 @@ def run_workers(kind, where, tmp_path, rng):
         assert procs[me].stdout.readline().strip() == "ready", me
         return me
 
-    def go(me, until):
-        procs[me].stdin.write(f"{until!r}\n")
-        procs[me].stdin.close()
+    def go(me):
+        procs[me].stdin.write("go\n")
+        procs[me].stdin.flush()
+        running.add(me)
+
+    def replace():
+        # A new worker takes seconds to start on a loaded machine: the run goes on meanwhile.
+        me = start(len(procs))
+
+        def when_ready():
+            try:
+                go(ready(me))
+            except Exception as exc:  # reported by the assert below
+                failures.append(exc)
+
+        joining.append(threading.Thread(target=when_ready))
+        joining[-1].start()
 
     try:
         first = [ready(me) for me in [start(n) for n in range(WORKERS)]]
-        until = time.monotonic() + RUN_S  # all started: the run begins now
+        began = time.monotonic()  # all started: the run begins now
         for me in first:
-            go(me, until)
-        for _ in range(KILLS):
+            go(me)
+        kills, landed = 0, False
+        while not seen_enough(logs, kills, landed, began) \
+                and time.monotonic() - began < RUN_LIMIT_S:
             time.sleep(rng.uniform(0.2, RUN_S / (2 * KILLS)))  # a random moment to kill at
-            alive = [me for me, p in procs.items() if p.poll() is None]
-            if not alive or time.monotonic() > until - 0.5:
-                break
+            if kills >= KILLS and landed:
+                continue  # only waiting for enough queries of both endings
+            alive = [me for me in sorted(running) if procs[me].poll() is None]
             busy = [me for me in alive if in_a_query(logs[me])]
             victim = rng.choice(busy or alive)
             killed_at[victim] = time.monotonic()  # it held its lock until some time after
             os.kill(procs[victim].pid, signal.SIGKILL)
-            if procs[victim].wait(30) != -signal.SIGKILL:
-                del killed_at[victim]  # it had just finished its run
-            go(ready(start(len(procs))), until)
+            assert procs[victim].wait(30) == -signal.SIGKILL, victim
+            running.discard(victim)
+            kills += 1
+            landed = landed or in_a_query(logs[victim])
+            replace()
+        for thread in joining:
+            thread.join(120)
+        assert not failures, failures
         for proc in procs.values():
-            proc.wait(until - time.monotonic() + 60)
+            proc.stdin.close()  # stop
+        for proc in procs.values():
+            proc.wait(60)
     finally:
         for proc in procs.values():
             if proc.poll() is None:
@@ -327,7 +378,7 @@ def test_agents_in_many_processes_with_kills_keep_every_history_whole(kind, tmp_
     ended = {e[2]: e[4] for e in events if e[0] == "end"}
     assert set(ended.values()) == {"success", "error_abort"}, set(ended.values())
     refused = sum(1 for e in events if e[0] == "refused")
-    assert len(ended) >= 40, f"only {len(ended)} queries ran ({refused} refused)"
+    assert len(ended) >= MIN_QUERIES, f"only {len(ended)} queries ran ({refused} refused)"
     unfinished = check_no_overlap(events, killed_at)
     assert unfinished, "no kill landed inside a query"
 

@@ -18,7 +18,6 @@ from helpers import (
 from lattice import (
     AbortController,
     AbortError,
-    AbortSignal,
     Agent,
     RequestTimeoutError,
     Tool,
@@ -149,11 +148,11 @@ def test_workers_that_ignore_cancellation_are_warned_about_past_ten(gates, monke
                                                                       caplog):
     import logging
 
-    from lattice import race
+    from lattice import abandoned
 
-    registry = race._Abandoned()  # this test's count, whatever earlier tests left running
-    monkeypatch.setattr(race, "_ABANDONED", registry)
-    monkeypatch.setattr(race, "ABANDONED_AFTER_S", 0.2)  # the test need not wait a second
+    registry = abandoned.Abandoned()  # this test's count, whatever earlier tests left running
+    monkeypatch.setattr(abandoned, "REGISTRY", registry)
+    monkeypatch.setattr(abandoned, "ABANDONED_AFTER_S", 0.2)  # the test need not wait a second
 
     def stuck_agent():
         gate, entered = gates.new(), threading.Event()
@@ -175,10 +174,10 @@ def test_workers_that_ignore_cancellation_are_warned_about_past_ten(gates, monke
 
     def wait_for(count, warned):
         deadline = time.monotonic() + WAIT_S
-        while (race.abandoned_workers(), len(warnings())) != (count, warned) \
+        while (abandoned.abandoned_workers(), len(warnings())) != (count, warned) \
                 and time.monotonic() < deadline:
             time.sleep(0.02)
-        assert (race.abandoned_workers(), len(warnings())) == (count, warned)
+        assert (abandoned.abandoned_workers(), len(warnings())) == (count, warned)
 
     with caplog.at_level(logging.WARNING, logger="lattice"):
         abandon(10)
@@ -197,13 +196,14 @@ def test_workers_that_ignore_cancellation_are_warned_about_past_ten(gates, monke
 
 
 def test_a_worker_that_stops_in_time_is_not_counted(monkeypatch):
-    from lattice import race
+    from lattice import abandoned
 
-    registry = race._Abandoned()
-    monkeypatch.setattr(race, "_ABANDONED", registry)
-    finished = threading.Event()
+    registry = abandoned.Abandoned()
+    monkeypatch.setattr(abandoned, "REGISTRY", registry)
+    entered, finished = threading.Event(), threading.Event()
 
     def slow(args):  # ignores the signal, but is done well within ABANDONED_AFTER_S
+        entered.set()
         time.sleep(0.1)
         finished.set()
         return "done"
@@ -211,8 +211,10 @@ def test_a_worker_that_stops_in_time_is_not_counted(monkeypatch):
     tool = Tool("slow", "Slow.", {"type": "object"}, slow)
     agent = Agent(model="m", model_client=ScriptedModelClient([reply(tool_use("slow"))]),
                   tools=[tool])
-    assert agent.prompt("go", signal=AbortSignal.timeout(20)).subtype == "error_abort"
+    controller = AbortController()  # aborted once the tool runs, however loaded
+    trigger_when(entered, controller.abort)
+    assert agent.prompt("go", signal=controller.signal).subtype == "error_abort"
     assert finished.wait(WAIT_S)
     # Nothing to wait for but the moment the worker is looked at (a timer), and past it.
-    time.sleep(race.ABANDONED_AFTER_S + 0.3)
-    assert race.abandoned_workers() == 0 and registry.warned == 0
+    time.sleep(abandoned.ABANDONED_AFTER_S + 0.3)
+    assert abandoned.abandoned_workers() == 0 and registry.warned == 0

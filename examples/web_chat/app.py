@@ -1,116 +1,59 @@
-"""A chat page with streamed replies and Approve / Deny buttons for tool calls.
+"""A chat page whose agent runs in background jobs, with Approve / Deny buttons for tool calls.
 
     python examples/web_chat/app.py [PORT]          # then open http://127.0.0.1:8000/
-    gunicorn --pythonpath examples/web_chat -w 2 app:app   # the same app under gunicorn
+    gunicorn --pythonpath examples/web_chat -k gthread --threads 8 -w 2 app:app
 
-Each request builds ONE Agent on the user's conversation in SQLite (the user id comes from
-a cookie): the store is the state, so nothing lives in the process between requests. A
-reply that needs approval ends the request as ``awaiting_approval``; the browser shows the
-pending call, and the Approve / Deny click is a later request that resumes with
-``approvals=``, possibly served by another worker process.
+A message (or an approval) never runs in the web request: the request starts a *run* with a
+fresh ``run_id`` in a background job (jobs.py: a thread pool, or Celery workers when
+CELERY_BROKER_URL is set) and answers at once with the run's id. The page then follows the
+run through ``lattice.follow()`` as Server-Sent Events (``GET /events``), from whichever web
+process it reaches: the store is the state, so a reload, a second tab, a killed worker or a
+restarted server lose nothing. A reply that needs approval ends its run as
+``awaiting_approval``; the Approve / Deny click starts the next run.
 
-One user may send two requests at once (two tabs, a double click), and under gunicorn they
-reach different worker processes: the conversation's session lock in the store keeps them
-apart. The second request waits for it up to WEB_CHAT_LOCK_WAIT_S seconds (default 10,
-under gunicorn's 30 s worker timeout); if the first is still running then, it is answered
-409 with a sentence the page shows ("still answering your other request"). An approval
-that another tab already gave is a 409 with a sentence too.
+Errors are sentences the page shows: a second message while a run is going ("still
+answering your other request"), an approval another tab already gave, a lost connection.
 
 Offline by default: a scripted model behind the bundled mock Messages API server. With
-ANTHROPIC_API_KEY set it talks to the real API (model from LATTICE_MODEL). The history
-file is WEB_CHAT_DB (default .agent-sessions/web_chat.db).
+ANTHROPIC_API_KEY set it talks to the real API (ANTHROPIC_BASE_URL and LATTICE_MODEL are
+honoured). The history file is WEB_CHAT_DB (default .agent-sessions/web_chat.db).
 """
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import re
 import secrets
+import sqlite3
 import sys
-import threading
+import time
+from contextlib import closing
 from http.cookies import SimpleCookie
 from socketserver import ThreadingMixIn
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+from urllib.parse import parse_qs
 from wsgiref.simple_server import WSGIServer, make_server
 
-import lattice
-from lattice.testing import MockMessagesServer
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # backend.py, jobs.py beside
+
+import jobs  # noqa: E402
+
+import lattice  # noqa: E402
 
 Environ = Dict[str, Any]
 StartResponse = Callable[..., Any]
 USER_ID = re.compile(r"[A-Za-z0-9_-]{1,64}\Z")
+RUN_ID = re.compile(r"[0-9a-f]{16,64}\Z")
 MAX_BODY = 64 * 1024
 PAGE_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "page.html")
-LOCK_WAIT_S = float(os.environ.get("WEB_CHAT_LOCK_WAIT_S", "10"))
+FOLLOW_WAIT_S = 20.0  # an events response ends after this long without news; the page
+                      # reconnects (well under gunicorn's 30 s worker timeout)
 BUSY = ("I am still answering your other request (from another tab, or a second click). "
         "Wait for that answer, then send this again.")
 STALE = ("This call was already answered, maybe in another tab, so nothing changed here. "
          "Reload the page to see where the conversation is.")
 
-OUTBOX: List[Dict[str, str]] = []  # where the demo's "emails" go
-
-
-@lattice.tool(requires_approval=True)
-def send_email(to: str, subject: str) -> str:
-    """Send an email (a person must approve every one)."""
-    OUTBOX.append({"to": to, "subject": subject})
-    return f"Email to {to} with subject {subject!r} queued as message #{len(OUTBOX)}."
-
-
-# -- the offline model: decides from the request what a model would say ----------------------
-
-def scripted_model(body: Dict[str, Any]) -> Dict[str, Any]:
-    """Asks to send_email when the user mentions an address; answers a tool result with a
-    sentence quoting it; otherwise echoes."""
-    last = body["messages"][-1]["content"]
-    blocks = [{"type": "text", "text": last}] if isinstance(last, str) else last
-    results = [b for b in blocks if b.get("type") == "tool_result"]
-    if results:
-        content = results[0].get("content")
-        if isinstance(content, list):
-            content = " ".join(b.get("text", "") for b in content)
-        verdict = "I could not send it" if results[0].get("is_error") else "Done"
-        return {"content": f"{verdict}: {content}"}
-    text = " ".join(b.get("text", "") for b in blocks if b.get("type") == "text")
-    address = re.search(r"[\w.+-]+@[\w-]+(\.[\w-]+)+", text)
-    if address is None:
-        return {"content": f"You said: {text}. Mention an email address and I will write."}
-    to = address.group(0)
-    return {"content": [
-        {"type": "text", "text": f"Sure, I will email {to} for you."},
-        {"type": "tool_use", "name": "send_email", "input": {"to": to, "subject": "Hello"}}]}
-
-
-class Backend:
-    """Agent options for the model in use; the mock server starts on first use, so
-    importing this module (as gunicorn does) starts nothing."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._options: Optional[Dict[str, Any]] = None
-        self.mock: Optional[MockMessagesServer] = None
-
-    def options(self) -> Dict[str, Any]:
-        with self._lock:
-            if self._options is None:
-                self._options = self._start()
-            return self._options
-
-    def _start(self) -> Dict[str, Any]:
-        if os.environ.get("ANTHROPIC_API_KEY"):
-            return {"model": os.environ.get("LATTICE_MODEL", "claude-sonnet-4-5")}
-        self.mock = MockMessagesServer([scripted_model], record=False, repeat=True).start()
-        return {"model": "mock-model", "base_url": self.mock.base_url,
-                "api_key": "offline-mock-key"}
-
-    def close(self) -> None:
-        if self.mock is not None:
-            self.mock.close()
-
-
-# -- the WSGI app ----------------------------------------------------------------------------
 
 class Refused(Exception):
     """A request the app answers with ``status`` and a sentence the page shows as it is."""
@@ -121,17 +64,13 @@ class Refused(Exception):
 
 
 class ChatApp:
-    def __init__(self, db_path: str, backend: Optional[Backend] = None) -> None:
+    def __init__(self, db_path: str, runner: Any = None) -> None:
         self.db_path = db_path
-        self.backend = backend or Backend()
+        self.runner = runner if runner is not None else jobs.make_runner(db_path)
+        self.claims = Claims(db_path)
 
-    def agent(self, store: lattice.SqliteHistoryStore) -> lattice.Agent:
-        """One Agent per request, on the user's stored conversation; a second request of
-        the same user waits for the first up to LOCK_WAIT_S (the store's session lock)."""
-        return lattice.Agent(**self.backend.options(), tools=[send_email],
-                             history_store=store, include_partial_messages=True,
-                             session_lock_wait_s=LOCK_WAIT_S,
-                             system="You are a helpful assistant. You can send emails.")
+    def store(self, user: str) -> lattice.SqliteHistoryStore:
+        return lattice.SqliteHistoryStore(self.db_path, session_id=user)
 
     def __call__(self, environ: Environ, start_response: StartResponse) -> Any:
         user, new_cookie = _user_of(environ)
@@ -142,105 +81,173 @@ class ChatApp:
             if route == ("GET", "/"):
                 return _send(start_response, "200 OK", _page(), "text/html", headers)
             if route == ("GET", "/history"):
-                return _send(start_response, "200 OK", json.dumps(self.history(user)),
-                             "application/json", headers)
-            if route in (("POST", "/chat"), ("POST", "/approve")):
-                events = self.start_query(user, route[1], _read_json(environ))
+                return _json(start_response, "200 OK", self.history(user), headers)
+            if route == ("POST", "/chat"):
+                return _json(start_response, "202 Accepted",
+                             self.start_chat(user, _read_json(environ)), headers)
+            if route == ("POST", "/approve"):
+                return _json(start_response, "202 Accepted",
+                             self.start_approval(user, _read_json(environ)), headers)
+            if route == ("GET", "/events"):
+                body = self.events(user, environ)
                 start_response("200 OK", headers + [
                     ("Content-Type", "text/event-stream"), ("Cache-Control", "no-cache"),
                     ("X-Accel-Buffering", "no")])
-                return events
+                return body
             return _send(start_response, "404 Not Found", "no such page", "text/plain", [])
         except Refused as refused:  # busy, or a stale approval: a sentence for the person
             return _send(start_response, refused.status, refused.text, "text/plain", headers)
         except ValueError as exc:  # a bad request: say what was wrong with it
             return _send(start_response, "400 Bad Request", str(exc), "text/plain", headers)
 
+    # -- reading ----------------------------------------------------------------------------
+
     def history(self, user: str) -> Dict[str, Any]:
-        store = lattice.SqliteHistoryStore(self.db_path, session_id=user)
+        """The stored conversation, the calls waiting for a decision, and the run going on
+        (so a reloaded page or a second tab follows it)."""
+        store = self.store(user)
         try:
-            agent = self.agent(store)
-            return {"messages": render(agent.get_history()),
-                    "pending": [_call_json(c) for c in agent.pending_approvals()]}
+            messages = store.load()
+            running = _running(store) or self.claims.open_claim(user, store)
+            return {"messages": render(messages), "count": len(messages),
+                    "pending": [] if running else
+                    [_call_json(c) for c in jobs.pending_calls(user, self.db_path)],
+                    "running": running}
         finally:
             store.close()
 
-    def start_query(self, user: str, path: str, body: Dict[str, Any]) -> Iterator[bytes]:
-        """Validate and start the query now, up to its first message (so a bad request is
-        a 400, a busy conversation or a stale approval a 409), then stream the rest."""
-        store = lattice.SqliteHistoryStore(self.db_path, session_id=user)
+    def events(self, user: str, environ: Environ) -> Iterator[bytes]:
+        query = parse_qs(environ.get("QUERY_STRING", ""))
+        run_id = (query.get("run") or [""])[0]
+        if not RUN_ID.match(run_id):
+            raise ValueError("GET /events takes ?run=<run id>&after=<count>")
+        after = environ.get("HTTP_LAST_EVENT_ID") or (query.get("after") or ["0"])[0]
+        if not after.isdigit():
+            raise ValueError("after must be a count of messages")
+        return EventStream(self, user, run_id, int(after))
+
+    # -- starting runs ------------------------------------------------------------------------
+
+    def start_chat(self, user: str, body: Dict[str, Any]) -> Dict[str, Any]:
+        message = body.get("message")
+        if not isinstance(message, str) or not message.strip():
+            raise ValueError('POST /chat takes {"message": "some text"}')
+        return self._start(user, message=message)
+
+    def start_approval(self, user: str, body: Dict[str, Any]) -> Dict[str, Any]:
+        decisions = body.get("approvals")
+        if not isinstance(decisions, dict) or not decisions or not all(
+                isinstance(v, bool) for v in decisions.values()):
+            raise ValueError('POST /approve takes {"approvals": {"<call id>": true}}')
+        return self._start(user, approvals=decisions)
+
+    def _start(self, user: str, **what: Any) -> Dict[str, Any]:
+        """Start a run unless one is going: checked and claimed under the conversation's
+        session lock, so two tabs (or two gunicorn workers) cannot both start one."""
+        store = self.store(user)
         try:
-            agent = self.agent(store)
-            if path == "/chat":
-                message = body.get("message")
-                if not isinstance(message, str) or not message.strip():
-                    raise ValueError('POST /chat takes {"message": "some text"}')
-                return EventStream(*_first(lambda: agent.query(message)), store.close)
-            decisions = body.get("approvals")
-            if not isinstance(decisions, dict) or not decisions or not all(
-                    isinstance(v, bool) for v in decisions.values()):
-                raise ValueError('POST /approve takes {"approvals": {"<call id>": true}}')
-            try:  # lattice checks them against the pending calls, again under the lock
-                return EventStream(*_first(lambda: agent.query(approvals=decisions)),
-                                   store.close)
-            except ValueError:
-                raise Refused("409 Conflict", STALE) from None
-        except BaseException:
+            with store.lock(wait_s=0.5):  # a run holds it while it works: busy
+                if _running(store) is not None or self.claims.open_claim(user, store):
+                    raise Refused("409 Conflict", BUSY)
+                if "approvals" in what and set(what["approvals"]) != {
+                        c.id for c in jobs.pending_calls(user, self.db_path)}:
+                    raise Refused("409 Conflict", STALE)  # another tab answered them
+                after = len(store.load())
+                run_id = secrets.token_hex(12)
+                self.claims.claim(user, run_id, after)
+        except lattice.ConcurrentQueryError:
+            raise Refused("409 Conflict", BUSY) from None
+        finally:
             store.close()
-            raise
+        self.runner.submit(user, run_id, **what)
+        return {"run_id": run_id, "after": after}
 
 
-def _first(start: Callable[[], Any]) -> Tuple[Any, Any]:
-    """``(query, its first message)``: the first ``next()`` takes the session lock, waiting
-    up to LOCK_WAIT_S, so a busy conversation is known before the response starts."""
-    query = start()
-    try:
-        return query, next(query)
-    except lattice.ConcurrentQueryError:
-        query.close()
-        raise Refused("409 Conflict", BUSY) from None
-    except BaseException:
-        query.close()
-        raise
+class Claims:
+    """Runs the app started but whose job may not have begun yet (a queued Celery job):
+    while one is open, the conversation is busy. In the same SQLite file as the history."""
+
+    GRACE_S = 60.0  # a job that never began in this long is not waited for any more
+
+    def __init__(self, db_path: str) -> None:
+        self.db_path = db_path
+
+    def _db(self) -> sqlite3.Connection:
+        folder = os.path.dirname(os.path.abspath(self.db_path))
+        os.makedirs(folder, exist_ok=True)
+        db = sqlite3.connect(self.db_path, timeout=30)
+        db.execute("CREATE TABLE IF NOT EXISTS web_chat_claims (user TEXT PRIMARY KEY, "
+                   "run_id TEXT NOT NULL, after INTEGER NOT NULL, at REAL NOT NULL)")
+        return db
+
+    def claim(self, user: str, run_id: str, after: int) -> None:
+        with closing(self._db()) as db, db:
+            db.execute("INSERT OR REPLACE INTO web_chat_claims VALUES (?, ?, ?, ?)",
+                       (user, run_id, after, time.time()))
+
+    def open_claim(self, user: str, store: lattice.SqliteHistoryStore
+                   ) -> Optional[Dict[str, Any]]:
+        """The user's last claimed run (``{"run_id", "after"}``) while it is going or has
+        not begun yet (within GRACE_S), else None."""
+        with closing(self._db()) as db:
+            row = db.execute("SELECT run_id, after, at FROM web_chat_claims WHERE user = ?",
+                             (user,)).fetchone()
+        if row is None:
+            return None
+        record = store.load_run(row[0])
+        going = record.get("state") == "running" if record is not None else \
+            time.time() - row[2] < self.GRACE_S
+        return {"run_id": row[0], "after": row[1]} if going else None
 
 
 class EventStream:
-    """The WSGI body: the query's messages as Server-Sent Events. The server calls
-    ``close()`` when the response ends or the browser goes away, which ends the query."""
+    """The WSGI body of ``GET /events``: the run's messages as Server-Sent Events, read
+    from the store with ``lattice.follow``. Each event's id is the number of messages the
+    page has then, so a reconnecting EventSource (``Last-Event-ID``) misses nothing."""
 
-    def __init__(self, query: Any, first: Any, done: Callable[[], Any]) -> None:
-        self.query, self.first, self._done = query, first, done
+    def __init__(self, app: ChatApp, user: str, run_id: str, after: int) -> None:
+        self.app, self.user, self.run_id, self.after = app, user, run_id, after
+        self.stop = lattice.AbortController()
 
     def __iter__(self) -> Iterator[bytes]:
-        for message in itertools.chain([self.first], self.query):
-            if message.type == "stream_event":
-                event = message.event
-                if event["type"] == "content_block_delta" and \
-                        event["delta"]["type"] == "text_delta":
-                    yield _sse("text", {"text": event["delta"]["text"]})
-            elif message.type == "assistant":
-                for block in message.content:
-                    if block.get("type") == "tool_use":
-                        yield _sse("call", {"text": _call_text(block)})
-            elif message.type == "user" and isinstance(message.content, list):
-                for block in message.content:
-                    if block.get("type") == "tool_result":
-                        yield _sse("result", {"text": _content_text(block.get("content"))})
-            elif message.type == "result":
-                if message.subtype == "awaiting_approval":
-                    yield _sse("approval", {"calls": [_call_json(c)
-                                                      for c in message.pending_approvals]})
-                yield _sse("done", {"subtype": message.subtype,
-                                    "error": message.result if message.is_error else None})
+        yield b"retry: 1000\n\n"
+        store = self.app.store(self.user)
+        count = self.after
+        try:
+            for item in lattice.follow(store, run_id=self.run_id, after=self.after,
+                                       poll_s=0.1, wait_s=FOLLOW_WAIT_S,
+                                       signal=self.stop.signal):
+                if item.type == "result":
+                    if item.subtype == "awaiting_approval":
+                        calls = jobs.pending_calls(self.user, self.app.db_path)
+                        yield _sse("approval", {"calls": [_call_json(c) for c in calls]})
+                    yield _sse("done", {"subtype": item.subtype,
+                                        "error": item.result if item.is_error else None},
+                               count)
+                elif item.type == "system":
+                    yield _sse("shown", {"items": [{"role": "note", "text":
+                                                    "(earlier messages were summarised)"}]})
+                else:
+                    count += 1
+                    yield _sse("shown", {"items": render([item.message])}, count)
+        finally:
+            store.close()
 
     def close(self) -> None:
-        self.query.close()
-        done, self._done = self._done, lambda: None
-        done()
+        self.stop.abort("the page went away")
+
+
+def _running(store: lattice.SqliteHistoryStore) -> Optional[Dict[str, Any]]:
+    """The run going on in this conversation, as ``{"run_id", "after"}``, else None."""
+    runs = store.list_runs(state="running")
+    if not runs:
+        return None
+    last = runs[-1]
+    return {"run_id": last["run_id"], "after": last.get("index", 0)}
 
 
 def render(history: List[Dict[str, Any]]) -> List[Dict[str, str]]:
-    """The stored conversation as the page shows it: user, assistant, call and result."""
+    """Stored messages as the page shows them: user, assistant, call and result."""
     shown: List[Dict[str, str]] = []
     for message in history:
         content = message["content"]
@@ -269,8 +276,9 @@ def _content_text(content: Any) -> str:
     return str(content)
 
 
-def _sse(event: str, data: Dict[str, Any]) -> bytes:
-    return f"event: {event}\ndata: {json.dumps(data)}\n\n".encode()
+def _sse(event: str, data: Dict[str, Any], event_id: Optional[int] = None) -> bytes:
+    head = "" if event_id is None else f"id: {event_id}\n"
+    return f"{head}event: {event}\ndata: {json.dumps(data)}\n\n".encode()
 
 
 def _user_of(environ: Environ) -> Tuple[str, bool]:
@@ -294,6 +302,11 @@ def _read_json(environ: Environ) -> Dict[str, Any]:
     return body
 
 
+def _json(start_response: StartResponse, status: str, value: Any,
+          headers: List[Tuple[str, str]]) -> List[bytes]:
+    return _send(start_response, status, json.dumps(value), "application/json", headers)
+
+
 def _send(start_response: StartResponse, status: str, text: str, kind: str,
           headers: List[Tuple[str, str]]) -> List[bytes]:
     data = text.encode("utf-8")
@@ -311,16 +324,17 @@ class ThreadingWSGIServer(ThreadingMixIn, WSGIServer):
     daemon_threads = True
 
 
-app = ChatApp(os.environ.get("WEB_CHAT_DB", ".agent-sessions/web_chat.db"))
+app = ChatApp(jobs.DB_PATH)
 
 if __name__ == "__main__":
     port = int(sys.argv[1] if len(sys.argv) > 1 else os.environ.get("PORT", "8000"))
+    resumed = app.runner.resume_unfinished()  # runs a stopped server left going
     with make_server("127.0.0.1", port, app, server_class=ThreadingWSGIServer) as server:
-        print(f"serving on http://127.0.0.1:{server.server_port}/ (history in {app.db_path})",
-              file=sys.stderr, flush=True)
+        print(f"serving on http://127.0.0.1:{server.server_port}/ (history in {app.db_path}"
+              f"{f', {resumed} runs resumed' if resumed else ''})", file=sys.stderr, flush=True)
         try:
             server.serve_forever()
         except KeyboardInterrupt:
             pass
         finally:
-            app.backend.close()
+            app.runner.close()

@@ -57,7 +57,7 @@ def serve(db_path: Path) -> Iterator[Tuple[str, Any]]:
         server.shutdown()
         server.server_close()
         thread.join(10)
-        app.backend.close()
+        app.runner.close()
 
 
 def call(base: str, path: str, user: Optional[str], body: Any = None
@@ -75,14 +75,29 @@ def call(base: str, path: str, user: Optional[str], body: Any = None
 
 
 def events(base: str, path: str, user: str, body: Any) -> List[Tuple[str, Dict[str, Any]]]:
-    """POST, then parse the Server-Sent Events of the streamed reply."""
+    """POST a message or approvals (the app answers 202 with the run it started), then
+    follow that run's Server-Sent Events to its end."""
     status, headers, raw = call(base, path, user, body)
+    assert status == 202, raw
+    run = json.loads(raw)
+    return follow(base, user, run["run_id"], run["after"])
+
+
+def follow(base: str, user: str, run_id: str, after: int) -> List[Tuple[str, Dict[str, Any]]]:
+    """``GET /events`` of a run, parsed: ``[(event, data)]``, each ``shown`` item as its own
+    ``(role, {"text"})`` entry, then ``approval`` and ``done``."""
+    status, headers, raw = call(base, f"/events?run={run_id}&after={after}", user)
     assert status == 200 and headers["Content-Type"] == "text/event-stream", raw
-    parsed = []
+    parsed: List[Tuple[str, Dict[str, Any]]] = []
     for chunk in raw.decode().split("\n\n"):
-        if chunk:
-            event, data = chunk.split("\n")
-            parsed.append((event[len("event: "):], json.loads(data[len("data: "):])))
+        fields = dict(line.split(": ", 1) for line in chunk.split("\n") if ": " in line)
+        if "event" not in fields:
+            continue
+        data = json.loads(fields["data"])
+        if fields["event"] == "shown":
+            parsed.extend((item["role"], {"text": item["text"]}) for item in data["items"])
+        else:
+            parsed.append((fields["event"], data))
     return parsed
 
 
@@ -99,21 +114,21 @@ def served(tmp_path: Path) -> Iterator[Tuple[str, Any]]:
 def test_a_reply_asks_for_approval_and_approving_in_a_later_request_finishes_it(served):
     base, app = served
     first = events(base, "/chat", "alice", {"message": "Please email ada@example.com"})
-    assert len(texts(first, "text")) > 1  # streamed in pieces
-    assert "".join(texts(first, "text")) == "Sure, I will email ada@example.com for you."
+    assert texts(first, "user") == ["Please email ada@example.com"]
+    assert texts(first, "assistant") == ["Sure, I will email ada@example.com for you."]
     assert texts(first, "call") == ['send_email({"to": "ada@example.com", "subject": "Hello"})']
     (calls,) = [data["calls"] for event, data in first if event == "approval"]
     assert first[-1] == ("done", {"subtype": "awaiting_approval", "error": None})
 
     status, _, raw = call(base, "/history", "alice")
     history = json.loads(raw)
-    assert status == 200 and history["pending"] == calls
+    assert status == 200 and history["pending"] == calls and history["running"] is None
     assert [m["role"] for m in history["messages"]] == ["user", "assistant", "call"]
 
     second = events(base, "/approve", "alice", {"approvals": {calls[0]["id"]: True}})
     result = "Email to ada@example.com with subject 'Hello' queued as message #1."
     assert texts(second, "result") == [result]
-    assert "".join(texts(second, "text")) == f"Done: {result}"
+    assert texts(second, "assistant") == [f"Done: {result}"]
     assert second[-1] == ("done", {"subtype": "success", "error": None})
 
     history = json.loads(call(base, "/history", "alice")[2])
@@ -130,14 +145,15 @@ def test_deny_users_apart_and_the_cookie(served):
     (calls,) = [data["calls"] for event, data in first if event == "approval"]
     denied = events(base, "/approve", "bob", {"approvals": {calls[0]["id"]: False}})
     assert "did not approve" in texts(denied, "result")[0]
-    assert "".join(texts(denied, "text")).startswith("I could not send it:")
+    assert texts(denied, "assistant")[0].startswith("I could not send it:")
     # Another user has a conversation of their own; a visitor without a cookie gets one.
-    assert json.loads(call(base, "/history", "carol")[2]) == {"messages": [], "pending": []}
+    assert json.loads(call(base, "/history", "carol")[2]) == {
+        "messages": [], "count": 0, "pending": [], "running": None}
     status, headers, page = call(base, "/", None)
     assert status == 200 and b'class="approve"' not in page and b"askApproval" in page
     assert headers["Set-Cookie"].startswith("uid=")
     plain = events(base, "/chat", "bob", {"message": "thanks"})
-    assert "".join(texts(plain, "text")).startswith("You said: thanks")
+    assert texts(plain, "assistant")[0].startswith("You said: thanks")
 
 
 def test_bad_requests_are_400_naming_the_problem(served):
@@ -151,6 +167,9 @@ def test_bad_requests_are_400_naming_the_problem(served):
     ]:
         status, _, raw = call(base, path, "dave", body)
         assert status == 400 and says in raw.decode(), (path, body, raw)
+    for query in ("", "?run=zz", "?run=0123456789abcdef&after=x"):
+        status, _, raw = call(base, "/events" + query, "dave")
+        assert status == 400, (query, raw)
     assert call(base, "/nowhere", "dave")[0] == 404
     # Approving calls that are not pending: a stale page (another tab decided), told so.
     status, _, raw = call(base, "/approve", "dave", {"approvals": {"x": True}})
@@ -160,6 +179,30 @@ def test_bad_requests_are_400_naming_the_problem(served):
     assert status == 409 and "Reload the page" in raw.decode(), raw
     # The refused approval changed nothing: the call is still pending.
     assert len(json.loads(call(base, "/history", "dave")[2])["pending"]) == 1
+
+
+def test_a_second_message_while_a_run_goes_is_a_readable_409_and_a_reload_follows_it(
+        served, monkeypatch):
+    base, _ = served
+    monkeypatch.setenv("WEB_CHAT_MODEL_DELAY_S", "1.0")  # slow model work: the run is going
+    status, _, raw = call(base, "/chat", "ivy", {"message": "hello"})
+    assert status == 202
+    run = json.loads(raw)
+    status, headers, raw = call(base, "/chat", "ivy", {"message": "again"})
+    assert status == 409 and headers["Content-Type"].startswith("text/plain")
+    assert "still answering your other request" in raw.decode()
+    # A reload (or a second tab) learns of the run and follows it from what it has.
+    history = json.loads(call(base, "/history", "ivy")[2])
+    assert history["running"]["run_id"] == run["run_id"]
+    rest = follow(base, "ivy", run["run_id"], history["count"])
+    assert rest[-1] == ("done", {"subtype": "success", "error": None})
+    shown = history["messages"] + [{"role": e, "text": d["text"]} for e, d in rest
+                                   if e in ("user", "assistant")]
+    assert [m["role"] for m in shown] == ["user", "assistant"]
+    # Following it again after its end replays it whole: the page that reconnects late
+    # still gets the answer.
+    again = follow(base, "ivy", run["run_id"], run["after"])
+    assert texts(again, "user") == ["hello"] and again[-1][0] == "done"
 
 
 # -- under gunicorn ---------------------------------------------------------------------------
@@ -224,7 +267,8 @@ def post_at_once(base: str, user: str, count: int) -> List[Tuple[int, str, bytes
 @needs_gunicorn
 @pytest.mark.slow
 def test_under_gunicorn_with_two_workers(tmp_path: Path) -> None:
-    """Works as ``app:app`` under gunicorn; the approval may land in another worker."""
+    """Works as ``app:app`` under gunicorn; the run, its events and the approval may each
+    be served by another worker: the store is the state."""
     with gunicorn(tmp_path) as base:
         first = events(base, "/chat", "erin", {"message": "email ada@example.com"})
         (calls,) = [data["calls"] for event, data in first if event == "approval"]
@@ -236,34 +280,22 @@ def test_under_gunicorn_with_two_workers(tmp_path: Path) -> None:
 
 @needs_gunicorn
 @pytest.mark.slow
-def test_concurrent_posts_of_one_user_wait_their_turn(tmp_path: Path) -> None:
-    with gunicorn(tmp_path) as base:
+def test_concurrent_posts_of_one_user_start_one_run_and_are_told_readably(tmp_path: Path
+                                                                          ) -> None:
+    with gunicorn(tmp_path, WEB_CHAT_MODEL_DELAY_S="0.5") as base:
         answers = post_at_once(base, "frank", 20)
         statuses = [status for status, _, _ in answers]
         assert all(s < 500 for s in statuses), answers
-        assert statuses.count(200) == 20, statuses  # the lock wait covers 20 quick replies
-        for _, kind, raw in answers:
-            assert kind == "text/event-stream" and b"event: done" in raw, raw
+        assert statuses.count(202) == 1, statuses  # one run; the others were told
+        for status, kind, raw in answers:
+            if status == 409:
+                assert kind.startswith("text/plain"), kind
+                assert "still answering your other request" in raw.decode(), raw
+        (run,) = [json.loads(raw) for status, _, raw in answers if status == 202]
+        assert follow(base, "frank", run["run_id"], run["after"])[-1][0] == "done"
         history = SqliteHistoryStore(str(tmp_path / "chat.db"), session_id="frank").load()
     assert_well_formed(history)
-    prompts = sorted(m["content"] for m in history if m["role"] == "user")
-    assert prompts == sorted(f"message {i}" for i in range(20))
-
-
-@needs_gunicorn
-@pytest.mark.slow
-def test_a_request_that_cannot_wait_longer_is_told_readably(tmp_path: Path) -> None:
-    with gunicorn(tmp_path, WEB_CHAT_LOCK_WAIT_S="0.5") as base:
-        events(base, "/chat", "gina", {"message": "hello"})  # the conversation exists
-        store = SqliteHistoryStore(str(tmp_path / "chat.db"), session_id="gina")
-        with store.lock(wait_s=0):  # another request is still being answered
-            status, headers, raw = call(base, "/chat", "gina", {"message": "again"})
-        assert status == 409, raw
-        assert headers["Content-Type"].startswith("text/plain")
-        assert "still answering your other request" in raw.decode()
-        assert "Error" not in raw.decode() and "<" not in raw.decode()
-        after = events(base, "/chat", "gina", {"message": "again"})  # the lock is free again
-        assert after[-1] == ("done", {"subtype": "success", "error": None})
+    assert len([m for m in history if m["role"] == "user"]) == 1
 
 
 @needs_gunicorn
@@ -279,14 +311,17 @@ def test_a_stale_approval_is_a_readable_409(tmp_path: Path) -> None:
 
         with ThreadPoolExecutor(2) as pool:  # the same click in two tabs, at once
             answers = list(pool.map(lambda _: approve(), range(2)))
+        (started,) = [json.loads(raw) for status, _, raw in answers if status == 202]
+        follow(base, "hana", started["run_id"], started["after"])
         answers.append(approve())  # and once more, later
         statuses = sorted(status for status, _, _ in answers)
-        assert statuses == [200, 409, 409], answers
+        assert statuses == [202, 409, 409], answers
         for status, headers, raw in answers:
             if status == 409:
                 text = raw.decode()
                 assert headers["Content-Type"].startswith("text/plain")
-                assert "already" in text and "reload" in text.lower(), text
+                assert ("already" in text and "reload" in text.lower()) or \
+                    "still answering" in text, text
                 assert "toolu_" not in text and "approvals" not in text, text
         history = json.loads(call(base, "/history", "hana")[2])
         assert history["pending"] == [] and history["messages"][-1]["text"].startswith("Done")

@@ -1,5 +1,11 @@
-"""examples/web_chat in a real browser: headless Chromium driven by selenium talks to the
-app started the way a user starts it (``python examples/web_chat/app.py 0``, offline).
+"""examples/web_chat in a real browser: headless Chromium driven by selenium talks to the app
+started the way a user starts it (``python examples/web_chat/app.py PORT``, offline).
+
+The page follows each run through ``lattice.follow()`` over Server-Sent Events, so it is
+tested where that matters: a conversation with an approval, a reload mid-run, two tabs, a
+restarted server, a Celery worker killed mid-run (real Redis, real workers), a server that
+cannot be reached, a stale approval. No response of the app may be a 5xx. When a test fails
+it saves a screenshot of every tab in ``LATTICE_SCREENSHOTS`` (default: the test's tmp dir).
 
 Needs the Debian packages ``chromium`` and ``chromium-driver`` (.ci/run installs them) and
 the ``selenium`` test extra; skips, saying which is missing, without them."""
@@ -8,11 +14,14 @@ from __future__ import annotations
 
 import os
 import re
+import signal
+import socket
 import subprocess
 import sys
 import threading
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, List, Tuple
+from typing import Any, Dict, Iterator, List
 
 import pytest
 
@@ -32,41 +41,65 @@ for _binary, _package in ((CHROMIUM, "chromium"), (CHROMEDRIVER, "chromium-drive
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
-
-@pytest.fixture
-def app_url(app: Tuple[str, Any]) -> str:
-    return app[0]
+pytestmark = pytest.mark.slow
+RESULT = "Email to ada@example.com with subject 'Hello' queued as message #1."
 
 
-@pytest.fixture
-def app(tmp_path: Path) -> Iterator[Tuple[str, Any]]:
-    """The example app in its own process, offline, on a free port it reports:
-    ``(url, process)``."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
-    env.update(PYTHONPATH=str(ROOT), WEB_CHAT_DB=str(tmp_path / "chat.db"))
-    process = subprocess.Popen([sys.executable, str(APP), "0"], env=env, cwd=tmp_path,
-                               stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
-    drain = threading.Thread(target=lambda: process.stderr and process.stderr.read(),
-                             daemon=True)
-    try:
-        assert process.stderr is not None
-        first = process.stderr.readline()  # blocks until the server is listening
-        found = re.search(r"http://127\.0\.0\.1:\d+/", first)
-        assert found, f"the app did not start: {first}{process.stderr.read()}"
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class App:
+    """The example app in its own process, offline: ``start()`` / ``stop()`` on one port,
+    its request log kept (to check that no response was a 5xx)."""
+
+    def __init__(self, tmp_path: Path, **env: str) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/"
+        self.env = {k: v for k, v in os.environ.items()
+                    if not k.startswith(("ANTHROPIC_", "CELERY_", "LATTICE_BROKER"))}
+        self.env.update(PYTHONPATH=str(ROOT), WEB_CHAT_DB=str(tmp_path / "chat.db"), **env)
+        self.cwd = tmp_path
+        self.log: List[str] = []
+        self.process: Any = None
+
+    def start(self) -> None:
+        self.process = subprocess.Popen([sys.executable, str(APP), str(self.port)],
+                                        env=self.env, cwd=self.cwd, stderr=subprocess.PIPE,
+                                        stdout=subprocess.DEVNULL, text=True,
+                                        start_new_session=True)
+        first = self.process.stderr.readline()  # blocks until the server is listening
+        assert re.search(r"http://127\.0\.0\.1:\d+/", first), \
+            f"the app did not start: {first}{self.process.stderr.read()}"
+        self.log.append(first)
         # Keep reading its request log, so that a full pipe never blocks the server.
-        drain.start()
-        yield found.group(0), process
-    finally:
-        process.terminate()
-        process.wait(30)
-        if drain.is_alive():
-            drain.join(30)
-        if process.stderr is not None:
-            process.stderr.close()
+        threading.Thread(target=self.log.extend, args=(self.process.stderr,),
+                         daemon=True).start()
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        if self.process is not None and self.process.poll() is None:
+            os.killpg(self.process.pid, sig)
+            self.process.wait(30)
+
+    def server_errors(self) -> List[str]:
+        return [line for line in self.log if re.search(r'" 5\d\d ', line)]
 
 
 @pytest.fixture
-def browser(tmp_path: Path) -> Iterator[Any]:
+def app(tmp_path: Path) -> Iterator[App]:
+    server = App(tmp_path)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+    assert server.server_errors() == []
+
+
+@pytest.fixture
+def browser(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Any]:
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
     for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
@@ -76,10 +109,23 @@ def browser(tmp_path: Path) -> Iterator[Any]:
         options.add_argument(flag)
     service = webdriver.ChromeService(executable_path=CHROMEDRIVER)
     driver = webdriver.Chrome(options=options, service=service)
+    failed_before = request.session.testsfailed
     try:
         yield driver
     finally:
+        if request.session.testsfailed > failed_before:  # this test failed
+            save_screenshots(driver, tmp_path, request.node.name)
         driver.quit()
+
+
+def save_screenshots(driver: Any, tmp_path: Path, name: str) -> None:
+    folder = Path(os.environ.get("LATTICE_SCREENSHOTS") or tmp_path)
+    folder.mkdir(parents=True, exist_ok=True)
+    for i, handle in enumerate(driver.window_handles):
+        driver.switch_to.window(handle)
+        path = folder / f"{name}-tab{i}.png"
+        driver.save_screenshot(str(path))
+        print(f"screenshot of the failed state: {path}")
 
 
 def shown(driver: Any) -> List[str]:
@@ -88,89 +134,102 @@ def shown(driver: Any) -> List[str]:
             for el in driver.find_elements(By.CSS_SELECTOR, "#log .msg")]
 
 
-@pytest.mark.slow
-def test_chat_approve_and_reload(app_url: str, browser: Any) -> None:
-    wait = WebDriverWait(browser, WAIT_S)
-    browser.get(app_url)
-    wait.until(lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-loaded"))
-    assert shown(browser) == []
-
-    box = browser.find_element(By.ID, "message")
-    box.send_keys("Please email ada@example.com")
-    browser.find_element(By.ID, "send").click()
-
-    # The streamed reply, then the approval prompt for the call.
-    wait.until(lambda d: "assistant: Sure, I will email ada@example.com for you." in shown(d))
-    approve = wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, ".approval .approve"))
-    assert "send_email" in browser.find_element(By.CSS_SELECTOR, ".approval").text
-    assert browser.execute_script("return window.textChunks") > 1  # arrived in pieces
-    asked = shown(browser)
-
-    # The decision may come in a later page load: the pending call is in the store.
-    browser.refresh()
-    approve = wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, ".approval .approve"))
-    assert shown(browser) == asked
-    approve[0].click()
-
-    result = "Email to ada@example.com with subject 'Hello' queued as message #1."
-    wait.until(lambda d: f"assistant: Done: {result}" in shown(d))
-    assert not browser.find_elements(By.CSS_SELECTOR, ".approval")
-    before = shown(browser)
-    assert before == [
-        "user: Please email ada@example.com",
-        "assistant: Sure, I will email ada@example.com for you.",
-        'call: send_email({"to": "ada@example.com", "subject": "Hello"})',
-        f"result: {result}",
-        f"assistant: Done: {result}",
-    ]
-
-    # A reload renders the same conversation from the store (the cookie names the user).
-    browser.refresh()
-    wait.until(lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-loaded"))
-    assert shown(browser) == before
-
-
-# -- when things go wrong, the page says so in words ----------------------------------------
+def said(driver: Any) -> List[str]:
+    """``shown`` without the approval boxes and error lines: the conversation itself."""
+    return [line for line in shown(driver) if not line.startswith(("approval:", "error:"))]
 
 
 def errors_shown(driver: Any) -> List[str]:
     return [el.text for el in driver.find_elements(By.CSS_SELECTOR, "#log .error")]
 
 
-def test_a_server_that_cannot_be_reached_is_said_and_the_form_stays_usable(
-        app: Tuple[str, Any], browser: Any) -> None:
-    url, process = app
-    wait = WebDriverWait(browser, WAIT_S)
-    browser.get(url)
+def open_page(driver: Any, url: str) -> WebDriverWait:
+    wait = WebDriverWait(driver, WAIT_S)
+    driver.get(url)
     wait.until(lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-loaded"))
-    process.terminate()  # the network goes away before the message is sent
-    process.wait(30)
-    box = browser.find_element(By.ID, "message")
-    box.send_keys("hello?")
-    browser.find_element(By.ID, "send").click()
-    wait.until(lambda d: errors_shown(d))
-    assert errors_shown(browser) == [
-        "Could not reach the server, so nothing was sent. Check your connection and try again."]
-    form = browser.find_element(By.ID, "form")
-    assert form.get_attribute("data-busy") is None  # not frozen: the user can send again
-    assert box.get_attribute("value") == "hello?"  # and the text is there to send again
+    return wait
 
 
-def test_an_approval_already_given_in_another_tab_is_said_in_words(
-        app_url: str, browser: Any) -> None:
-    wait = WebDriverWait(browser, WAIT_S)
-    browser.get(app_url)
-    wait.until(lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-loaded"))
-    browser.find_element(By.ID, "message").send_keys("Please email ada@example.com")
-    browser.find_element(By.ID, "send").click()
+def send(driver: Any, text: str) -> None:
+    driver.find_element(By.ID, "message").send_keys(text)
+    driver.find_element(By.ID, "send").click()
+
+
+def answered(driver: Any) -> bool:
+    return f"assistant: Done: {RESULT}" in shown(driver)
+
+
+CONVERSATION = [
+    "user: Please email ada@example.com",
+    "assistant: Sure, I will email ada@example.com for you.",
+    'call: send_email({"to": "ada@example.com", "subject": "Hello"})',
+    f"result: {RESULT}",
+    f"assistant: Done: {RESULT}",
+]
+
+
+def test_chat_approve_and_reload(app: App, browser: Any) -> None:
+    wait = open_page(browser, app.url)
+    assert shown(browser) == []
+    send(browser, "Please email ada@example.com")
     wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, ".approval .approve"))
-    first = browser.current_window_handle
+    assert "send_email" in browser.find_element(By.CSS_SELECTOR, ".approval").text
+    asked = shown(browser)
+    assert asked[:2] == CONVERSATION[:2]
 
-    browser.switch_to.new_window("tab")  # the same user (cookie) in a second tab
-    browser.get(app_url)
+    # The decision may come in a later page load: the pending call is in the store.
+    browser.refresh()
     approve = wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, ".approval .approve"))
+    assert shown(browser) == asked
     approve[0].click()
-    wait.until(lambda d: any(line.startswith("assistant: Done:") for line in shown(d)))
+    wait.until(answered)
+    assert not browser.find_elements(By.CSS_SELECTOR, ".approval")
+    assert shown(browser) == CONVERSATION
+
+    # A reload renders the same conversation from the store (the cookie names the user).
+    open_page(browser, app.url)
+    assert shown(browser) == CONVERSATION
+    assert errors_shown(browser) == []
+
+
+@pytest.fixture
+def slow_app(tmp_path: Path) -> Iterator[App]:
+    server = App(tmp_path, WEB_CHAT_MODEL_DELAY_S="1.5")  # slow model work: a run takes a while
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+    assert server.server_errors() == []
+
+
+def test_a_page_reloaded_mid_run_shows_the_answer_with_no_click(slow_app: App,
+                                                                browser: Any) -> None:
+    wait = open_page(browser, slow_app.url)
+    send(browser, "Please email ada@example.com")
+    wait.until(lambda d: "user: Please email ada@example.com" in shown(d))
+    browser.refresh()  # mid-run: the model is still thinking
+    wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, ".approval .approve"))
+    assert said(browser) == CONVERSATION[:3]
+    assert errors_shown(browser) == []
+
+
+def test_two_tabs_see_one_conversation_and_a_stale_approval_is_said_in_words(
+        slow_app: App, browser: Any) -> None:
+    wait = open_page(browser, slow_app.url)
+    send(browser, "Please email ada@example.com")
+    first = browser.current_window_handle
+    browser.switch_to.new_window("tab")  # the same user (cookie) in a second tab, mid-run
+    wait = open_page(browser, slow_app.url)
+    approve = wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, ".approval .approve"))
+    assert len(approve) == 1  # the approval is shown once in this tab
+    browser.switch_to.window(first)
+    wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, ".approval .approve"))
+    assert said(browser) == CONVERSATION[:3]
+
+    browser.switch_to.window(browser.window_handles[1])
+    browser.find_element(By.CSS_SELECTOR, ".approval .approve").click()
+    wait.until(answered)
 
     browser.switch_to.window(first)  # still showing the buttons: a stale page
     browser.find_element(By.CSS_SELECTOR, ".approval .approve").click()
@@ -179,3 +238,84 @@ def test_an_approval_already_given_in_another_tab_is_said_in_words(
     assert error.startswith("This call was already answered, maybe in another tab"), error
     assert "toolu_" not in error and "approvals" not in error and "<" not in error
     assert browser.find_element(By.ID, "form").get_attribute("data-busy") is None
+
+
+def test_a_restarted_server_resumes_the_run_and_the_page_gets_the_answer(
+        slow_app: App, browser: Any) -> None:
+    wait = open_page(browser, slow_app.url)
+    send(browser, "Please email ada@example.com")
+    wait.until(lambda d: "user: Please email ada@example.com" in shown(d))
+    slow_app.stop(signal.SIGKILL)  # the server dies mid-run, its job thread with it
+    slow_app.start()  # and comes back: it resumes the run the store says is unfinished
+    wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, ".approval .approve"))
+    assert said(browser) == CONVERSATION[:3]
+    assert any("runs resumed" in line for line in slow_app.log), slow_app.log[:3]
+
+
+def test_a_server_that_cannot_be_reached_is_said_and_the_form_stays_usable(
+        app: App, browser: Any) -> None:
+    wait = open_page(browser, app.url)
+    app.stop()  # the network goes away before the message is sent
+    box = browser.find_element(By.ID, "message")
+    send(browser, "hello?")
+    wait.until(lambda d: errors_shown(d))
+    assert errors_shown(browser) == [
+        "Could not reach the server, so nothing was sent. Check your connection and try again."]
+    assert browser.find_element(By.ID, "form").get_attribute("data-busy") is None
+    assert box.get_attribute("value") == "hello?"  # the text is there to send again
+
+
+# -- Celery workers, one killed mid-run --------------------------------------------------------
+
+@contextmanager
+def celery_workers(env: Dict[str, str], logs: Path, count: int = 2) -> Iterator[List[Any]]:
+    workers: List[Any] = []
+
+    def start(n: int) -> Any:
+        return subprocess.Popen(
+            [sys.executable, "-m", "celery", "--workdir", str(APP.parent), "-A", "jobs",
+             "worker", "-P", "solo", "--without-gossip", "--without-mingle",
+             "--without-heartbeat", "-l", "WARNING", "-n", f"chat{n}@localhost"],
+            env=env, stdout=open(logs / f"celery-{n}.log", "wb"), stderr=subprocess.STDOUT,
+            start_new_session=True)
+
+    workers.extend(start(n) for n in range(count))
+    try:
+        yield workers
+    finally:
+        for process in workers:
+            try:
+                os.killpg(process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            process.wait(10)
+
+
+def test_a_celery_worker_killed_mid_run_and_the_page_still_gets_the_answer(
+        tmp_path: Path, browser: Any, request: pytest.FixtureRequest) -> None:
+    pytest.importorskip("celery")
+    redis_server = request.getfixturevalue("redis_server")
+    server = App(tmp_path, CELERY_BROKER_URL=redis_server.url, WEB_CHAT_MODEL_DELAY_S="1.5",
+                 WEB_CHAT_VISIBILITY_S="4")
+    server.start()
+    try:
+        with celery_workers(server.env, tmp_path) as workers:
+            wait = open_page(browser, server.url)
+            send(browser, "Please email ada@example.com")
+            wait.until(lambda d: "user: Please email ada@example.com" in shown(d))
+            # The run is going in one of the workers: kill whichever holds it (both: a
+            # crashed pod), then start a fresh one that will take the redelivered job.
+            for process in workers:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait(10)
+            workers[:] = []
+            with celery_workers(server.env, tmp_path, count=1) as fresh:
+                workers.extend(fresh)
+                wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, ".approval .approve"))
+                assert said(browser) == CONVERSATION[:3]
+                browser.find_element(By.CSS_SELECTOR, ".approval .approve").click()
+                wait.until(answered)
+                assert shown(browser) == CONVERSATION
+    finally:
+        server.stop()
+    assert server.server_errors() == []

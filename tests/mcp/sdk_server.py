@@ -68,6 +68,7 @@ async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
 
 
 async def slow(marker: str) -> types.CallToolResult:
+    Path(marker).write_text("started", encoding="utf-8")
     try:
         await anyio.sleep(120)
     except anyio.get_cancelled_exc_class():

@@ -60,13 +60,16 @@ def test_server_exiting_mid_call_gives_its_exit_code_and_stderr():
 
 
 def test_a_silent_server_times_out_and_is_told_to_cancel():
-    with broken("silent", timeout_ms=300) as server:
+    with broken("silent") as server:
+        # Started (a Python process: seconds on a loaded machine) under the generous
+        # default; the short bound is for the call.
         [work] = server.tools()
+        server.timeout_ms = 300
         began = time.monotonic()
         result = work({}, context())
         elapsed = time.monotonic() - began
         assert result.is_error and "no reply to tools/call within 300 ms" in result.content
-        assert 0.25 < elapsed < 3
+        assert 0.25 < elapsed < 10
         deadline = time.monotonic() + 5
         while "cancelled 3" not in server.stderr_tail() and time.monotonic() < deadline:
             time.sleep(0.02)

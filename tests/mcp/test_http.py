@@ -124,6 +124,11 @@ def test_headers_session_id_and_delete(fake):
     server = MCPServerHTTP(fake.url, headers={"Authorization": "Bearer sk-secret-123"})
     with server:
         assert call(server).content == [{"type": "text", "text": "ok"}]
+        # the optional GET stream is opened by a thread of its own: give it time on a
+        # loaded machine before the session ends
+        deadline = time.monotonic() + 20
+        while not any(s["verb"] == "GET" for s in fake.seen) and time.monotonic() < deadline:
+            time.sleep(0.01)  # polling the fake server's log, with a deadline
     posts = [s for s in fake.seen if s["verb"] == "POST"]
     for post in posts:
         assert post["headers"]["Accept"] == "application/json, text/event-stream"

@@ -15,7 +15,7 @@ from typing import Iterator
 
 import pytest
 
-from lattice import AbortSignal, Agent
+from lattice import AbortController, Agent
 from lattice.mcp import MCPError, MCPServerHTTP, MCPServerStdio
 from lattice.testing import ScriptedModelClient
 
@@ -169,12 +169,21 @@ def test_the_querys_signal_cancels_a_slow_call(server, tmp_path):
                       "input": {"marker": str(marker)}}]},
     ])
     agent = Agent(model="m", model_client=model, tools=[server])
-    began = time.monotonic()
-    result = agent.prompt("go", signal=AbortSignal.timeout(300))
+    controller, aborted = AbortController(), {}
+
+    def abort_once_the_call_runs():  # however long the call takes to reach the server
+        deadline = time.monotonic() + 60
+        while not (marker.exists() and marker.read_text()) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        aborted["at"] = time.monotonic()
+        controller.abort()
+
+    threading.Thread(target=abort_once_the_call_runs, daemon=True).start()
+    result = agent.prompt("go", signal=controller.signal)
     assert result.subtype == "error_abort"
-    assert time.monotonic() - began < 1.5
+    assert time.monotonic() - aborted["at"] < 5
     deadline = time.monotonic() + 10  # notifications/cancelled reached the server's handler
-    while not marker.exists() and time.monotonic() < deadline:
+    while marker.read_text() != "cancelled" and time.monotonic() < deadline:
         time.sleep(0.02)
     assert marker.read_text() == "cancelled"
     assert server.call_tool("echo", {"text": "still here"}).content[0]["text"] == "still here"

@@ -1,0 +1,83 @@
+"""Durable runs on Celery with a Redis broker, killed with kill -9 while they run.
+
+Three real worker processes take 20 agent runs; every ~2 s one worker, chosen at random, is
+killed with SIGKILL (its whole process group, as a crashed pod) and a new one started. The
+broker redelivers a killed worker's job (``acks_late`` + the visibility timeout) and the job
+calls ``agent.prompt(prompt, run_id=<job id>)`` again, which continues the run from the store.
+Checked from the job log and the store: every run ends exactly once; a non-idempotent side
+effect happens at most once per call, an idempotent one at least once; every history is
+well-formed with no message twice; model requests stay within one more per attempt; and at
+least one run really was finished by another worker than the one that started it.
+"""
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+pytest.importorskip("celery")
+from background_checks import check_runs, read_events  # noqa: E402
+from helpers import ROOT  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+RUNS = 20
+WORKERS = 3
+
+pytestmark = pytest.mark.slow
+
+
+def start_worker(env, n, logs):
+    out = open(os.path.join(logs, f"worker-{n}.log"), "wb")
+    return subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "celery_app", "worker", "-P", "solo",
+         "--without-gossip", "--without-mingle", "--without-heartbeat", "-l", "WARNING",
+         "-n", f"w{n}@localhost"],
+        cwd=HERE, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def kill(process):
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    process.wait(10)
+
+
+def test_runs_end_exactly_once_while_workers_are_killed(redis_server, tmp_path):
+    from celery import Celery
+
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), HERE]),
+               CELERY_BROKER_URL=redis_server.url, JOB_LOG=str(tmp_path / "jobs.log"),
+               JOB_DB=str(tmp_path / "runs.db"))
+    client = Celery("client", broker=redis_server.url)
+    prompts = [f"celery-run-{i}" for i in range(RUNS)]
+    for prompt in prompts:
+        client.send_task("celery_app.run_agent", args=[prompt])
+    rng = random.Random(2026)
+    workers = [start_worker(env, n, tmp_path) for n in range(WORKERS)]
+    started, kills = WORKERS, 0
+    deadline = time.monotonic() + 240
+    try:
+        while time.monotonic() < deadline:
+            events = read_events(tmp_path / "jobs.log")
+            ended = {e["run"] for e in events if e["event"] == "end"}
+            if ended >= set(prompts):
+                break
+            time.sleep(0.5)  # poll the log; the kills below are the test's own pacing
+            if kills < 12 and len(ended) < RUNS - 2 and rng.random() < 0.25:
+                victim = rng.randrange(WORKERS)
+                kill(workers[victim])
+                workers[victim] = start_worker(env, started, tmp_path)
+                started, kills = started + 1, kills + 1
+    finally:
+        for process in workers:
+            kill(process)
+    events = read_events(tmp_path / "jobs.log")
+    assert {e["run"] for e in events if e["event"] == "end"} >= set(prompts), \
+        f"not every run ended in time ({kills} kills)"
+    assert kills >= 3
+    check_runs(events, prompts, store_path=tmp_path / "runs.db")

@@ -1,0 +1,57 @@
+"""Checks shared by the background-job tests (Celery, RQ, DBOS): the run-exactly-once rules
+of SPEC 17, read from the jobs' log (tests/background/agent_jobs.py) and the SQLite store."""
+
+import json
+from collections import Counter, defaultdict
+
+from lattice import SqliteHistoryStore
+from lattice.testing import history_problems
+
+
+def read_events(path):
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except FileNotFoundError:
+        return []
+    # A line cut by a kill mid-write is not an event.
+    events = []
+    for line in lines:
+        try:
+            events.append(json.loads(line))
+        except ValueError:
+            pass
+    return events
+
+
+def check_runs(events, prompts, *, store_path, turns=4):
+    by_run = defaultdict(list)
+    for event in events:
+        if "run" in event:
+            by_run[event["run"]].append(event)
+    effects = Counter((e["tool"], e["ref"]) for e in events if e["event"] == "effect")
+    resumed_elsewhere = 0
+    for prompt in prompts:
+        mine = by_run[prompt]
+        fresh_ends = [e for e in mine if e["event"] == "end" and not e["replayed"]]
+        assert len(fresh_ends) == 1, (prompt, fresh_ends)
+        assert fresh_ends[0]["subtype"] == "success", fresh_ends
+        starts = [e for e in mine if e["event"] == "start"]
+        requests = [e for e in mine if e["event"] == "request"]
+        # one request per turn plus the answer, plus at most one lost per extra attempt
+        assert len(requests) <= turns + 1 + (len(starts) - 1), (prompt, len(requests), len(starts))
+        if fresh_ends[0]["pid"] != starts[0]["pid"]:
+            resumed_elsewhere += 1
+        history = SqliteHistoryStore(str(store_path), session_id=prompt).load()
+        assert history_problems(history) == [], (prompt, history_problems(history))
+        encoded = [json.dumps(m, sort_keys=True) for m in history]
+        assert len(encoded) == len(set(encoded)), f"{prompt}: a message is stored twice"
+        ids = [b["id"] for m in history if m["role"] == "assistant"
+               for b in m["content"] if isinstance(b, dict) and b.get("type") == "tool_use"]
+        for tool_use_id in ids:
+            ref = tool_use_id.rsplit("-", 1)[0]
+            if tool_use_id.endswith("-pay"):
+                assert effects[("pay", ref)] <= 1, f"{tool_use_id} paid twice"
+            else:
+                assert effects[("lookup", ref)] >= 1, f"{tool_use_id} never looked up"
+    assert resumed_elsewhere >= 1, "no run was finished by another worker than its first"
