@@ -83,8 +83,12 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
 
+class _Server(ThreadingHTTPServer):
+    request_queue_size = 256  # 32 clients connecting at once: no reset connections
+
+
 def _serve(conn: Any) -> None:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    server = _Server(("127.0.0.1", 0), _Handler)
     server.daemon_threads = True
     import threading
 
