@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import operator
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from .base import ModelRequest
 from .chat_reply import (  # the other direction, re-exported: one module per direction
@@ -60,6 +60,22 @@ class Translations:
         self.by_id: Dict[int, Tuple[Dict[str, Any], List[Dict[str, Any]]]] = {}
         self.last: Tuple[Any, Tuple[Any, ...], Tuple[Dict[str, Any], ...]] = (None, (), ())
         self.tools: Tuple[Tuple[Any, ...], List[Dict[str, Any]]] = ((), [])
+
+    def extend(self, out: List[Dict[str, Any]], messages: List[Dict[str, Any]],
+               translate: Callable[[Dict[str, Any]], List[Dict[str, Any]]]) -> None:
+        """Append the translation of each of ``messages`` to ``out``, from ``by_id`` when
+        this dict was translated before (both wire formats use it)."""
+        by_id = self.by_id
+        for message in messages:
+            hit = by_id.get(id(message))
+            if hit is not None and hit[0] is message:
+                out.extend(hit[1])
+                continue
+            translated = translate(message)
+            if len(by_id) >= _CACHE_MAX:
+                by_id.clear()
+            by_id[id(message)] = (message, translated)
+            out.extend(translated)
 
 
 def chat_body(request: ModelRequest, *, stream: bool, max_tokens_field: str,
@@ -145,17 +161,7 @@ def chat_messages(system: Any, messages: List[Dict[str, Any]], cache: Optional[T
         done, out = 0, []
         if system:
             out.append({"role": "system", "content": _system_text(system)})
-    by_id = cache.by_id
-    for message in messages[done:]:
-        hit = by_id.get(id(message))
-        if hit is not None and hit[0] is message:
-            out.extend(hit[1])
-            continue
-        translated = _message(message)
-        if len(by_id) >= _CACHE_MAX:
-            by_id.clear()
-        by_id[id(message)] = (message, translated)
-        out.extend(translated)
+    cache.extend(out, messages[done:], _message)
     cache.last = (system, tuple(messages), tuple(out))
     return out
 

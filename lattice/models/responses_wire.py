@@ -35,7 +35,6 @@ __all__ = ["ITEMS_KEY", "responses_body", "responses_input", "responses_tools",
 
 ITEMS_KEY = "openai_items"
 _ENCRYPTED = "reasoning.encrypted_content"
-_CACHE_MAX = 8192
 # Parts of a tool_use / text block the stub does not repeat.
 _CARRIED = {"function_call": ("name", "arguments", "status", "type"), "message": ()}
 
@@ -122,17 +121,7 @@ def responses_input(messages: List[Dict[str, Any]], cache: Optional[Translations
         out = list(last_out)
     else:
         done, out = 0, []
-    by_id = cache.by_id
-    for message in messages[done:]:
-        hit = by_id.get(id(message))
-        if hit is not None and hit[0] is message:
-            out.extend(hit[1])
-            continue
-        translated = _message(message)
-        if len(by_id) >= _CACHE_MAX:
-            by_id.clear()
-        by_id[id(message)] = (message, translated)
-        out.extend(translated)
+    cache.extend(out, messages[done:], _message)
     cache.last = (None, tuple(messages), tuple(out))
     return out
 
