@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 from urllib.parse import urlsplit
 
-from .._version import __version__
 from ..errors import APIStatusError, AuthenticationError
 from .base import ModelRequest, ReplyDict
 from .client import DEFAULT_MAX_RESPONSE_BYTES, HTTPModelClient
@@ -23,7 +22,6 @@ from .options import (
     require_requests,
     resolve_base_url,
     secret_from_env,
-    secrets_of,
 )
 from .retry import RetryPolicy
 from .sse import parse_stream
@@ -133,15 +131,9 @@ class AnthropicClient(HTTPModelClient):
             raise AuthenticationError(
                 "no API key: pass api_key= or set ANTHROPIC_API_KEY", status_code=None
             )
-        headers = {
-            "anthropic-version": API_VERSION,
-            "content-type": "application/json",
-            "accept": "application/json",
-            "user-agent": f"agent-lattice/{__version__}",
-        }
+        auth = {"anthropic-version": API_VERSION}
         if key is not None:
-            headers["x-api-key"] = key
+            auth["x-api-key"] = key
         if token is not None:
-            headers["authorization"] = f"Bearer {token}"
-        headers.update(self._default_headers)
-        return headers, secrets_of(self._default_headers, key, token)
+            auth["authorization"] = f"Bearer {token}"
+        return self._json_headers(auth, key, token)

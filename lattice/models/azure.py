@@ -16,12 +16,11 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple
 from urllib.parse import quote
 
-from .._version import __version__
 from ..errors import APIStatusError, AuthenticationError
 from .base import ModelRequest
 from .chat_wire import chat_body
 from .openai import ChatCodec, OpenAIChatClient
-from .options import check_secret, resolve_base_url, secret_from_env, secrets_of
+from .options import check_secret, resolve_base_url, secret_from_env
 from .responses import OpenAIResponsesClient, TokenProvider, bearer_token
 from .retry import RetryPolicy
 from .status import add_hint
@@ -134,12 +133,8 @@ class AzureOpenAIChatClient(OpenAIChatClient):
                          cache=self._cache, entries=self._entries)
 
     def _headers(self) -> Tuple[Dict[str, str], List[str]]:
-        headers = {"content-type": "application/json", "accept": "application/json",
-                   "user-agent": f"agent-lattice/{__version__}"}
         auth, secrets = azure_credentials(self._azure_key, self._token_provider)
-        headers.update(auth)
-        headers.update(self._default_headers)
-        return headers, secrets_of(self._default_headers, *secrets)
+        return self._json_headers(auth, *secrets)
 
     def __repr__(self) -> str:
         return (f"AzureOpenAIChatClient(base_url={self.base_url!r}, deployment="

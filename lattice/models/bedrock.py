@@ -14,7 +14,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 from urllib.parse import quote
 
-from .._version import __version__
 from ..errors import APIStatusError, RequestTimeoutError
 from .aws_config import profile_exists, resolve_credentials, resolve_region
 from .base import ModelRequest, ReplyDict
@@ -174,13 +173,7 @@ class AnthropicBedrockClient(HTTPModelClient):
         return dump_body(body, self._entries), streaming
 
     def _headers(self) -> Tuple[Dict[str, str], List[str]]:
-        headers = {
-            "content-type": "application/json",
-            "accept": "application/json",
-            "user-agent": f"agent-lattice/{__version__}",
-        }
-        headers.update(self._default_headers)
-        return headers, secrets_of(self._default_headers)
+        return self._json_headers({})
 
     def __repr__(self) -> str:
         return (f"AnthropicBedrockClient(region={self.region!r}, base_url={self.base_url!r}, "

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple, TypeVar
 
+from .._version import __version__
 from .base import ModelRequest, ReplyDict
 from .body import DEFAULT_MAX_RESPONSE_BYTES
 from .entries import EntryBytes
 from .http import Codec, Transport
+from .options import secrets_of
 from .retry import RetryPolicy
 from .urls import shown_url
 
@@ -20,6 +22,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["HTTPModelClient", "check_max_bytes", "DEFAULT_MAX_RESPONSE_BYTES"]
 
 C = TypeVar("C", bound="HTTPModelClient")
+_USER_AGENT = f"agent-lattice/{__version__}"
 
 
 class HTTPModelClient:
@@ -29,6 +32,7 @@ class HTTPModelClient:
     base_url: str
     stream: bool
     _transport: Transport
+    _default_headers: Dict[str, str]
 
     def _make_transport(self, url: str, codec: Codec, *, session: Optional[requests.Session],
                         retry_policy: Optional[RetryPolicy], max_retries: int,
@@ -61,6 +65,17 @@ class HTTPModelClient:
 
     def _headers(self) -> Tuple[Dict[str, str], List[str]]:  # pragma: no cover - abstract
         raise NotImplementedError
+
+    def _json_headers(self, auth: Dict[str, str], *secrets: Optional[str]
+                      ) -> Tuple[Dict[str, str], List[str]]:
+        """Every client's headers: JSON in and out, our user agent, ``auth`` (the
+        provider's credential headers), then ``default_headers``, which win; and the
+        secrets to redact (``secrets`` and the default headers' values)."""
+        headers = {"content-type": "application/json", "accept": "application/json",
+                   "user-agent": _USER_AGENT}
+        headers.update(auth)
+        headers.update(self._default_headers)
+        return headers, secrets_of(self._default_headers, *secrets)
 
     def _body(self, request: ModelRequest) -> Tuple[bytes, bool]:  # pragma: no cover
         raise NotImplementedError

@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 from urllib.parse import urlsplit
 
-from .._version import __version__
 from ..errors import APIConnectionError, APIStatusError
 from .base import ModelRequest, ReplyDict
 from .chat_stream import parse_chat_stream
@@ -25,7 +24,6 @@ from .options import (
     require_requests,
     resolve_base_url,
     secret_from_env,
-    secrets_of,
 )
 from .retry import RetryPolicy
 from .status import add_hint, error_from_response, load_json
@@ -144,15 +142,7 @@ class OpenAIChatClient(HTTPModelClient):
 
     def _headers(self) -> Tuple[Dict[str, str], List[str]]:
         key = self._api_key or secret_from_env("OPENAI_API_KEY")
-        headers = {
-            "content-type": "application/json",
-            "accept": "application/json",
-            "user-agent": f"agent-lattice/{__version__}",
-        }
-        if key is not None:
-            headers["authorization"] = f"Bearer {key}"
-        headers.update(self._default_headers)
-        return headers, secrets_of(self._default_headers, key)
+        return self._json_headers({} if key is None else {"authorization": f"Bearer {key}"}, key)
 
 
 def _check_query(query: Optional[Mapping[str, Any]]) -> Dict[str, str]:

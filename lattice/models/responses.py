@@ -21,7 +21,6 @@ from typing import (
 )
 from urllib.parse import urlsplit
 
-from .._version import __version__
 from ..errors import APIConnectionError, APIStatusError
 from .base import ModelRequest, ReplyDict
 from .chat_wire import Translations
@@ -192,15 +191,8 @@ class OpenAIResponsesClient(HTTPModelClient):
         return ({"authorization": f"Bearer {key}"}, [key]) if key else ({}, [])
 
     def _headers(self) -> Tuple[Dict[str, str], List[str]]:
-        headers = {
-            "content-type": "application/json",
-            "accept": "application/json",
-            "user-agent": f"agent-lattice/{__version__}",
-        }
         auth, secrets = self._credentials()
-        headers.update(auth)
-        headers.update(self._default_headers)
-        return headers, secrets_of(self._default_headers, *secrets, *self._query_secrets)
+        return self._json_headers(auth, *secrets, *self._query_secrets)
 
     def __repr__(self) -> str:
         return super().__repr__()[:-1] + f", store={self.store})"

@@ -17,7 +17,6 @@ import os
 import threading
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Tuple
 
-from .._version import __version__
 from ..errors import APIStatusError, AuthenticationError, RequestTimeoutError
 from .anthropic import MessagesCodec
 from .base import ModelRequest, ReplyDict
@@ -201,13 +200,7 @@ class AnthropicVertexClient(HTTPModelClient):
         return dump_body(body, self._entries), body.get("stream") is True
 
     def _headers(self) -> Tuple[Dict[str, str], List[str]]:
-        headers = {
-            "content-type": "application/json",
-            "accept": "application/json",
-            "user-agent": f"agent-lattice/{__version__}",
-        }
-        headers.update(self._default_headers)
-        return headers, secrets_of(self._default_headers)
+        return self._json_headers({})
 
     def __repr__(self) -> str:
         return (f"AnthropicVertexClient(project_id={self.project_id!r}, region={self.region!r},"
