@@ -10,72 +10,34 @@ import os
 import signal
 import threading
 import time
-import uuid
 
 import pytest
 from store_kinds import (
     PROCESS_KINDS,
     assistant,
+    backend_for,
     child,
     dumps,
-    make_store,
     raw_insert,
     user,
 )
 
-from lattice import ConcurrentQueryError, MemoryHistoryStore
+from lattice import ConcurrentQueryError
 
 pytestmark = pytest.mark.skipif(os.name == "nt", reason="POSIX processes and signals")
 
 ALL_KINDS = PROCESS_KINDS + ("memory",)
 
 
-class Backend:
-    """Where one test's stores live; ``store()`` makes a new store object on it each time
-    (as a new Agent would), except for memory, which is one object."""
-
-    def __init__(self, kind, where):
-        self.kind = kind
-        self.where = where
-        self.session = f"s-{uuid.uuid4().hex[:12]}"
-        self._memory = MemoryHistoryStore() if kind == "memory" else None
-        self.made = []
-
-    def store(self, session=None, **options):
-        if self._memory is not None:
-            return self._memory
-        made = make_store(self.kind, self.where, session or self.session, **options)
-        self.made.append(made)
-        return made
-
-    def close(self):
-        for store in self.made:
-            close = getattr(store, "close", None)
-            if close is not None:
-                close()
-
-
-def _backend(request, tmp_path):
-    kind = request.param
-    if kind.startswith("postgres-"):
-        pytest.importorskip(kind.split("-", 1)[1])
-        where = request.getfixturevalue("postgres_server").conninfo
-    else:
-        where = str(tmp_path)
-    made = Backend(kind, where)
-    yield made
-    made.close()
-
-
 @pytest.fixture(params=ALL_KINDS)
 def backend(request, tmp_path):
-    yield from _backend(request, tmp_path)
+    yield from backend_for(request, tmp_path)
 
 
 @pytest.fixture(params=PROCESS_KINDS)
 def shared_backend(request, tmp_path):
     """A backend that several processes can use."""
-    yield from _backend(request, tmp_path)
+    yield from backend_for(request, tmp_path)
 
 
 HISTORY = [
