@@ -104,9 +104,12 @@ class Conversation:
                 if lock is not None and lock.held:
                     landed = threading.Event()
                     self._landed = landed
+                    ended, history = run.ended, self.history
+                    read = ended is None or not ended.kind.cancels
 
                     def give_back() -> None:
                         try:
+                            history.settle_version(read=read)
                             lock.release()
                         finally:
                             landed.set()

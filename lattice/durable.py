@@ -343,7 +343,7 @@ class Keeper:
         ended = ended_record(self.record, result)
         ended["end_index"] = len(self.history.messages)  # where follow(run_id=) stops
         self._save(ended)
-        self.history.own_version()
+        self.history.settle_version()
         self.history.no_running_runs_at = self.history.loads  # the others were closed first
 
     def _save(self, record: Record) -> None:

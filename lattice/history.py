@@ -73,7 +73,9 @@ class History:
         # ``loads`` when the store was last known to hold no running durable run
         # (durable.Keeper: then a query need not look again until the next load).
         self.no_running_runs_at: Optional[int] = None
-        self.version_behind = False  # a run record was written since the version was read
+        # Written under the session lock since the version was read: nobody else writes
+        # while it is held, so the version is read once, before it is given back.
+        self.version_behind = False
         self.saved = 0  # while left behind: how many messages of memory the store holds
         self._warned = False  # this query logged its store failure
         self.hold: Optional[SessionHold] = None  # this query's session lock, while held
@@ -173,11 +175,12 @@ class History:
             # the version first, so a write landing between the two reads makes it stale.
             before = self._read_version() if method == "load" else None
             out = None if written else getattr(store, method)(*args)
-            if method == "save_run" and self.hold is not None and self.hold.held:
-                # A run record written under the lock: the next write (or the run's end,
-                # ``own_version``) reads the version; nobody else can write meanwhile.
+            if not self.versioned:
+                pass
+            elif method != "load" and self.hold is not None and self.hold.held:
+                # Under the session lock: ``settle_version`` reads it once, at the end.
                 self.version_behind = True
-            elif self.versioned:
+            else:
                 self.version = before if method == "load" else self._read_version()
                 self.version_behind = False
             if method == "load":
@@ -191,13 +194,23 @@ class History:
             self._failed(method, exc)
             return None
 
-    def own_version(self) -> None:
-        """After this query's last write (a run record, under the lock): read the version,
-        so the next query does not take its own write for another writer's."""
+    def settle_version(self, *, read: bool = True) -> None:
+        """Before the session lock is given back: the version this query's writes left, so
+        the next query does not take them for another writer's. ``read=False`` (a query
+        cut short, whose end must not wait for its store): forget it instead, and the next
+        query loads the store again."""
         if self.version_behind and self.store is not None and not self.lost:
-            with self.io:
-                self.version = self._read_version()
-                self.version_behind = False
+            self.version = _UNREAD_AGAIN
+            if read:
+                with self.io:
+                    try:
+                        self.version = self.store.version()
+                    except Exception as exc:  # noqa: BLE001 - the query is over: it
+                        # only means the next one loads the store again
+                        log.warning("history store version read failed: %s: %s (store: "
+                                    "%s); the next query loads it again", type(exc).__name__,
+                                    exc, describe_store(self.home))
+        self.version_behind = False
 
     def peek(self, method: str, *args: Any) -> Any:
         """A read of the store other than ``load`` (run records) under the failure policy;
