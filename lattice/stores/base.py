@@ -266,7 +266,7 @@ class MemoryHistoryStore:
 
     def save_run(self, record: Dict[str, Any]) -> None:
         """Insert or update the record of ``record["run_id"]``."""
-        stored = runs.stamp(record, None)  # one session: it has no id
+        stored = runs.stamp(record, None, deep=True)  # one session: it has no id
         runs.encode_record(stored)  # what a file or database store would refuse, refused
         with self._lock:
             self.runs[stored["run_id"]] = stored

@@ -41,9 +41,10 @@ STATES = ("running", "ended")
 _COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 
 
-def stamp(record: Any, session_id: Any) -> Record:
+def stamp(record: Any, session_id: Any, *, deep: bool = False) -> Record:
     """A copy of ``record`` ready to store: ``session_id`` set, ``updated_at`` now,
-    ``started_at`` and ``started_calls`` filled in if missing.
+    ``started_at`` and ``started_calls`` filled in if missing. Shallow (a store that
+    encodes it at once), or ``deep`` (one that keeps the object).
 
     Raises:
         TypeError: ``record`` is not a dict, or its ``run_id`` is not a non-empty str.
@@ -53,7 +54,7 @@ def stamp(record: Any, session_id: Any) -> Record:
     run_id = record.get("run_id")
     if not isinstance(run_id, str) or not run_id:
         raise TypeError(f"a run record needs a non-empty str run_id, got {run_id!r}")
-    out = copy.deepcopy(record)
+    out = copy.deepcopy(record) if deep else dict(record)
     now = time.time()
     out["session_id"] = session_id
     out["updated_at"] = now
