@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Set, Tuple
 
 from . import errors
 from .approval import pending_calls
@@ -177,7 +177,13 @@ def approval_run_id(tail: Dict[str, Any]) -> str:
 
 class Journal:
     """The call journal of one run: ``start(call_id)`` records, before a handler runs, that
-    the call started (at its attempt) and saves the record through ``save``."""
+    the call started (at its attempt) and saves the record through ``save``.
+
+    ``ride(call_id)`` records it earlier, in the record the caller writes together with the
+    reply that asks for the call (a store with ``append_and_save_run``: one round trip fewer
+    per call); ``start`` then writes nothing. Only for a call whose batch starts at once: a
+    crash between the two is answered "unknown" (never run twice), like one in the call.
+    """
 
     def __init__(self, record: Record, save: Callable[[Record], Any]) -> None:
         self.record = record
@@ -185,6 +191,7 @@ class Journal:
         self._save = save
         self._next: Dict[str, int] = {}  # attempts decided by settle (a call run again)
         self._mutex = threading.Lock()  # a parallel batch journals from several threads
+        self._rode: Set[str] = set()  # started with their reply's write (``ride``)
 
     @property
     def started(self) -> Dict[str, int]:
@@ -199,8 +206,19 @@ class Journal:
     def attempt(self, call_id: str) -> int:
         return self._next.get(call_id, 1)
 
+    def ride(self, call_id: str) -> Record:
+        """The record with ``call_id`` started, to be written with its reply."""
+        with self._mutex:
+            self.started[call_id] = self.attempt(call_id)
+            self.record["updated_at"] = time.time()
+            self._rode.add(call_id)
+            return self.record
+
     def start(self, call_id: str) -> None:
         with self._mutex:
+            if call_id in self._rode:  # already in the store, with its reply
+                self._rode.discard(call_id)
+                return
             self.started[call_id] = self.attempt(call_id)
             self.record["updated_at"] = time.time()
             self._save(self.record)
@@ -269,12 +287,19 @@ class Keeper:
         return list(self.history.messages)
 
     # -- beginning ----------------------------------------------------------------------------
-    def start(self, index: int) -> None:
-        """A new run: its record, before the prompt enters the history at ``index``."""
+    def start(self, message: Dict[str, Any]) -> None:
+        """A new run: its record, then its prompt ``message`` at the end of the history
+        (in one write, where the store can)."""
         assert self.run_id is not None
-        self.record = new_record(self.run_id, self.prompt, index)
-        self._save(self.record)
+        history = self.history
+        self.record = new_record(self.run_id, self.prompt, len(history.messages))
         self.journal = Journal(self.record, self._save)
+        if callable(getattr(history.store, "append_and_save_run", None)):
+            history.save("append_and_save_run", message, self.record)
+            history.keep(message)
+        else:
+            self._save(self.record)
+            history.append(message)
 
     def approve(self, tail: Dict[str, Any], approvals: Dict[str, Any],
                 calls: List[Any]) -> Dict[str, Any]:

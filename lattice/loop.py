@@ -153,17 +153,22 @@ class Loop:
             self.compactor.recover(exc)
             return None
         self.plan(reply)
-        self.write(reply, AssistantMessage)
+        self.write(reply, AssistantMessage, self.riding_record())
         self.last_reply = reply
         self.history.last_usage = self.model.last_usage
         return reply
 
     # -- writing ---------------------------------------------------------------------------
-    def write(self, message: Dict[str, Any], cls: Any = None) -> None:
+    def write(self, message: Dict[str, Any], cls: Any = None,
+              record: Optional[Dict[str, Any]] = None) -> None:
         """Append ``message`` (store first, then memory) and yield it as ``cls`` (which
-        copies when read, so a consumer's edits never reach the history)."""
+        copies when read, so a consumer's edits never reach the history); with ``record``
+        (a run record), both in one store write."""
         history = self.history
-        save = partial(history.save, "append", message) if history.store is not None else None
+        save = None
+        if history.store is not None:
+            save = partial(history.save, "append", message) if record is None else \
+                partial(history.save, "append_and_save_run", message, record)
         item = cls(message) if self.run.lockstep and cls is not None else None
         self.run.commit(save, partial(history.keep, message), item, late=self.diverged)
 
@@ -197,6 +202,18 @@ class Loop:
             self.kind = WAIT if self.waiting else RUN
             if self.waiting:
                 approval.mark_pending(reply, self.waiting)
+
+    def riding_record(self) -> Optional[Dict[str, Any]]:
+        """A durable run's record with the first call of the reply's batch journaled, to be
+        written with the reply where the store can do both at once (PostgreSQL: a round
+        trip per call saved). Only for a batch that starts at once: not one waiting for
+        approval, nor in lockstep (a consumer holding the reply may never let it start)."""
+        journal = self.journal
+        if journal is None or self.kind is not RUN or self.run.lockstep or \
+                not callable(getattr(self.history.store, "append_and_save_run", None)):
+            return None
+        first = next((c for c in self.calls if c.problem is None), None)
+        return journal.ride(first.id) if first is not None else None
 
     def act(self, reply: Dict[str, Any]) -> Optional[Ending]:
         """Answer the reply as ``plan`` found it: run its tools, end, or feed back."""

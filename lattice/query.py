@@ -242,9 +242,11 @@ class Query(Iterator[SDKMessage]):
             messages, _ = repair_history(history.messages)
             for message in messages[len(history.messages):]:
                 history.append(message)
+        message = {"role": "user", "content": prompt}
         if keeper is not None and keeper.run_id is not None:
-            keeper.start(len(history.messages))  # recorded before the prompt is stored
-        history.append({"role": "user", "content": prompt})
+            keeper.start(message)  # the run recorded before (or with) its prompt
+        else:
+            history.append(message)
         return None
 
     def _repair_tail(self, ending: Ending) -> Optional[Dict[str, Any]]:

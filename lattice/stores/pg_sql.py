@@ -68,6 +68,15 @@ class Tables:
             "state = excluded.state, updated_at = excluded.updated_at, ver = excluded.ver, "
             "record = excluded.record")
 
+        # A message and a run record in one statement (both or neither): the record's
+        # ``ver`` is the message's id, from the same sequence.
+        self.append_and_upsert = (
+            f"WITH m AS (INSERT INTO {table} (session_id, message) SELECT %s, %s WHERE "
+            f"{self.fence_ok} RETURNING id) INSERT INTO {self.runs} (session_id, run_id, "
+            "state, started_at, updated_at, ver, record) SELECT %s, %s, %s, %s, %s, m.id, %s "
+            "FROM m ON CONFLICT (session_id, run_id) DO UPDATE SET state = excluded.state, "
+            "updated_at = excluded.updated_at, ver = excluded.ver, record = excluded.record")
+
     def create(self, cur: Any) -> None:
         """Create the tables and indexes that are missing (run it in a transaction)."""
         # Concurrent CREATE ... IF NOT EXISTS can still collide in the catalog; the

@@ -201,6 +201,23 @@ class PostgresHistoryStore:
                           fenced=hold is not None)
         self._refused_unless(saved, hold)
 
+    def append_and_save_run(self, message: Message, record: Dict[str, Any]) -> None:
+        """``append(message)`` and ``save_run(record)`` as one statement: both or neither,
+        in one round trip (a durable run's reply and the journal entry of the call it
+        starts at once). Fenced like ``append`` while locked."""
+        text = encode_message(message).decode("utf-8")  # before any I/O
+        stored = runs.stamp(record, self.session_id)
+        record_text = runs.encode_record(stored)
+        hold = self._fence()
+        sid = self.session_id
+        params = (sid, text, sid, _NO_FENCE if hold is None else hold.token,
+                  sid, stored["run_id"], str(stored.get("state")),
+                  float(stored["started_at"]), float(stored["updated_at"]), record_text)
+        sql = self._tables.append_and_upsert
+        added = self._run(lambda cur: _rowcount(cur, sql, params), retry=False,
+                          fenced=hold is not None)
+        self._refused_unless(added, hold)
+
     def list_runs(self, state: Optional[str] = None, *,
                   all_sessions: bool = False) -> List[Dict[str, Any]]:
         """The run records of this session (of every session of the table with

@@ -153,7 +153,8 @@ def test_a_lost_lock_taken_by_another_refuses_every_later_write(pg, taker_still_
             taker.__exit__(None, None, None)
         for write in (lambda: stale.append(user("after the takeover")),
                       lambda: stale.replace([user("rewritten")]),
-                      lambda: stale.save_run({"run_id": "r"})):
+                      lambda: stale.save_run({"run_id": "r"}),
+                      lambda: stale.append_and_save_run(user("and"), {"run_id": "r"})):
             with pytest.raises(LockLostError):
                 write()
         assert held.lost

@@ -1,0 +1,95 @@
+"""A durable run's journal entry for the first call of a batch rides on the write of the
+reply that asks for it, where the store writes both at once (``append_and_save_run``:
+PostgreSQL, one round trip per call fewer). Only for a batch that starts at once: not in
+lockstep (``query()``: a consumer holding the reply may never let it start), not for calls
+waiting for approval, and never for a call that cannot run."""
+
+import pytest
+from test_durable_runs import UNCERTAIN, World, record, reply, use
+
+from lattice import MemoryHistoryStore, Tool
+
+
+class OneWriteStore(MemoryHistoryStore):
+    """A memory store that can write a message and a run record at once, and logs writes."""
+
+    def __init__(self):
+        super().__init__()
+        self.writes = []
+
+    def append(self, message):
+        self.writes.append(("append", message["role"]))
+        super().append(message)
+
+    def save_run(self, record):
+        self.writes.append(("save_run", sorted(record.get("started_calls") or {})))
+        super().save_run(record)
+
+    def append_and_save_run(self, message, record):
+        self.writes.append(("both", message["role"], sorted(record.get("started_calls") or {})))
+        super().append(message)
+        super().save_run(record)
+
+
+def test_prompt_journals_the_first_call_with_its_reply_and_the_rest_before_they_run():
+    store = OneWriteStore()
+    world = World([reply(use("c1"), use("l1", "lookup", key="k")), reply(use("c2"))])
+    result = world.agent(store).prompt("go", run_id="r")
+    assert result.subtype == "success"
+    assert store.writes == [
+        ("both", "user", []),  # the run's record with its prompt
+        ("both", "assistant", ["c1"]),  # the reply, and its first call started
+        ("save_run", ["c1", "l1"]),  # the second call, before its handler
+        ("append", "user"),  # the results
+        ("both", "assistant", ["c1", "c2", "l1"]),
+        ("append", "user"),
+        ("append", "assistant"),  # the answer
+        ("save_run", ["c1", "c2", "l1"]),  # the end
+    ]
+    assert [e[1] for e in world.effects] == ["c1", "l1", "c2"]
+
+
+def test_query_in_lockstep_journals_each_call_just_before_it_runs():
+    store = OneWriteStore()
+    world = World([reply(use("c1"))])
+    items = list(world.agent(store).query("go", run_id="r"))
+    assert items[-1].subtype == "success"
+    assert ("both", "assistant", ["c1"]) not in store.writes
+    assert store.writes[1:4] == [("append", "assistant"), ("save_run", ["c1"]),
+                                 ("append", "user")]
+
+
+def test_a_call_that_cannot_run_is_never_journaled_with_its_reply():
+    store = OneWriteStore()
+    world = World([reply(use("x1", "no_such_tool"), use("c1"))])
+    assert world.agent(store).prompt("go", run_id="r").subtype == "success"
+    assert ("both", "assistant", ["c1"]) in store.writes  # the first call that can run
+
+
+def test_calls_waiting_for_approval_are_not_journaled_with_their_reply():
+    store = OneWriteStore()
+    world = World([reply(use("p1", "pay"))])
+    world.tools.append(Tool("pay", "Pay.", {"type": "object"}, lambda args: "paid",
+                            requires_approval=True))
+    result = world.agent(store).prompt("go", run_id="r")
+    assert result.subtype == "awaiting_approval"
+    assert store.load_run("r")["started_calls"] == {}
+    assert ("append", "assistant") in store.writes
+
+
+@pytest.mark.parametrize("tool, expected", [("charge", "unknown"), ("lookup", "again")])
+def test_a_crash_after_the_reply_was_written_settles_the_ridden_call_by_the_rules(tool,
+                                                                                 expected):
+    """What a process killed between the write and the handler leaves: the call counts as
+    started, so a non-idempotent one is answered "unknown", an idempotent one runs again."""
+    store = OneWriteStore()
+    store.append({"role": "user", "content": "go"})
+    call = use("t1", tool, key="k") if tool == "lookup" else use("t1")
+    store.append_and_save_run(reply(call), record(started_calls={"t1": 1}))
+    world = World()
+    assert world.agent(store).prompt("go", run_id="r").subtype == "success"
+    answered = store.messages[2]["content"][0]
+    if expected == "unknown":
+        assert answered["content"] == UNCERTAIN and world.effects == []
+    else:
+        assert world.effects == [("lookup", "t1", "r", 2)]
