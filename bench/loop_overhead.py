@@ -11,9 +11,12 @@ Targets, each printed with PASS/FAIL (the exit status is 1 if any fails): < 100 
 for ``prompt()``; per-turn cost at 500 turns <= 1.5x that at 50, for both; ``query()``
 <= 2x ``prompt()`` per tool turn (issue 28). ``query()``'s own floor is ``prompt()`` plus
 two thread handoff round trips per tool turn (the reply, then the tool results, each
-waits for the consumer), measured here on the primitive ``race.py`` uses (a
-``Condition`` over an ``RLock``) and on a ``SimpleQueue`` pair: the line says how far
-``query()`` is above its floor.
+waits for the consumer), measured here on the primitive ``race.py`` uses (a pair of
+``lattice.handoff`` doorbells: an eventfd on Linux, else a pipe or a raw lock), and, to
+compare, on a ``Condition`` over an ``RLock`` (what it used before) and a ``SimpleQueue``
+pair: the line says how far ``query()`` is above its floor. On a VM whose idle cores are
+slow to wake, every figure depends on whether the two threads share a core: run it again
+under ``taskset -c 0`` to see the one-core figures.
 Against 0.1 (issue 12: its figures or better; issue 18: tracing off unchanged), see
 ``compare_versions.py``, which runs both trees in alternating processes.
 
@@ -91,9 +94,34 @@ def queue_round_trip_us(n: int = 20_000) -> float:
     return elapsed / n * 1e6
 
 
-def handoff_round_trip_us(n: int = 20_000) -> float:
-    """The floor for query(): one thread handoff there and back on a Condition over an
-    RLock, as ``QueryRun`` has."""
+def doorbell_round_trip_us(n: int = 20_000) -> float:
+    """The floor for query(): one thread handoff there and back on a pair of the doorbells
+    ``QueryRun`` sleeps on in lockstep (``lattice.handoff.fast_doorbell``)."""
+    import threading
+
+    from lattice.handoff import fast_doorbell
+
+    there, back = fast_doorbell(), fast_doorbell()
+
+    def other() -> None:
+        for _ in range(n):
+            there.wait()
+            back.ring()
+
+    thread = threading.Thread(target=other)
+    thread.start()
+    t0 = time.perf_counter()
+    for _ in range(n):
+        there.ring()
+        back.wait()
+    elapsed = time.perf_counter() - t0
+    thread.join()
+    return elapsed / n * 1e6
+
+
+def condition_round_trip_us(n: int = 20_000) -> float:
+    """One thread handoff there and back on a Condition over an RLock (what ``QueryRun``
+    slept on before the doorbells)."""
     import threading
 
     cond = threading.Condition(threading.RLock())
@@ -227,10 +255,17 @@ def main() -> int:
     ratio = figures["query"][50] / figures["prompt"][50]
     checks.append((f"query()/prompt() per tool turn at 50 turns {ratio:.2f} (target <= 2)",
                    ratio <= 2.0))
-    trip, fast = handoff_round_trip_us(), queue_round_trip_us()
+    from lattice.handoff import fast_doorbell
+
+    bell = fast_doorbell()
+    kind = (("eventfd" if getattr(bell, "use_eventfd", False) else "pipe")
+            if type(bell).__name__ == "FdDoorbell" else "lock")
+    trip = doorbell_round_trip_us()
+    cond, queue = condition_round_trip_us(), queue_round_trip_us()
     floor = figures["prompt"][50] + 2 * trip
-    print(f"thread handoff round trip here: {trip:.1f} us on Condition(RLock), {fast:.1f} us "
-          "on SimpleQueue. prompt() makes one per query; query() two per tool turn (the "
+    print(f"thread handoff round trip here: {trip:.1f} us on race.py's doorbells ({kind}); "
+          f"{cond:.1f} us on Condition(RLock) ({cond / trip:.2f}x), {queue:.1f} us on "
+          "SimpleQueue. prompt() makes one per query; query() two per tool turn (the "
           "reply, the tool results: each waits for the consumer, SPEC 5), so query()'s "
           f"floor is prompt() + 2 round trips = {floor:.0f} us/turn; query() is "
           f"{figures['query'][50] / floor:.2f}x its floor.")

@@ -2,10 +2,9 @@
 
 The loop runs in one daemon worker per query, so ``prompt()`` costs one thread handoff per
 query, not one per turn; ``query()`` pays one per yielded history message, because a query
-suspended at a ``yield`` is still running and waits for its consumer (lockstep). The
-consumer waits on one condition that is woken by a yielded message, the loop's end, the
-abort signal, a request deadline (the shared timer thread) or ``interrupt()``; a bare
-``threading.Event`` signal cannot call back and is polled every ``EVENT_POLL_S``.
+suspended at a ``yield`` is still running and waits for its consumer (lockstep): two round
+trips per tool turn, on doorbells (lattice/handoff.py: ``Handoff``, the base of
+``QueryRun``, and why not a ``Condition``).
 
 Whoever decides the end first wins, under ``cond``: the worker finishing, an abort, a
 deadline, an interrupt during a model request, or the consumer closing the generator.
@@ -18,24 +17,21 @@ from __future__ import annotations
 
 import enum
 import logging
-import threading
 import time
-from collections import deque
-from typing import Any, Callable, Deque, Dict, List, Optional, Set
+from typing import Any, Callable, Dict, List, Optional, Set
 
 from . import abandoned as _abandoned
 from .abandoned import ABANDONED_AFTER_S, abandoned_workers
 from .calls import not_run
-from .cancellation import AbortController, AbortSignal, call_later, needs_polling
+from .cancellation import AbortController, AbortSignal, call_later
 from .endings import Ending
 from .errors import AbortError, LatticeError, RequestTimeoutError
+from .handoff import EVENT_POLL_S, Handoff, Stopped
 
 __all__ = ["QueryRun", "Stopped", "Phase", "EVENT_POLL_S", "ABANDONED_AFTER_S",
            "abandoned_workers"]
 
 log = logging.getLogger("lattice")
-
-EVENT_POLL_S = 0.02
 
 
 class Phase(enum.Enum):
@@ -53,24 +49,12 @@ def _nothing() -> None:
     pass
 
 
-class Stopped(BaseException):
-    """Raised in the worker when the query already ended: the worker just unwinds.
-
-    A BaseException so that handler-style ``except Exception`` blocks let it through.
-    """
-
-
-class QueryRun:
+class QueryRun(Handoff):
     """The state the worker and the consumer share for one query.
 
-    ``cond`` (re-entrant: a SIGINT handler may call ``interrupt()`` on a thread that holds
-    it) guards every field below except ``controller`` (thread-safe itself) and
-    ``user_signal``/``poll``/``lockstep`` (set once). Who writes what:
+    ``cond`` (``Handoff``'s, re-entrant) guards every field below except ``controller``
+    (thread-safe itself), as it does ``Handoff``'s (``ended``, the items). Who writes what:
 
-    - ``ended``: first writer wins (``_end``); worker (finish, raise), consumer (close),
-      any thread (abort, interrupt during a model call, the deadline timer). Never reset.
-    - ``queue``, ``emitted``: the worker appends; the consumer pops.
-    - ``requested``: the consumer, each time it asks for the next item (lockstep).
     - ``phase``, ``request_no``, ``deadline``: the worker (the timer reads them).
     - ``interrupted``: ``interrupt()`` from any thread; the worker reads it.
     - ``partial``, ``started``: replaced by the worker (``start_tools``) under ``cond``;
@@ -96,20 +80,13 @@ class QueryRun:
     """
 
     def __init__(self, signal: Optional[AbortSignal], *, lockstep: bool) -> None:
-        self.cond = threading.Condition(threading.RLock())
-        self.queue: Deque[Any] = deque()
-        self.ended: Optional[Ending] = None
-        self.lockstep = lockstep  # query(): a consumer reads every item; prompt(): nobody
-        self.requested = 0
-        self.emitted = 0
+        super().__init__(signal, lockstep=lockstep)
         self.phase: Phase = IDLE
         self.request_no = 0  # which model request a deadline belongs to
         self.deadline: Optional[float] = None
         self.interrupted = False
         self.partial: Dict[str, Dict[str, Any]] = {}  # tool_use_id -> result, this batch
         self.started: Set[str] = set()  # tool_use_ids whose handler was called, this batch
-        self.user_signal = signal
-        self.poll = needs_polling(signal)
         # Fires on abort, interrupt and timeout: ToolContext.signal, ModelRequest.signal.
         self.controller = AbortController()
         self._unlink: Optional[Callable[[], None]] = None
@@ -125,14 +102,6 @@ class QueryRun:
             self._unlink = lambda: signal.remove_callback(callback)
 
     # -- the end -----------------------------------------------------------------------
-    def _end(self, ending: Ending) -> bool:
-        """Record the end if none yet (caller holds ``cond``)."""
-        if self.ended is not None:
-            return False
-        self.ended = ending
-        self.cond.notify_all()
-        return True
-
     def end(self, ending: Ending) -> bool:
         """End the query unless it already ended; True if this call decided the end."""
         with self.cond:
@@ -141,9 +110,6 @@ class QueryRun:
             self.controller.abort(ending.error if ending.error is not None
                                   else LatticeError(ending.subtype))
         return won
-
-    def user_aborted(self) -> bool:
-        return self.user_signal is not None and self.user_signal.aborted
 
     def abort_from_user(self) -> None:
         """End the query because the caller's signal fired (the reason, as an AbortError)."""
@@ -157,7 +123,6 @@ class QueryRun:
             self.interrupted = True
             if self.phase is MODEL:
                 self._end(Ending("interrupted"))
-            self.cond.notify_all()
         self.controller.abort(LatticeError("interrupted"))
 
     def release(self) -> None:
@@ -238,22 +203,20 @@ class QueryRun:
                 self._written()
                 raise
         with self.cond:
-            if self.ended is None:
+            running = self.ended is None
+            if running:
                 self.writing = False  # nothing waits for it: after_writes comes after the end
                 self.phase = IDLE
                 keep()
-                if item is not None and self.lockstep:
-                    self.queue.append(item)
-                    self.emitted += 1
-                    self.cond.notify_all()
-                    mine = self.emitted
-                    while self.requested <= mine and self.ended is None:
-                        self.cond.wait()
-                    if self.ended is not None:
-                        raise Stopped
-                return
-            if save is not None and late is not None:
+                if item is None or not self.lockstep:
+                    return
+                ring = self._hand(item)
+                mine = self.awaited = self.emitted
+            elif save is not None and late is not None:
                 late()
+        if running:
+            self._hand_over(mine, ring)
+            return
         if save is not None:
             self._written()
         raise Stopped
@@ -275,14 +238,6 @@ class QueryRun:
                 self._after_write.append(fn)
                 return
         fn()
-
-    def emit(self, item: Any) -> None:
-        """Hand ``item`` (a stream event) to the consumer, if the query still runs."""
-        with self.cond:
-            if self.ended is None and self.lockstep:
-                self.queue.append(item)
-                self.emitted += 1  # the consumer counts it when it takes it: keep in step
-                self.cond.notify_all()
 
     def start_model(self, timeout_ms: Optional[int]) -> AbortSignal:
         """Enter a model request; returns its signal (fires on abort, interrupt, deadline)."""
@@ -370,22 +325,3 @@ class QueryRun:
                 done = not_run(use_id, "cut" if use_id in started else "ended", why=why)
             blocks.append(done)
         return blocks
-
-    # -- consumer side -----------------------------------------------------------------
-    def next_item(self) -> Any:
-        """The next yielded item, or None once the query has ended and all are taken."""
-        with self.cond:
-            self.requested += 1
-            self.cond.notify_all()
-            while not self.queue and self.ended is None:
-                if not self.poll:
-                    self.cond.wait()
-                elif not self.cond.wait(EVENT_POLL_S) and self.user_aborted():
-                    break
-            if self.queue:
-                return self.queue.popleft()
-            if self.ended is not None:
-                return None
-        self.abort_from_user()  # a polled Event fired
-        with self.cond:
-            return self.queue.popleft() if self.queue else None
