@@ -20,11 +20,14 @@ the median over rounds of per-round medians. Per tree:
 * tracing on (new tree only): the 50-turn ``prompt()`` loop with an ``OtelObserver``
   whose SDK exporter drops everything, against the same loop untraced.
 
-Target: new/old <= 1.10 on every row (0.1's figure or better; 10% is the noise margin of
-this shared 2-core machine, where rounds of the same tree differ by 5-10%).
+Target: new/old <= ``--target`` on every row: 1.10 against 0.1 (issue 12: 0.1's figure
+or better, 10% being the noise margin of this shared 2-core machine, where rounds of the
+same tree differ by 5-10%); issue 22 asks 1.05 against 0.2 (``--old`` a checkout of 2a53dd7,
+``--target 1.05``, and enough ``--rounds`` on a quiet machine). The exit status is 1 on a
+miss.
 
-    python bench/compare_versions.py [--old /tmp/v01] [--rounds 5] [--profile]
-                                     [--only loop|http|sse]
+    python bench/compare_versions.py [--old /tmp/v01] [--rounds 5] [--target 1.10]
+                                     [--profile] [--only loop|http|sse]
 
 ``--profile`` also runs a 500-turn ``prompt()`` loop under cProfile in each tree (the
 worker thread, by wrapping ``lattice.loop.Loop.__call__``) and prints the top costs per
@@ -287,6 +290,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--old", default="/tmp/v01")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--target", type=float, default=1.10)
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--only", choices=("loop", "http", "sse"),
                         help="run one section (quicker, while working on it)")
@@ -326,21 +330,22 @@ def main() -> int:
         if args.profile:
             for name in ("old", "new"):
                 profiles[name] = run_worker(trees[name], "profile", urls, Path(data))
-    report(figures, old, args.rounds)
+    passed = report(figures, old, args.rounds, args.target)
     if profiles:
         print_profiles(profiles["old"]["500 turns"], profiles["new"]["500 turns"],
                        "worker thread, 500-turn prompt(), per turn")
         print_profiles(profiles["old"]["1 turn"], profiles["new"]["1 turn"],
                        "1-turn prompt() (both threads), per query")
-    return 0
+    return 0 if passed else 1
 
 
-def report(figures: Dict[str, List[Dict[str, float]]], old: Path, rounds: int) -> None:
+def report(figures: Dict[str, List[Dict[str, float]]], old: Path, rounds: int,
+           target: float) -> bool:
     def med(name: str, key: str) -> float:
         return statistics.median(f[key] for f in figures[name] if key in f)
 
     print(f"old: {old}  new: {NEW}; median of {rounds} alternating rounds\n")
-    print(f"{'measure':48} {'old':>10} {'new':>10} {'new/old':>8}  target <= 1.10")
+    print(f"{'measure':48} {'old':>10} {'new':>10} {'new/old':>8}  target <= {target:.2f}")
     worst = 0.0
     for key in figures["new"][0]:
         if key.startswith("tracing on: "):
@@ -351,14 +356,16 @@ def report(figures: Dict[str, List[Dict[str, float]]], old: Path, rounds: int) -
         if "16 MB" not in key:  # 0.1's line reader is quadratic there: no contest
             worst = max(worst, ratio)
         print(f"{key:48} {before:10.1f} {after:10.1f} {ratio:8.2f}  "
-              f"{'PASS' if ratio <= 1.10 else 'FAIL'} ({unit})")
-    print(f"\nworst new/old: {worst:.2f} (target <= 1.10): {'PASS' if worst <= 1.10 else 'FAIL'}")
+              f"{'PASS' if ratio <= target else 'FAIL'} ({unit})")
+    print(f"\nworst new/old: {worst:.2f} (target <= {target:.2f}): "
+          f"{'PASS' if worst <= target else 'FAIL'}")
     for key in figures["new"][0]:
         if key.startswith("tracing on: "):
             off_key = key[len("tracing on: "):]
             on, off, then = med("new", key), med("new", off_key), med("old", off_key)
-            print(f"{key}: {on:.1f} us/turn, off {off:.1f} (0.1: {then:.1f}); "
-                  f"on/off {on / off:.2f}, off vs 0.1 {off / then:.2f}")
+            print(f"{key}: {on:.1f} us/turn, off {off:.1f} (old: {then:.1f}); "
+                  f"on/off {on / off:.2f}, off vs old {off / then:.2f}")
+    return worst <= target
 
 
 if __name__ == "__main__":

@@ -51,7 +51,9 @@ class Conversation:
         self._loaded = store is None
         self._load_lock = threading.Lock()
         # Set when the last query's session lock was given back (after its last write).
-        self._landed: Optional[threading.Event] = None
+        # Locked until the last store write of this Agent's previous query has landed (a
+        # raw lock, not an Event: one per query, and an Event costs a Condition to make).
+        self._landed: Optional[Any] = None
 
     # -- a query's start and end ---------------------------------------------------------
     def start(self, signal: Optional[AbortSignal], *, lockstep: bool) -> QueryRun:
@@ -75,11 +77,12 @@ class Conversation:
         query's signal still bounds the wait: None if ``run`` ended meanwhile."""
         landed = self._landed
         if landed is not None:
-            while not landed.wait(EVENT_POLL_S):
+            while not landed.acquire(timeout=EVENT_POLL_S):
                 if run.user_aborted():  # a polled Event: nobody else would notice
                     run.abort_from_user()
                 if run.ended is not None:
                     return None
+            landed.release()  # (it stays landed for whoever looks next)
         return self.history.hold_session(self.lock_wait_s)
 
     def catch_up(self) -> None:
@@ -102,7 +105,8 @@ class Conversation:
             if run is not None:
                 run.release()
                 if lock is not None and lock.held:
-                    landed = threading.Event()
+                    landed = threading.Lock()
+                    landed.acquire()
                     self._landed = landed
                     ended, history = run.ended, self.history
                     read = ended is None or not ended.kind.cancels
@@ -112,7 +116,7 @@ class Conversation:
                             history.settle_version(read=read)
                             lock.release()
                         finally:
-                            landed.set()
+                            landed.release()
 
                     run.after_writes(give_back)
         finally:  # even if a KeyboardInterrupt lands above

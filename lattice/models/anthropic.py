@@ -15,14 +15,7 @@ from ..errors import APIStatusError, AuthenticationError
 from .base import ModelRequest, ReplyDict
 from .client import DEFAULT_MAX_RESPONSE_BYTES, HTTPModelClient
 from .http import EventCallback
-from .options import (
-    check_client_options,
-    check_secret,
-    clean_headers,
-    require_requests,
-    resolve_base_url,
-    secret_from_env,
-)
+from .options import check_secret, resolve_base_url, secret_from_env
 from .retry import RetryPolicy
 from .sse import parse_stream
 from .status import add_hint, error_from_response
@@ -108,16 +101,13 @@ class AnthropicClient(HTTPModelClient):
     ) -> None:
         self._api_key = check_secret("api_key", api_key)
         self._auth_token = check_secret("auth_token", auth_token)
-        check_client_options(max_retries=max_retries, stream=stream, timeout_ms=timeout_ms,
-                             session=session, retry_policy=retry_policy)
-        self._default_headers = clean_headers(default_headers)
-        require_requests("AnthropicClient")
+        options = self._check_options(
+            stream=stream, max_retries=max_retries, default_headers=default_headers,
+            session=session, timeout_ms=timeout_ms, retry_policy=retry_policy,
+            max_response_bytes=max_response_bytes)
         self.base_url = resolve_base_url(base_url, "ANTHROPIC_BASE_URL", DEFAULT_BASE_URL)
-        self.stream = stream
-        self._make_transport(
-            endpoint(self.base_url, "/v1/messages"), MessagesCodec(self.base_url),
-            session=session, retry_policy=retry_policy, max_retries=max_retries,
-            timeout_ms=timeout_ms, max_response_bytes=max_response_bytes)
+        self._make_transport(endpoint(self.base_url, "/v1/messages"),
+                             MessagesCodec(self.base_url), options)
 
     def _body(self, request: ModelRequest) -> Tuple[bytes, bool]:
         return request_body(request, stream=self.stream, entries=self._entries)

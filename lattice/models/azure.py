@@ -149,9 +149,6 @@ class AzureOpenAIResponsesClient(OpenAIResponsesClient):
 
     provider_name = "azure.ai.openai"  # gen_ai.provider.name in traces
 
-    api_name = "AzureOpenAIResponsesClient"
-    provider_name = "azure.ai.openai"
-
     def __init__(
         self,
         *,

@@ -26,14 +26,7 @@ from .bedrock_wire import (
 from .body import DEFAULT_MAX_RESPONSE_BYTES
 from .client import HTTPModelClient
 from .http import EventCallback
-from .options import (
-    check_client_options,
-    check_secret,
-    clean_headers,
-    require_requests,
-    resolve_base_url,
-    secrets_of,
-)
+from .options import check_secret, resolve_base_url, secrets_of
 from .retry import RetryPolicy
 from .sigv4 import Credentials, sign_headers
 from .wire import dump_body, message_from_json, reply_from_message, request_dict
@@ -111,8 +104,10 @@ class AnthropicBedrockClient(HTTPModelClient):
         self._credentials = _given_credentials(access_key_id, secret_access_key,
                                                session_token)
         self._profile = _given_profile(profile, self._credentials is None)
-        check_client_options(max_retries=max_retries, stream=stream, timeout_ms=timeout_ms,
-                             session=session, retry_policy=retry_policy)
+        options = self._check_options(
+            stream=stream, max_retries=max_retries, default_headers=default_headers,
+            session=session, timeout_ms=timeout_ms, retry_policy=retry_policy,
+            max_response_bytes=max_response_bytes)
         if region is not None and (not isinstance(region, str) or not region.strip()):
             raise ValueError(f"region must be a non-empty str or None, got {region!r}")
         found = resolve_region(region, self._profile)
@@ -120,21 +115,16 @@ class AnthropicBedrockClient(HTTPModelClient):
             raise ValueError("region: pass region= or set AWS_REGION (or AWS_DEFAULT_REGION,"
                              " or region in the AWS config file)")
         self.region = found
-        headers = clean_headers(default_headers)
+        headers = self._default_headers
         # Bedrock reads betas from the body (anthropic_beta), not from a header.
         self._betas = [beta.strip() for name, value in headers.items()
                        if name.lower() == "anthropic-beta" for beta in value.split(",")
                        if beta.strip()]
         self._default_headers = {k: v for k, v in headers.items()
                                  if k.lower() != "anthropic-beta"}
-        require_requests("AnthropicBedrockClient")
         self.base_url = resolve_base_url(base_url, "ANTHROPIC_BEDROCK_BASE_URL",
                                          f"https://bedrock-runtime.{found}.amazonaws.com")
-        self.stream = stream
-        self._make_transport(
-            self.base_url, BedrockCodec(), session=session, retry_policy=retry_policy,
-            max_retries=max_retries, timeout_ms=timeout_ms,
-            max_response_bytes=max_response_bytes)
+        self._make_transport(self.base_url, BedrockCodec(), options)
 
     def create(self, request: ModelRequest) -> ReplyDict:
         """Send one request; return the assistant dict (nothing partial)."""

@@ -17,9 +17,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 import re
-from json.scanner import make_scanner
 from typing import Any, Dict, Iterable, Mapping, Optional, Sequence, Tuple, Type
 
 from ..errors import (
@@ -38,7 +36,7 @@ from ..errors import (
 )
 from .body import DEFAULT_MAX_RESPONSE_BYTES
 from .eventstream import iter_frames
-from .sse import EventCallback, MessageAccumulator, ServerSentEvent, load_data
+from .sse import EventCallback, MessageAccumulator, ServerSentEvent, json_scanner, load_data
 from .status import clean_request_id, load_json, redact
 
 __all__ = ["ModelTimeoutError", "ERROR_CLASSES", "bedrock_error", "exception_error",
@@ -169,7 +167,7 @@ def parse_event_stream(chunks: Iterable[bytes], on_event: Optional[EventCallback
     (``sse.parse_stream``'s contract, on event-stream frames; no frame over ``limit``)."""
     accumulator = MessageAccumulator()
     feed = accumulator.feed
-    scan = make_scanner(json.JSONDecoder())  # type: ignore[arg-type]
+    scan = json_scanner()
     chunk_headers: Any = None  # iter_frames shares one dict between frames of equal headers
     for headers, payload in iter_frames(chunks, limit):
         if headers is not chunk_headers:

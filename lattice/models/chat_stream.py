@@ -18,8 +18,6 @@ this module only assembles chunks. What real servers send, and we accept:
 from __future__ import annotations
 
 import json
-from itertools import chain
-from json.scanner import make_scanner
 from typing import Any, Callable, Dict, Iterable, List, Optional
 
 from ..errors import APIConnectionError
@@ -33,7 +31,7 @@ from .chat_wire import (
     stop_reason_from_finish,
 )
 from .shape import malformed, optional
-from .sse import SSEDecoder, iter_lines, load_data
+from .sse import json_scanner, load_data, sse_events
 
 __all__ = ["ChatStreamAccumulator", "parse_chat_stream"]
 
@@ -171,12 +169,10 @@ def parse_chat_stream(
 
     Each chunk dict goes to ``on_event`` exactly as received, before it is applied.
     """
-    decoder = SSEDecoder()
     accumulator = ChatStreamAccumulator()
     feed = accumulator.feed
-    scan = make_scanner(json.JSONDecoder())  # type: ignore[arg-type]  # one per stream: memo
-    for sse in chain(decoder.events(iter_lines(chunks, limit), limit),
-                     iter(decoder.flush, None)):
+    scan = json_scanner()
+    for sse in sse_events(chunks, limit):
         data = sse.data
         if data[:1] in (b"[", b" ") and data.strip() == b"[DONE]":
             accumulator.done = True

@@ -29,7 +29,8 @@ from .chat_reply import (  # the other direction, re-exported: one module per di
 )
 from .entries import MARK, EntryBytes, dump
 
-__all__ = ["Translations", "chat_body", "chat_messages", "chat_tools",
+__all__ = ["Translations", "chat_body", "chat_messages", "chat_tools", "cached_tools",
+           "system_text",
            "reply_from_completion", "usage_from_chat", "stop_reason_from_finish",
            "tool_input", "new_call_id", "content_parts", "assemble", "call_block",
            "finished", "error_from_chat"]
@@ -90,7 +91,7 @@ def chat_body(request: ModelRequest, *, stream: bool, max_tokens_field: str,
                             chat_messages(request.system, request.messages, cache),
                             max_tokens_field: request.max_tokens}
     if request.tools:
-        body["tools"] = _tools(request.tools, cache)
+        body["tools"] = cached_tools(request.tools, cache, chat_tools)
     if request.output_format is not None:
         body["response_format"] = {"type": "json_schema", "json_schema": {
             "name": "output", "schema": request.output_format, "strict": True}}
@@ -101,17 +102,21 @@ def chat_body(request: ModelRequest, *, stream: bool, max_tokens_field: str,
     if not joined:
         return dump(body), body.get("stream") is True
     system = request.system
-    lead = [{"role": "system", "content": _system_text(system)}] if system else []
+    lead = [{"role": "system", "content": system_text(system)}] if system else []
     data = entries.dump(body, "messages", request.messages, _message, lead)  # type: ignore
     return data, body.get("stream") is True
 
 
-def _tools(tools: List[Dict[str, Any]], cache: Optional[Translations]) -> List[Dict[str, Any]]:
+def cached_tools(tools: List[Dict[str, Any]], cache: Optional[Translations],
+                 translate: Callable[[List[Dict[str, Any]]], List[Dict[str, Any]]]
+                 ) -> List[Dict[str, Any]]:
+    """``translate(tools)``, or the last request's translation when its tools are the same
+    dicts (by identity: an agent sends the same tool list every turn); both wire formats."""
     if cache is None:
-        return chat_tools(tools)
+        return translate(tools)
     seen, translated = cache.tools
     if len(seen) != len(tools) or not all(map(operator.is_, seen, tools)):
-        translated = chat_tools(tools)
+        translated = translate(tools)
         cache.tools = (tuple(tools), translated)
     return translated
 
@@ -131,7 +136,8 @@ def chat_tools(tools: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
     return out
 
 
-def _system_text(system: Any) -> str:
+def system_text(system: Any) -> str:
+    """A system prompt (a str or text blocks) as one str: neither API takes blocks there."""
     if isinstance(system, str):
         return system
     return "\n\n".join(b.get("text", "") for b in system or ()
@@ -148,7 +154,7 @@ def chat_messages(system: Any, messages: List[Dict[str, Any]], cache: Optional[T
     if cache is None:
         out: List[Dict[str, Any]] = []
         if system:
-            out.append({"role": "system", "content": _system_text(system)})
+            out.append({"role": "system", "content": system_text(system)})
         for message in messages:
             out.extend(_message(message))
         return out
@@ -160,7 +166,7 @@ def chat_messages(system: Any, messages: List[Dict[str, Any]], cache: Optional[T
     else:
         done, out = 0, []
         if system:
-            out.append({"role": "system", "content": _system_text(system)})
+            out.append({"role": "system", "content": system_text(system)})
     cache.extend(out, messages[done:], _message)
     cache.last = (system, tuple(messages), tuple(out))
     return out

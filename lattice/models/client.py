@@ -1,28 +1,38 @@
 """What every built-in HTTP client shares: the transport, the pooled session, the lifetime
-(``close``/``with``), ``create`` and the options of the transport (``_make_transport``:
-retries, timeout, ``max_response_bytes``). A client adds its codec: the headers
-it sends and how a ``ModelRequest`` becomes a request body."""
+(``close``/``with``), ``create`` and the options every client takes (``_check_options``:
+stream, retries, timeout, headers, session, ``max_response_bytes``; ``_make_transport``).
+A client adds its own options, its codec, the headers it sends and how a ``ModelRequest``
+becomes a request body."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple, TypeVar
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, NamedTuple, Optional, Tuple, TypeVar
 
 from .._version import __version__
 from .base import ModelRequest, ReplyDict
 from .body import DEFAULT_MAX_RESPONSE_BYTES
 from .entries import EntryBytes
 from .http import Codec, Transport
-from .options import secrets_of
+from .options import check_client_options, clean_headers, require_requests, secrets_of
 from .retry import RetryPolicy
 from .urls import shown_url
 
 if TYPE_CHECKING:  # pragma: no cover
     import requests
 
-__all__ = ["HTTPModelClient", "check_max_bytes", "DEFAULT_MAX_RESPONSE_BYTES"]
+__all__ = ["HTTPModelClient", "TransportOptions", "check_max_bytes", "DEFAULT_MAX_RESPONSE_BYTES"]
 
 C = TypeVar("C", bound="HTTPModelClient")
 _USER_AGENT = f"agent-lattice/{__version__}"
+
+
+class TransportOptions(NamedTuple):
+    """The checked options a client's ``Transport`` is made with."""
+
+    session: Optional[requests.Session]
+    retry_policy: RetryPolicy
+    timeout_ms: Optional[float]
+    max_response_bytes: int
 
 
 class HTTPModelClient:
@@ -34,14 +44,27 @@ class HTTPModelClient:
     _transport: Transport
     _default_headers: Dict[str, str]
 
-    def _make_transport(self, url: str, codec: Codec, *, session: Optional[requests.Session],
-                        retry_policy: Optional[RetryPolicy], max_retries: int,
-                        timeout_ms: Optional[float], max_response_bytes: Any) -> None:
-        """Set ``self._transport`` (options already checked but ``max_response_bytes``)."""
+    def _check_options(
+        self, *, stream: Any, max_retries: Any, default_headers: Optional[Mapping[str, str]],
+        session: Any, timeout_ms: Any, retry_policy: Any,
+        max_response_bytes: Any = DEFAULT_MAX_RESPONSE_BYTES,
+    ) -> TransportOptions:
+        """Check the options every client takes (ValueError naming the first bad one),
+        keep ``stream`` and the cleaned ``default_headers``, and return what the transport
+        is made with (``_make_transport``, once the client knows its URL and codec)."""
+        check_client_options(max_retries=max_retries, stream=stream, timeout_ms=timeout_ms,
+                             session=session, retry_policy=retry_policy)
+        limit = check_max_bytes(max_response_bytes)
+        self._default_headers = clean_headers(default_headers)
+        require_requests(type(self).__name__)  # at construction, not at the first prompt
+        self.stream = stream
+        return TransportOptions(session, retry_policy or RetryPolicy(max_retries=max_retries),
+                                timeout_ms, limit)
+
+    def _make_transport(self, url: str, codec: Codec, options: TransportOptions) -> None:
         self._transport = Transport(
-            url, codec, session=session,
-            retry_policy=retry_policy or RetryPolicy(max_retries=max_retries),
-            timeout_ms=timeout_ms, max_response_bytes=check_max_bytes(max_response_bytes))
+            url, codec, session=options.session, retry_policy=options.retry_policy,
+            timeout_ms=options.timeout_ms, max_response_bytes=options.max_response_bytes)
 
     @property
     def _entries(self) -> EntryBytes:

@@ -8,7 +8,18 @@ assembles streamed chunks, ``http.py`` does the I/O exactly as for ``AnthropicCl
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Callable,
+    Dict,
+    Iterator,
+    List,
+    Mapping,
+    Optional,
+    Sequence,
+    Tuple,
+)
 from urllib.parse import urlsplit
 
 from ..errors import APIConnectionError, APIStatusError
@@ -17,14 +28,7 @@ from .chat_stream import parse_chat_stream
 from .chat_wire import Translations, chat_body, reply_from_completion
 from .client import DEFAULT_MAX_RESPONSE_BYTES, HTTPModelClient
 from .http import EventCallback
-from .options import (
-    check_client_options,
-    check_secret,
-    clean_headers,
-    require_requests,
-    resolve_base_url,
-    secret_from_env,
-)
+from .options import check_secret, resolve_base_url, secret_from_env
 from .retry import RetryPolicy
 from .status import add_hint, error_from_response, load_json
 from .urls import endpoint, shown_url
@@ -38,15 +42,15 @@ DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"
 _TOKEN_FIELDS = ("max_completion_tokens", "max_tokens")
 
 
-class ChatCodec:
-    """How the transport reads Chat Completions replies and errors."""
+class OpenAICodec:
+    """What the Chat Completions and Responses codecs share: JSON replies, OpenAI's error
+    bodies and request id header, and a hint added to a 404 (``hint_404``). A codec names
+    its wire functions (class attributes, so a reply costs no extra call)."""
 
-    api = "Chat Completions API"
+    api = "OpenAI API"
     request_id_header = "x-request-id"
-
-    def __init__(self, base_url: str, url: str) -> None:
-        self.base_url = base_url
-        self.url = url
+    reply_from_json: Callable[[Any], ReplyDict]
+    parse_stream: Callable[[Iterator[bytes], Optional[EventCallback], int], ReplyDict]
 
     def read_json(self, content: bytes) -> ReplyDict:
         try:
@@ -54,20 +58,42 @@ class ChatCodec:
         except ValueError as exc:
             raise APIConnectionError(
                 f"malformed JSON response ({exc}): {content[:200]!r}") from None
-        return reply_from_completion(body)
+        return self.reply_from_json(body)
 
     def read_stream(self, chunks: Iterator[bytes], on_event: Optional[EventCallback],
                     limit: int) -> ReplyDict:
-        return parse_chat_stream(chunks, on_event, limit)
+        return self.parse_stream(chunks, on_event, limit)
 
     def error(self, status: int, headers: Mapping[str, str], content: bytes,
               secrets: Sequence[str]) -> APIStatusError:
         error = error_from_response(status, headers, content, secrets,
                                     request_id_header=self.request_id_header)
-        if status == 404 and not urlsplit(self.base_url).path.endswith("/v1"):
-            add_hint(error, f"the client posted to {shown_url(self.url)}; most servers serve Chat "
-                     "Completions under /v1, so base_url usually ends in /v1")
+        hint = self.hint_404() if status == 404 else ""
+        if hint:
+            add_hint(error, hint)
         return error
+
+    def hint_404(self) -> str:
+        """What a 404 likely means here ("" for nothing to add)."""
+        return ""
+
+
+class ChatCodec(OpenAICodec):
+    """How the transport reads Chat Completions replies and errors."""
+
+    api = "Chat Completions API"
+    reply_from_json = staticmethod(reply_from_completion)
+    parse_stream = staticmethod(parse_chat_stream)
+
+    def __init__(self, base_url: str, url: str) -> None:
+        self.base_url = base_url
+        self.url = url
+
+    def hint_404(self) -> str:
+        if urlsplit(self.base_url).path.endswith("/v1"):
+            return ""
+        return (f"the client posted to {shown_url(self.url)}; most servers serve Chat "
+                "Completions under /v1, so base_url usually ends in /v1")
 
 
 class OpenAIChatClient(HTTPModelClient):
@@ -117,23 +143,19 @@ class OpenAIChatClient(HTTPModelClient):
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
     ) -> None:
         self._api_key = check_secret("api_key", api_key)
-        check_client_options(max_retries=max_retries, stream=stream, timeout_ms=timeout_ms,
-                             session=session, retry_policy=retry_policy)
-        self._default_headers = clean_headers(default_headers)
+        options = self._check_options(
+            stream=stream, max_retries=max_retries, default_headers=default_headers,
+            session=session, timeout_ms=timeout_ms, retry_policy=retry_policy,
+            max_response_bytes=max_response_bytes)
         query = _check_query(default_query)
         if max_tokens_field not in _TOKEN_FIELDS:
             raise ValueError(f"max_tokens_field must be one of {list(_TOKEN_FIELDS)}, "
                              f"got {max_tokens_field!r}")
-        require_requests("OpenAIChatClient")
         self.base_url = resolve_base_url(base_url, "OPENAI_BASE_URL", DEFAULT_OPENAI_BASE_URL)
-        self.stream = stream
         self.max_tokens_field = max_tokens_field
         url = endpoint(self.base_url, "/chat/completions", query)
         self._cache = Translations()  # what earlier requests translated (chat_wire)
-        self._make_transport(
-            url, ChatCodec(self.base_url, url), session=session, retry_policy=retry_policy,
-            max_retries=max_retries, timeout_ms=timeout_ms,
-            max_response_bytes=max_response_bytes)
+        self._make_transport(url, ChatCodec(self.base_url, url), options)
 
     def _body(self, request: ModelRequest) -> Tuple[bytes, bool]:
         return chat_body(request, stream=self.stream,

@@ -7,39 +7,17 @@ exactly as for the other clients (retries, deadlines, abort, secrets).
 
 from __future__ import annotations
 
-from typing import (
-    TYPE_CHECKING,
-    Any,
-    Callable,
-    Dict,
-    Iterator,
-    List,
-    Mapping,
-    Optional,
-    Sequence,
-    Tuple,
-)
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Tuple
 from urllib.parse import urlsplit
 
-from ..errors import APIConnectionError, APIStatusError
-from .base import ModelRequest, ReplyDict
+from .base import ModelRequest
 from .chat_wire import Translations
 from .client import HTTPModelClient
-from .http import EventCallback, Transport
-from .openai import DEFAULT_OPENAI_BASE_URL, _check_query
-from .options import (
-    check_client_options,
-    check_secret,
-    clean_headers,
-    require_requests,
-    resolve_base_url,
-    secret_from_env,
-    secrets_of,
-)
+from .openai import DEFAULT_OPENAI_BASE_URL, OpenAICodec, _check_query
+from .options import check_secret, resolve_base_url, secret_from_env, secrets_of
 from .responses_stream import parse_responses_stream
 from .responses_wire import reply_from_response, responses_body
 from .retry import RetryPolicy
-from .status import add_hint, error_from_response, load_json
 from .urls import endpoint
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -50,35 +28,19 @@ __all__ = ["OpenAIResponsesClient", "ResponsesCodec", "responses_url", "bearer_t
 TokenProvider = Callable[[], str]
 
 
-class ResponsesCodec:
+class ResponsesCodec(OpenAICodec):
     """How the transport reads Responses API replies and errors."""
 
     api = "Responses API"
-    request_id_header = "x-request-id"
+    reply_from_json = staticmethod(reply_from_response)
+    parse_stream = staticmethod(parse_responses_stream)
 
     def __init__(self, url: str, hint: str = "") -> None:
         self.url = url
         self.hint = hint  # added to a 404 (likely a wrong base URL or deployment)
 
-    def read_json(self, content: bytes) -> ReplyDict:
-        try:
-            body = load_json(content)
-        except ValueError as exc:
-            raise APIConnectionError(
-                f"malformed JSON response ({exc}): {content[:200]!r}") from None
-        return reply_from_response(body)
-
-    def read_stream(self, chunks: Iterator[bytes], on_event: Optional[EventCallback],
-                    limit: int) -> ReplyDict:
-        return parse_responses_stream(chunks, on_event, limit)
-
-    def error(self, status: int, headers: Mapping[str, str], content: bytes,
-              secrets: Sequence[str]) -> APIStatusError:
-        error = error_from_response(status, headers, content, secrets,
-                                    request_id_header=self.request_id_header)
-        if status == 404 and self.hint:
-            add_hint(error, self.hint)
-        return error
+    def hint_404(self) -> str:
+        return self.hint
 
 
 def responses_url(base_url: str) -> str:
@@ -125,9 +87,6 @@ class OpenAIResponsesClient(HTTPModelClient):
 
     provider_name = "openai"  # gen_ai.provider.name in traces
 
-    api_name = "OpenAIResponsesClient"
-    provider_name = "openai"  # gen_ai.provider.name in traces
-
     def __init__(
         self,
         *,
@@ -144,27 +103,23 @@ class OpenAIResponsesClient(HTTPModelClient):
         token_provider: Optional[TokenProvider] = None,
     ) -> None:
         self._api_key = check_secret("api_key", api_key)
-        check_client_options(max_retries=max_retries, stream=stream, timeout_ms=timeout_ms,
-                             session=session, retry_policy=retry_policy)
+        options = self._check_options(
+            stream=stream, max_retries=max_retries, default_headers=default_headers,
+            session=session, timeout_ms=timeout_ms, retry_policy=retry_policy)
         if not isinstance(store, bool):
             raise ValueError(f"store must be True or False, got {store!r}")
         if token_provider is not None and not callable(token_provider):
             raise ValueError(f"token_provider must be a callable returning a token, got "
                              f"{token_provider!r}")
         self._token_provider = token_provider
-        self._default_headers = clean_headers(default_headers)
         query = _check_query(default_query)
-        require_requests(self.api_name)
         self.base_url = self._resolve_base_url(base_url)
-        self.stream = stream
         self.store = store
         url = self._url()
         self._query_secrets = secrets_of(dict(query))
         self._cache = Translations()  # what earlier requests translated
-        self._transport = Transport(
-            endpoint(url, "", query), ResponsesCodec(url, self._hint()),
-            session=session, retry_policy=retry_policy or RetryPolicy(max_retries=max_retries),
-            timeout_ms=timeout_ms)
+        self._make_transport(endpoint(url, "", query), ResponsesCodec(url, self._hint()),
+                             options)
 
     def _resolve_base_url(self, base_url: Optional[str]) -> str:
         return resolve_base_url(base_url, "OPENAI_BASE_URL", DEFAULT_OPENAI_BASE_URL)

@@ -1,8 +1,9 @@
 """Responses API streaming: ``response.*`` events -> one assistant dict.
 
-The SSE layers are the shared ones (``sse.iter_lines``, ``SSEDecoder``, ``load_data``).
-The stream ends with ``response.completed`` or ``response.incomplete``, whose ``response``
-is the whole response object: it is read exactly like a JSON reply, so streamed and not
+The SSE reading is the Messages API's (``sse.parse_stream``: events typed alike, a
+``[DONE]`` some proxies send skipped), fed to ``ResponsesStreamAccumulator``. The stream
+ends with ``response.completed`` or ``response.incomplete``, whose ``response`` is the
+whole response object: it is read exactly like a JSON reply, so streamed and not
 streamed give the same message. Output items assembled from the events before it
 (``output_item.added``/``done``, text and argument deltas) stand in when a server sends
 the final object without its ``output``. ``response.failed`` and ``error`` events raise
@@ -12,16 +13,13 @@ the error their code names; a stream that ends before the final event raises
 
 from __future__ import annotations
 
-import json
-from itertools import chain
-from json.scanner import make_scanner
 from typing import Any, Callable, Dict, Iterable, List, Optional
 
 from ..errors import APIConnectionError
 from .body import DEFAULT_MAX_RESPONSE_BYTES
 from .responses_status import error_from_responses
 from .responses_wire import reply_from_response
-from .sse import SSEDecoder, iter_lines, load_data
+from .sse import parse_stream
 
 __all__ = ["ResponsesStreamAccumulator", "parse_responses_stream"]
 
@@ -31,7 +29,7 @@ _FINAL = ("response.completed", "response.incomplete")
 class ResponsesStreamAccumulator:
     """Feed it event dicts in order; ``reply()`` gives the assistant dict."""
 
-    __slots__ = ("_items", "_texts", "_args", "_head", "final")
+    __slots__ = ("_items", "_texts", "_args", "_head", "final", "done")
 
     def __init__(self) -> None:
         self._items: Dict[Any, Dict[str, Any]] = {}
@@ -39,6 +37,7 @@ class ResponsesStreamAccumulator:
         self._args: Dict[Any, List[str]] = {}  # output_index -> argument deltas
         self._head: Dict[str, Any] = {}
         self.final: Optional[Dict[str, Any]] = None
+        self.done = False  # the final event came (``final``)
 
     def feed(self, event: Dict[str, Any]) -> None:
         """Apply one event; raise the error a failed response or ``error`` event names."""
@@ -63,6 +62,7 @@ class ResponsesStreamAccumulator:
             if not isinstance(response, dict):
                 raise APIConnectionError(f"{kind} event without a response object")
             self.final = response
+            self.done = True
         elif kind == "response.failed":
             response = event.get("response")
             raise error_from_responses(response.get("error") if isinstance(response, dict)
@@ -75,7 +75,7 @@ class ResponsesStreamAccumulator:
             if isinstance(response, dict):
                 self._head.update({k: response[k] for k in ("id", "model") if response.get(k)})
 
-    def reply(self) -> Dict[str, Any]:
+    def message(self) -> Dict[str, Any]:
         """The assistant dict; ``APIConnectionError`` if the stream was cut."""
         final = self.final
         if final is None:
@@ -104,24 +104,7 @@ def parse_responses_stream(
 ) -> Dict[str, Any]:
     """Read a Responses SSE byte stream up to its final event; return the assistant dict.
 
-    Each event dict goes to ``on_event`` exactly as received, before it is applied.
+    Each event dict goes to ``on_event`` exactly as received, before it is applied. The
+    events are typed as the Messages API's are, so ``sse.parse_stream`` reads them.
     """
-    decoder = SSEDecoder()
-    accumulator = ResponsesStreamAccumulator()
-    feed = accumulator.feed
-    scan = make_scanner(json.JSONDecoder())  # type: ignore[arg-type]  # one per stream: memo
-    for sse in chain(decoder.events(iter_lines(chunks, limit), limit),
-                     iter(decoder.flush, None)):
-        if sse.data[:1] == b"[" and sse.data.strip() == b"[DONE]":
-            continue  # some proxies end every stream so
-        event = load_data(sse, scan)
-        if event is None:
-            continue
-        if sse.event and "type" not in event:  # the type from the event: name
-            event["type"] = sse.event
-        if on_event is not None:
-            on_event(event)
-        feed(event)
-        if accumulator.final is not None:
-            break
-    return accumulator.reply()
+    return parse_stream(chunks, on_event, limit, ResponsesStreamAccumulator())

@@ -25,7 +25,8 @@ from typing import Any, Dict, List, Optional, Tuple
 from ..errors import APIConnectionError
 from ..messages import MAX_DEPTH, too_deep
 from .base import ModelRequest
-from .chat_wire import Translations, call_block
+from .chat_wire import Translations, cached_tools, call_block
+from .chat_wire import system_text as text_of_system
 from .entries import MARK, EntryBytes, dump
 from .responses_status import error_from_responses, usage_from_responses
 
@@ -57,7 +58,7 @@ def responses_body(request: ModelRequest, *, stream: bool, store: bool,
         body["instructions"] = instructions
     body["max_output_tokens"] = request.max_tokens
     if request.tools:
-        body["tools"] = _tools(request.tools, cache)
+        body["tools"] = cached_tools(request.tools, cache, responses_tools)
     if request.output_format is not None:
         body["text"] = {"format": {"type": "json_schema", "name": "output",
                                    "schema": request.output_format, "strict": True}}
@@ -76,23 +77,6 @@ def responses_body(request: ModelRequest, *, stream: bool, store: bool,
     else:
         data = dump(body)
     return data, body.get("stream") is True
-
-
-def text_of_system(system: Any) -> str:
-    if isinstance(system, str):
-        return system
-    return "\n\n".join(b.get("text", "") for b in system or ()
-                       if isinstance(b, dict) and b.get("type") == "text")
-
-
-def _tools(tools: List[Dict[str, Any]], cache: Optional[Translations]) -> List[Dict[str, Any]]:
-    if cache is None:
-        return responses_tools(tools)
-    seen, translated = cache.tools
-    if len(seen) != len(tools) or not all(map(operator.is_, seen, tools)):
-        translated = responses_tools(tools)
-        cache.tools = (tuple(tools), translated)
-    return translated
 
 
 def responses_tools(tools: List[Dict[str, Any]]) -> List[Dict[str, Any]]:

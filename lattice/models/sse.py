@@ -27,6 +27,7 @@ from typing import (
     List,
     NamedTuple,
     Optional,
+    Protocol,
     Tuple,
     Union,
 )
@@ -42,6 +43,9 @@ __all__ = [
     "iter_lines",
     "load_data",
     "parse_stream",
+    "sse_events",
+    "json_scanner",
+    "TypedEvents",
 ]
 
 EventCallback = Callable[[Dict[str, Any]], None]
@@ -195,8 +199,9 @@ def load_data(sse: ServerSentEvent, scan: Callable[[str, int], Tuple[Any, int]])
 
 
 def _load_slowly(sse: ServerSentEvent) -> Any:
-    if not sse.data.strip():
-        return None  # "data:" with nothing in it carries no event
+    data = sse.data.strip()
+    if not data or data == b"[DONE]":
+        return None  # "data:" with nothing in it, or the [DONE] some proxies end with
     try:
         return json.loads(sse.data)  # leading whitespace, odd encodings
     except ValueError:
@@ -207,23 +212,47 @@ def _malformed(sse: ServerSentEvent) -> APIConnectionError:
     return APIConnectionError(f"malformed data in stream event {sse.event!r}: {sse.data[:200]!r}")
 
 
+class TypedEvents(Protocol):
+    """What ``parse_stream`` feeds: the Messages accumulator, or another API's whose events
+    carry their ``type`` the same way (the Responses API's, ``responses_stream.py``)."""
+
+    done: bool  # the final event came: stop reading
+
+    def feed(self, event: Dict[str, Any]) -> None: ...
+
+    def message(self) -> Dict[str, Any]: ...
+
+
+def sse_events(chunks: Iterable[bytes], limit: int) -> Iterator[ServerSentEvent]:
+    """The events of an SSE byte stream, in order (no line or event over ``limit``); a last
+    event without its blank line is tolerated (the decoder is flushed at the end)."""
+    decoder = SSEDecoder()
+    return chain(decoder.events(iter_lines(chunks, limit), limit), iter(decoder.flush, None))
+
+
+def json_scanner() -> Callable[[str, int], Tuple[Any, int]]:
+    """The scanner ``load_data`` parses with: one per stream, since it memoizes the keys
+    it has seen (every event repeats the same ones)."""
+    return make_scanner(json.JSONDecoder())  # type: ignore[arg-type]
+
+
 def parse_stream(
     chunks: Iterable[bytes], on_event: Optional[EventCallback] = None,
-    limit: int = DEFAULT_MAX_RESPONSE_BYTES,
+    limit: int = DEFAULT_MAX_RESPONSE_BYTES, accumulator: Optional[TypedEvents] = None,
 ) -> Dict[str, Any]:
     """Read an SSE byte stream up to ``message_stop``; return the message object.
 
-    Each parsed event dict goes to ``on_event`` first. Stops reading at ``message_stop``
-    (the caller may drain the rest). Raises ``APIConnectionError`` for malformed data or a
-    stream that ends early, and the matching ``APIStatusError`` for an ``error`` event.
+    Each parsed event dict goes to ``on_event`` first; an event without a ``type`` takes
+    its ``event:`` name. Stops reading at ``message_stop`` (the caller may drain the
+    rest). Raises ``APIConnectionError`` for malformed data or a stream that ends early,
+    and the matching ``APIStatusError`` for an ``error`` event. ``accumulator`` (default
+    a ``MessageAccumulator``) is fed the events, and says when they end and what they made.
     """
-    decoder = SSEDecoder()
-    accumulator = MessageAccumulator()
+    if accumulator is None:
+        accumulator = MessageAccumulator()
     feed = accumulator.feed
-    scan = make_scanner(json.JSONDecoder())  # type: ignore[arg-type]  # one per stream: memo
-    # iter(flush, None) at the end: a last event without its blank line is tolerated.
-    for sse in chain(decoder.events(iter_lines(chunks, limit), limit),
-                     iter(decoder.flush, None)):
+    scan = json_scanner()
+    for sse in sse_events(chunks, limit):
         event = load_data(sse, scan)
         if event is None:
             continue

@@ -22,14 +22,7 @@ from .anthropic import MessagesCodec
 from .base import ModelRequest, ReplyDict
 from .body import DEFAULT_MAX_RESPONSE_BYTES
 from .client import HTTPModelClient
-from .options import (
-    check_client_options,
-    check_secret,
-    clean_headers,
-    require_requests,
-    resolve_base_url,
-    secrets_of,
-)
+from .options import check_secret, resolve_base_url, secrets_of
 from .retry import RetryPolicy
 from .status import error_from_response
 from .wire import dump_body, request_dict
@@ -116,21 +109,17 @@ class AnthropicVertexClient(HTTPModelClient):
                              "'agent-lattice[vertex]'")
         self.project_id = _setting(project_id, "project_id", "ANTHROPIC_VERTEX_PROJECT_ID")
         self.region = _setting(region, "region", "CLOUD_ML_REGION")
-        check_client_options(max_retries=max_retries, stream=stream, timeout_ms=timeout_ms,
-                             session=session, retry_policy=retry_policy)
-        self._default_headers = clean_headers(default_headers)
-        require_requests("AnthropicVertexClient")
+        options = self._check_options(
+            stream=stream, max_retries=max_retries, default_headers=default_headers,
+            session=session, timeout_ms=timeout_ms, retry_policy=retry_policy,
+            max_response_bytes=max_response_bytes)
         host = ("https://aiplatform.googleapis.com" if self.region == "global"
                 else f"https://{self.region}-aiplatform.googleapis.com")
         url = resolve_base_url(base_url, "ANTHROPIC_VERTEX_BASE_URL", host)
         self.base_url = url[:-3] if url.endswith("/v1") else url
-        self.stream = stream
         self._google: Any = None
         self._google_lock = threading.Lock()
-        self._make_transport(
-            self.base_url, VertexCodec(self.base_url), session=session, retry_policy=retry_policy,
-            max_retries=max_retries, timeout_ms=timeout_ms,
-            max_response_bytes=max_response_bytes)
+        self._make_transport(self.base_url, VertexCodec(self.base_url), options)
 
     def create(self, request: ModelRequest) -> ReplyDict:
         """Send one request; return the assistant dict (nothing partial)."""

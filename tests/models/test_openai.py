@@ -376,11 +376,11 @@ def test_translation_memo_translates_only_the_new_tail_and_follows_any_change() 
 
 
 def test_translated_tools_are_reused_while_the_definitions_are_the_same() -> None:
-    from lattice.models.chat_wire import Translations, _tools, chat_tools
+    from lattice.models.chat_wire import Translations, cached_tools, chat_tools
 
     cache = Translations()
     tools = [{"name": "f", "description": "d", "input_schema": {"type": "object"}}]
-    first = _tools(list(tools), cache)
-    assert _tools(list(tools), cache) is first and first == chat_tools(tools)
+    first = cached_tools(list(tools), cache, chat_tools)
+    assert cached_tools(list(tools), cache, chat_tools) is first and first == chat_tools(tools)
     other = tools + [{"name": "g", "input_schema": {"type": "object"}}]
-    assert _tools(other, cache) == chat_tools(other)
+    assert cached_tools(other, cache, chat_tools) == chat_tools(other)

@@ -340,6 +340,12 @@ def test_empty_data_and_events_after_message_stop_are_ignored() -> None:
     assert parse_stream([b"data:\n\n" + data])["content"] == [{"type": "text", "text": "ok"}]
 
 
+def test_a_done_line_from_a_proxy_is_skipped() -> None:
+    events = text_stream("ok")
+    data = sse(*events[:2]) + b"data: [DONE]\n\n" + sse(*events[2:])
+    assert parse_stream([data])["content"] == [{"type": "text", "text": "ok"}]
+
+
 def test_event_name_used_when_data_has_no_type() -> None:
     acc = MessageAccumulator()
     data = b'event: message_stop\ndata: {}\n\n'
