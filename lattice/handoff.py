@@ -95,7 +95,8 @@ class FdDoorbell:
             pass
 
     def wait(self, timeout: float = -1) -> bool:
-        """Sleep until rung (at most ``timeout`` seconds if given); True if rung."""
+        """Sleep until rung (at most ``timeout`` seconds if given); True if rung, or if a
+        signal cut the sleep short (its handler runs next; the caller looks again)."""
         if timeout >= 0:
             import select  # only here: ``import lattice`` need not load it
 
@@ -103,10 +104,13 @@ class FdDoorbell:
             poller.register(self._read, select.POLLIN)
             if not poller.poll(timeout * 1000.0):
                 return False
-        if self._eventfd:
-            os.eventfd_read(self._read)  # takes every ring at once
-        else:
-            os.read(self._read, 4096)
+        try:
+            if self._eventfd:
+                os.eventfd_read(self._read)  # takes every ring at once
+            else:
+                os.read(self._read, 4096)
+        except InterruptedError:  # eventfd_read does not retry after a signal (PEP 475)
+            pass
         return True
 
     def __del__(self, close: Callable[[int], None] = os.close) -> None:

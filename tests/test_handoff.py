@@ -4,13 +4,14 @@ lost wake-up would hang one)."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import random
 import signal
 import threading
 import time
-from typing import Any, Callable, Dict, List
+from typing import Any, Callable, Dict, Iterator, List
 
 import pytest
 from helpers import WAIT_S, in_thread, join_lattice_threads, lattice_threads, reply, tool_use
@@ -69,37 +70,64 @@ def test_a_ring_from_another_thread_wakes_the_sleeper(bells):
     assert woke.wait(WAIT_S)
 
 
-def test_a_signal_handler_rings_the_bell_its_own_thread_sleeps_on(bells):
-    """interrupt() from a SIGINT handler: the ring lands on the thread that sleeps."""
+@contextlib.contextmanager
+def pressing(handler: Callable[[], None], last: Callable[[], None]) -> Iterator[None]:
+    """While the block runs: SIGUSR1 to the main thread every 20 ms, handled by ``handler``;
+    after ``WAIT_S``, ``last()`` instead (so that a failing test fails, not hangs)."""
     if threading.current_thread() is not threading.main_thread() or not hasattr(
             signal, "pthread_kill"):
         pytest.skip("needs the main thread and pthread_kill")
-    bell, handled, done = bells(), threading.Event(), threading.Event()
-    late: List[bool] = []
+    main, done = threading.main_thread().ident, threading.Event()
 
-    def handler(signum: int, frame: Any) -> None:
-        handled.set()
-        bell.ring()
-
-    def press() -> None:  # again until handled: one that lands before the wait is not seen
+    def press() -> None:
         deadline = time.monotonic() + WAIT_S
         while not done.is_set() and time.monotonic() < deadline:
             signal.pthread_kill(main, signal.SIGUSR1)
             done.wait(0.02)
         if not done.is_set():
-            late.append(True)
-            bell.ring()  # do not hang the suite: fail below instead
+            last()
 
-    main = threading.main_thread().ident
-    old = signal.signal(signal.SIGUSR1, handler)
+    old = signal.signal(signal.SIGUSR1, lambda signum, frame: handler())
+    presser = in_thread(press)
     try:
-        presser = in_thread(press)
-        assert bell.wait()
+        yield
+    finally:
         done.set()
         presser.join(WAIT_S)
-    finally:
+        signal.signal(signal.SIGUSR1, lambda signum, frame: None)  # one still in flight
         signal.signal(signal.SIGUSR1, old)
-    assert handled.is_set() and not late
+
+
+def test_a_signal_during_the_sleep_is_handled_and_a_handler_may_ring(bells):
+    """A handler that returns (the CLI's calls interrupt()) leaves the sleeper sleeping or
+    waking early, never raising; one that rings (interrupt() ending the query) wakes it."""
+    bell, calls, late = bells(), [], []
+
+    def handler() -> None:
+        calls.append(1)
+        if len(calls) >= 3:  # the first ones land in the sleep, and only return
+            bell.ring()
+
+    with pressing(handler, lambda: late.append(1) or bell.ring()):
+        while len(calls) < 3 and not late:
+            bell.wait()  # may wake early (a signal): then it looks and sleeps again
+    assert len(calls) >= 3 and not late
+
+
+def test_a_handler_that_raises_ends_the_sleep_with_its_exception(bells):
+    bell, armed, late = bells(), [], []
+
+    def handler() -> None:
+        if armed == [1]:  # once, like one key press, and only inside pytest.raises
+            armed.append(2)
+            raise KeyboardInterrupt
+
+    with pressing(handler, lambda: late.append(1) or bell.ring()):
+        with pytest.raises(KeyboardInterrupt):
+            armed.append(1)
+            while not late:
+                bell.wait()
+    assert not late
 
 
 def open_fds() -> int:
