@@ -92,6 +92,24 @@ def add(a: int, b: int) -> int:
     return a + b
 
 
+@tool
+def lookup(key: str) -> str:
+    """Look a key up.
+
+    Args:
+        key: What to look up.
+    """
+    return f"value of {key}"
+
+
+def lookup_call(body):
+    """A ``MockMessagesServer`` reply to ``body``: some text and one ``lookup`` call (its id
+    made from the request's length, so each turn's differs)."""
+    return {"content": [{"type": "text", "text": "checking"},
+                        {"type": "tool_use", "id": f"toolu_{len(body['messages'])}",
+                         "name": "lookup", "input": {"key": "k"}}]}
+
+
 def echo_tool(name="echo", **kw):
     return Tool(name, "Echo.", {"type": "object"}, lambda a: f"{name} ran", **kw)
 

@@ -7,10 +7,11 @@ from __future__ import annotations
 import sys
 import time
 import types
-from typing import Any, Dict, List
+from typing import Any, List
 
 import pytest
 import responses
+from helpers import lookup, lookup_call
 
 from lattice import (
     AbortController,
@@ -19,28 +20,12 @@ from lattice import (
     AuthenticationError,
     RateLimitError,
     RequestTimeoutError,
-    tool,
 )
 from lattice.models.base import ModelRequest
 from lattice.testing import MockMessagesServer, assert_well_formed
 
 MODEL = "claude-sonnet-4-5@20250929"
 TOKEN = "ya29.mock-access-token-0123456789"
-
-
-@tool
-def lookup(key: str) -> str:
-    """Look a key up.
-
-    Args:
-        key: What to look up.
-    """
-    return f"value of {key}"
-
-
-def tool_call(body: Dict[str, Any]) -> Dict[str, Any]:
-    return {"content": [{"type": "tool_use", "id": f"toolu_{len(body['messages'])}",
-                         "name": "lookup", "input": {"key": "k"}}]}
 
 
 def client(server: MockMessagesServer, **options: Any) -> AnthropicVertexClient:
@@ -57,7 +42,7 @@ def request() -> ModelRequest:
 
 @pytest.mark.parametrize("stream", [True, False])
 def test_a_tool_loop(stream: bool) -> None:
-    with MockMessagesServer([tool_call, "done"], vertex_token=TOKEN) as server:
+    with MockMessagesServer([lookup_call, "done"], vertex_token=TOKEN) as server:
         agent = Agent(model=MODEL, model_client=client(server, stream=stream), tools=[lookup],
                       include_partial_messages=True)
         messages = list(agent.query("go"))
