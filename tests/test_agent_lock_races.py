@@ -154,10 +154,10 @@ def test_the_session_stays_held_until_a_write_in_flight_at_the_end_lands(tmp_pat
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_late_write_is_accounted_for_before_the_session_is_given_back(tmp_path, kind):
     """The write in flight at the end lands, then the session is given back, and the same
-    Agent's next query takes it at once: that query must know the store holds a message
-    its memory does not (the history is diverged), before it writes anything."""
+    Agent's next query, which waited for that write, takes it at once: that query must know
+    the store holds a message its memory does not (the history is diverged), before it
+    writes anything."""
     entered, go = threading.Event(), threading.Event()
-    waiting, next_started = threading.Event(), threading.Event()
 
     class Store(store_class(kind)):
         def append(self, message):
@@ -166,43 +166,26 @@ def test_a_late_write_is_accounted_for_before_the_session_is_given_back(tmp_path
                 assert go.wait(20)
             super().append(message)
 
-        def lock(self, *, wait_s=0.0):
-            inner = super().lock(wait_s=wait_s)
-            outer = self
-
-            class Held:
-                def __enter__(self):
-                    if outer.entered_once:  # the next query waits for the session
-                        waiting.set()
-                    outer.entered_once = True
-                    inner.__enter__()
-                    return self
-
-                def __exit__(self, *exc_info):
-                    inner.__exit__(*exc_info)
-                    if not outer.released_once:  # the first query's end: let the next run
-                        outer.released_once = True
-                        next_started.wait(2)
-
-            return Held()
-
     store = make(kind, tmp_path, Store)
-    store.entered_once = store.released_once = False
     seen = []
 
     def model(request):
         seen.append((contents(request.messages), contents(make(kind, tmp_path).load())))
-        if len(seen) == 1:
-            return "slow reply"
-        next_started.set()
-        return "next reply"
+        return "slow reply" if len(seen) == 1 else "next reply"
 
     a = Agent(model="m", model_client=FunctionModelClient(model), history_store=store,
               session_lock_wait_s=20)
     controller = AbortController()
     threading.Thread(target=lambda: entered.wait(20) and controller.abort()).start()
-    threading.Thread(target=lambda: waiting.wait(20) and go.set()).start()
     assert a.prompt("one", signal=controller.signal).subtype == "error_abort"
+
+    def land_once_the_next_query_started():
+        deadline = time.monotonic() + 20
+        while a._conversation.run is None and time.monotonic() < deadline:
+            time.sleep(0.005)
+        go.set()
+
+    threading.Thread(target=land_once_the_next_query_started).start()
     assert a.prompt("next").result == "next reply"
     sent, stored = seen[1]
     assert sent == stored == ["one", "next"]  # the late "slow reply" was taken back out

@@ -122,9 +122,9 @@ def zygote(kind, where, session, log_path):
     import lattice  # noqa: F401 - imported once here, so attempts start fast
     import lattice.stores.sqlite_lease as lease
 
-    # A killed attempt's SQLite lease blocks the next one until it expires: 1 s, not 5 s.
+    # A killed attempt's SQLite lease blocks the next one until it expires: 0.15 s, not 5 s.
     # (Attempts never overlap, so a late renewal never loses a lease here.)
-    lease.TTL_S, lease.RENEW_S = 1.0, 0.1
+    lease.TTL_S, lease.RENEW_S = 0.15, 0.03
 
     if kind.startswith("postgres-"):
         __import__(kind.split("-", 1)[1])
