@@ -152,6 +152,16 @@ def totals(messages: List[Dict[str, Any]], index: int) -> Tuple[int, Usage]:
     return turns, usage
 
 
+def run_totals(record: Record, messages: List[Dict[str, Any]]) -> Tuple[int, Usage]:
+    """A run's replies and usage so far: those stored after its prompt, and those a
+    compaction summarised away (kept in the record)."""
+    index = record.get("index")
+    turns, usage = totals(messages, index if isinstance(index, int) and index >= 0
+                          else len(messages))
+    return (turns + int(record.get("compacted_turns") or 0),
+            usage + Usage.from_dict(record.get("compacted_usage")))
+
+
 def running_runs(history: Any) -> List[Record]:
     """The session's runs left ``running`` (none for a store that does not record runs),
     read under the store-failure policy of ``history`` (a ``History``)."""
@@ -163,8 +173,7 @@ def running_runs(history: Any) -> List[Record]:
 def superseded(record: Record, messages: List[Dict[str, Any]]) -> Record:
     """``record`` ended ``interrupted``, because another query took the conversation over
     (SPEC 21a): what a later call with its id replays."""
-    index = record.get("index")
-    turns, usage = totals(messages, index if isinstance(index, int) else len(messages))
+    turns, usage = run_totals(record, messages)
     return ended_record(record, ResultMessage("interrupted", usage=usage, num_turns=turns))
 
 
@@ -205,6 +214,25 @@ class Journal:
 
     def attempt(self, call_id: str) -> int:
         return self._next.get(call_id, 1)
+
+    def compacted(self, before: List[Dict[str, Any]], cut: int,
+                  after: List[Dict[str, Any]], summary: Usage) -> None:
+        """Compaction is about to replace ``before`` with ``after`` (its first ``cut``
+        messages summarised): the record, saved first, says where the run's prompt now is
+        (0: summarised too), and keeps what ``totals`` can no longer read from the
+        history: the replies summarised away, and the summary call's usage."""
+        record = self.record
+        index = record.get("index")
+        if not isinstance(index, int) or index < 0:
+            return
+        turns, usage = totals(before[:cut], index)
+        with self._mutex:
+            record["index"] = len(after) - (len(before) - index) if index >= cut else 0
+            record["compacted_turns"] = int(record.get("compacted_turns") or 0) + turns
+            record["compacted_usage"] = (Usage.from_dict(record.get("compacted_usage"))
+                                         + usage + summary).to_dict()
+            record["updated_at"] = time.time()
+            self._save(record)
 
     def ride(self, call_id: str) -> Record:
         """The record with ``call_id`` started, to be written with its reply."""
@@ -327,7 +355,7 @@ class Keeper:
         if len(raw) <= index:  # stopped before its prompt was stored
             self.history.append({"role": "user", "content": self.prompt})
             return None
-        self.turns, self.usage = totals(raw, index)
+        self.turns, self.usage = run_totals(record, raw)
         tail = raw[-1]
         uses = tool_uses_of(tail.get("content")) if tail.get("role") == "assistant" else []
         if tail.get("role") != "assistant":

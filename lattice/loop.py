@@ -69,7 +69,8 @@ class Loop:
         self.journal = journal  # a durable run's call journal (durable.Journal)
         self.model = ModelCaller(run, settings, history, observers, query_token)
         self.output = OutputContract.of(settings)
-        self.compactor = Compactor.of(settings.auto_compact, history, run, self.model)
+        self.compactor = Compactor.of(settings.auto_compact, history, run, self.model,
+                                      journal.compacted if journal is not None else None)
         self.gate = approval.Gate(settings)
         self.hooks = Hooks(settings.before_tool_call, settings.after_tool_call)
         self.watch = partial(observers.watch_tool, query_token) if observers else None

@@ -93,3 +93,57 @@ def test_a_crash_after_the_reply_was_written_settles_the_ridden_call_by_the_rule
         assert answered["content"] == UNCERTAIN and world.effects == []
     else:
         assert world.effects == [("lookup", "t1", "r", 2)]
+
+
+# -- compaction inside a durable run ---------------------------------------------------------
+
+def test_a_run_compacted_then_crashed_resumes_with_its_prompt_once_and_whole_totals():
+    """Compaction rewrites the history mid-run: the record says where the prompt is now
+    (summarised: 0) and keeps the replies and usage it summarised away, so a resume neither
+    stores the prompt again (the compacted history is shorter than the prompt's old index)
+    nor forgets turns."""
+    from lattice import Agent, AutoCompact
+    from lattice.testing import FunctionModelClient
+
+    store = MemoryHistoryStore()
+    for n in range(3):  # an earlier conversation: the run's prompt goes in at index 6
+        store.append({"role": "user", "content": f"old question {n}"})
+        store.append({"role": "assistant", "content": f"old answer {n}"})
+    calls = []
+
+    def tool_turn(tokens):
+        return {"content": [use(f"l{len(calls)}", "lookup", key="k")],
+                "usage": {"input_tokens": tokens, "output_tokens": 1}}
+
+    def model(request):
+        if not request.tools:  # the summary request
+            return {"content": [{"type": "text", "text": "SUMMARY"}],
+                    "usage": {"input_tokens": 7, "output_tokens": 7}}
+        calls.append(request)
+        n = len(calls)
+        if n == 4:
+            raise RuntimeError("the process dies here")
+        if n == 5:
+            return {"content": [{"type": "text", "text": "done"}],
+                    "usage": {"input_tokens": 10, "output_tokens": 1}}
+        return tool_turn(1000 if n == 2 else 10)  # the second reply's size compacts
+
+    world = World()
+
+    def agent():
+        return Agent(model="m", model_client=FunctionModelClient(model), tools=world.tools,
+                     history_store=store, auto_compact=AutoCompact(threshold_tokens=500,
+                                                                   keep_recent_messages=2))
+
+    with pytest.raises(RuntimeError):
+        agent().prompt("go", run_id="r")
+    record = store.load_run("r")
+    assert record["state"] == "running" and record["index"] == 0
+    assert record["compacted_turns"] == 1  # the first reply was summarised away
+    assert record["compacted_usage"]["input_tokens"] == 10 + 7
+    result = agent().prompt("go", run_id="r")
+    assert result.subtype == "success" and result.result == "done"
+    assert not any(m["content"] == "go" for m in store.messages)  # in the summary only
+    assert result.num_turns == 4  # three tool turns and the answer, across both attempts
+    assert result.usage.input_tokens == 10 + 1000 + 10 + 10 + 7
+    assert len(world.effects) == 3
