@@ -4,15 +4,13 @@ recovery, abort and timeout mid-stream."""
 
 from __future__ import annotations
 
-import time
 from typing import Any, Dict, List
 
 import pytest
-from helpers import lookup, lookup_call
+from helpers import assert_abort_mid_stream, assert_timeout_mid_stream, lookup, lookup_call
 
 import lattice.models.bedrock as bedrock_module
 from lattice import (
-    AbortController,
     Agent,
     AnthropicBedrockClient,
     APIConnectionError,
@@ -201,26 +199,12 @@ def test_a_cut_stream_is_a_connection_error() -> None:
 
 def test_abort_mid_stream() -> None:
     with MockMessagesServer([MockMessagesServer.hang(after_events=3)]) as server:
-        agent = Agent(model=MODEL, model_client=client(server), include_partial_messages=True)
-        controller = AbortController()
-        t0 = time.monotonic()
-        seen = []
-        for message in agent.query("x", signal=controller.signal):
-            seen.append(message)
-            if message.type == "stream_event":
-                controller.abort()  # events arrived: the stream is open and hanging
-        assert any(m.type == "stream_event" for m in seen)
-        assert seen[-1].subtype == "error_abort" and time.monotonic() - t0 < 5
-        assert [m["role"] for m in agent.get_history()] == ["user"]
+        assert_abort_mid_stream(client(server), MODEL)
 
 
 def test_timeout_mid_stream() -> None:
     with MockMessagesServer([MockMessagesServer.hang(after_events=3)]) as server:
-        agent = Agent(model=MODEL, model_client=client(server), request_timeout_ms=300)
-        t0 = time.monotonic()
-        result = agent.prompt("x")
-        assert result.subtype == "error_timeout" and time.monotonic() - t0 < 5
-        assert [m["role"] for m in agent.get_history()] == ["user"]
+        assert_timeout_mid_stream(client(server), MODEL)
 
 
 @pytest.mark.parametrize("stream", [True, False])

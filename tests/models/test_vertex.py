@@ -11,10 +11,9 @@ from typing import Any, List
 
 import pytest
 import responses
-from helpers import lookup, lookup_call
+from helpers import assert_abort_mid_stream, assert_timeout_mid_stream, lookup, lookup_call
 
 from lattice import (
-    AbortController,
     Agent,
     AnthropicVertexClient,
     AuthenticationError,
@@ -160,19 +159,9 @@ def test_without_any_way_to_a_token_the_error_says_what_to_install(
 
 def test_abort_and_timeout_mid_stream() -> None:
     with MockMessagesServer([MockMessagesServer.hang(after_events=3)]) as server:
-        agent = Agent(model=MODEL, model_client=client(server), include_partial_messages=True)
-        controller = AbortController()
-        t0 = time.monotonic()
-        seen = []
-        for message in agent.query("x", signal=controller.signal):
-            seen.append(message)
-            if message.type == "stream_event":
-                controller.abort()
-        assert seen[-1].subtype == "error_abort" and time.monotonic() - t0 < 5
+        assert_abort_mid_stream(client(server), MODEL)
     with MockMessagesServer([MockMessagesServer.hang(after_events=3)]) as server:
-        agent = Agent(model=MODEL, model_client=client(server), request_timeout_ms=300)
-        t0 = time.monotonic()
-        assert agent.prompt("x").subtype == "error_timeout" and time.monotonic() - t0 < 5
+        assert_timeout_mid_stream(client(server), MODEL)
 
 
 def test_the_retry_after_a_401_keeps_the_requests_deadline() -> None:
