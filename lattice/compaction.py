@@ -246,7 +246,7 @@ class Compactor:
         self.model = model
         self.recovered = False  # overflow recovery happens once per query
         # Told (old history, cut, new history, the summary's usage) before the store is
-        # rewritten: a durable run's record follows (durable.Journal.compacted).
+        # rewritten: a durable run's record follows (run_record.Journal.compacted).
         self.before_replace = before_replace
 
     @classmethod

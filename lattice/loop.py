@@ -24,7 +24,6 @@ from typing import Any, Dict, List, Optional
 from . import approval
 from .calls import Hooks, ToolCall, not_run, resolve_calls, run_batch
 from .compaction import Compactor
-from .durable import Journal
 from .endings import Ending
 from .errors import BudgetExceededError, MaxTurnsExceededError, PromptTooLongError
 from .history import History
@@ -33,6 +32,7 @@ from .model_call import ModelCaller
 from .observe import ObserverGroup
 from .output import OutputContract, Verdict
 from .race import QueryRun, Stopped
+from .run_record import Journal
 from .settings import QuerySettings
 from .usage import Usage
 
@@ -66,7 +66,7 @@ class Loop:
         # approvals, or a durable run resumed: {"reply": ..., "decisions": ..., "prompt": ...}
         # or {"reply": ..., "final": True} (a stored last reply ends the run) or {"ending": ...}
         self.resume = resume
-        self.journal = journal  # a durable run's call journal (durable.Journal)
+        self.journal = journal  # a durable run's call journal (run_record.Journal)
         self.model = ModelCaller(run, settings, history, observers, query_token)
         self.output = OutputContract.of(settings)
         self.compactor = Compactor.of(settings.auto_compact, history, run, self.model,
