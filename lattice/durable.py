@@ -155,7 +155,7 @@ class Keeper:
         assert self.run_id is not None
         history = self.history
         self.record = new_record(self.run_id, self.prompt, len(history.messages))
-        self.journal = Journal(self.record, self._save)
+        self.journal = Journal(self.record, self._save, self._writing)
         if callable(getattr(history.store, "append_and_save_run", None)):
             history.save("append_and_save_run", message, self.record)
             history.keep(message)
@@ -177,7 +177,7 @@ class Keeper:
         record["refused"] = refused
         self.record = record
         self._save(record)
-        self.journal = Journal(record, self._save)
+        self.journal = Journal(record, self._save, self._writing)
         return dict(approvals, **self._settled(calls, set(approvals)))
 
     def resume(self, settings: Any, owner: Any) -> Optional[Dict[str, Any]]:
@@ -185,7 +185,7 @@ class Keeper:
         there, then the last stored reply settled (None: the next step is a request)."""
         record = self.record
         assert record is not None
-        self.journal = Journal(record, self._save)
+        self.journal = Journal(record, self._save, self._writing)
         raw = self._raw()
         index = record.get("index")
         index = index if isinstance(index, int) and index >= 0 else len(raw)
@@ -246,3 +246,6 @@ class Keeper:
 
     def _save(self, record: Record) -> None:
         self.history.save("save_run", record)
+
+    def _writing(self) -> bool:
+        return self.history.store is not None  # (None: a lenient store was left behind)

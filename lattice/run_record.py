@@ -176,10 +176,12 @@ class Journal:
     crash between the two is answered "unknown" (never run twice), like one in the call.
     """
 
-    def __init__(self, record: Record, save: Callable[[Record], Any]) -> None:
+    def __init__(self, record: Record, save: Callable[[Record], Any],
+                 writing: Callable[[], bool] = lambda: True) -> None:
         self.record = record
         self.run_id: str = record["run_id"]
         self._save = save
+        self._writing = writing  # False once a lenient store failed: nothing is stored
         self._next: Dict[str, int] = {}  # attempts decided by settle (a call run again)
         self._mutex = threading.Lock()  # a parallel batch journals from several threads
         self._rode: Set[str] = set()  # started with their reply's write (``ride``)
@@ -224,11 +226,14 @@ class Journal:
             self._rode.add(call_id)
             return self.record
 
-    def start(self, call_id: str) -> None:
+    def start(self, call_id: str) -> bool:
+        """Record that ``call_id`` starts; False if that could not be stored (a lenient
+        store failed, now or earlier in the query): after a crash it would look unstarted."""
         with self._mutex:
             if call_id in self._rode:  # already in the store, with its reply
                 self._rode.discard(call_id)
-                return
+                return self._writing()
             self.started[call_id] = self.attempt(call_id)
             self.record["updated_at"] = time.time()
             self._save(self.record)
+            return self._writing()

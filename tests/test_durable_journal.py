@@ -245,3 +245,39 @@ def test_an_approval_run_stopped_after_its_results_stores_its_prompt_once():
     assert [m["content"] for m in store.messages].count(then) == 1
     assert store.messages[-2]["content"] == then and paid == ["p1"]
     assert_well_formed(store.messages)
+
+
+# -- a lenient store that fails: no call runs unjournaled --------------------------------------
+
+class FailsFromTheFirstReply(MemoryHistoryStore):
+    """``fail_on_error`` off; every write fails once the first reply comes."""
+
+    down = False
+
+    def append(self, message):
+        if message["role"] == "assistant":
+            self.down = True
+        if self.down:
+            raise OSError("the database is down")
+        super().append(message)
+
+    def save_run(self, record):
+        if self.down:
+            raise OSError("the database is down")
+        super().save_run(record)
+
+
+def test_a_call_whose_start_cannot_be_journaled_runs_only_if_idempotent(caplog):
+    from lattice.calls import NOT_RUN
+
+    store = FailsFromTheFirstReply()
+    world = World([reply(use("c1"), use("l1", "lookup", key="k"))])
+    result = world.agent(store).prompt("go", run_id="r")
+    assert result.subtype == "success"  # the query goes on, in memory (SPEC 10a)
+    assert [e[0] for e in world.effects] == ["lookup"]  # charge did not run unrecorded
+    history = world.requests[-1].messages
+    answered = {b["tool_use_id"]: b["content"] for m in history
+                if isinstance(m["content"], list) for b in m["content"]
+                if b.get("type") == "tool_result"}
+    assert answered["c1"] == NOT_RUN["unjournaled"] and answered["l1"] == "value k"
+    assert "history store" in caplog.text
