@@ -113,14 +113,18 @@ def refusals(calls: List[ToolCall], decisions: Mapping[str, Any]) -> Dict[str, O
         decision = decisions.get(call.id, True)
         if decision is True or call.problem is not None:
             continue
-        if isinstance(decision, ToolResult):
-            content, is_error, end_turn = result_content(decision)
-            out[call.id] = tool_result(call.id, content, is_error=is_error), end_turn
-        elif isinstance(decision, str):
-            out[call.id] = tool_result(call.id, decision, is_error=True), False
-        else:
-            out[call.id] = not_run(call.id, "denied"), False
+        out[call.id] = refusal(call.id, decision)
     return out
+
+
+def refusal(call_id: str, decision: Any) -> Outcome:
+    """The result of call ``call_id`` refused by ``decision`` (not ``True``)."""
+    if isinstance(decision, ToolResult):
+        content, is_error, end_turn = result_content(decision)
+        return tool_result(call_id, content, is_error=is_error), end_turn
+    if isinstance(decision, str):
+        return tool_result(call_id, decision, is_error=True), False
+    return not_run(call_id, "denied"), False
 
 
 def moved_on(tail: Message) -> Message:

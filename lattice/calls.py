@@ -47,6 +47,9 @@ NOT_RUN: Dict[str, str] = {
     # a durable run's call the journal says started, of a tool that is not idempotent
     "uncertain": "The run stopped while this call was running, so whether it took effect is "
                  "unknown. Check before calling it again.",
+    # a durable run's call whose start the history store failed to record (fail_on_error off)
+    "unjournaled": "Not run: the history store could not record that this call started, so "
+                   "after a crash it could run twice. Try it again later.",
 }
 
 
@@ -218,17 +221,21 @@ def _run_coroutine(coroutine: Any, signal: AbortSignal) -> Any:
 
 def run_batch(calls: List[ToolCall], hooks: Hooks, answered: Dict[str, Outcome], *,
               parallel: bool, record: Callable[[str, Dict[str, Any]], None],
-              started: Callable[[str], None], stop: Callable[[], bool],
+              started: Callable[[str], Optional[Outcome]], stop: Callable[[], bool],
               wrap: Optional[Callable[[ToolCall, Callable[[], Outcome]], Outcome]] = None,
               ) -> Optional[List[Outcome]]:
     """Run a batch; results in call order. ``answered`` holds the results of calls that
     must not run (refused by a person: ``approval.refusals``). ``record`` keeps each result
     as it completes, ``started`` notes a handler about to run, ``stop()`` is asked before
     each sequential call; when it says stop, returns None (the caller repairs from what was
-    recorded). ``wrap`` surrounds each call (tracing)."""
+    recorded). ``wrap`` surrounds each call (tracing). ``started`` may answer a call
+    instead of letting it run."""
 
     def one(call: ToolCall) -> Outcome:
-        started(call.id)
+        instead = started(call.id)
+        if instead is not None:  # it must not run (its start could not be journaled)
+            record(call.id, instead[0])
+            return instead
         if wrap is None:
             done = answered.get(call.id) or run_call(call, hooks)
         else:

@@ -218,12 +218,7 @@ def _main(parser: argparse.ArgumentParser, argv: Optional[List[str]]) -> int:
         CLOUD_MODELS.get(args.provider)) or (
         DEFAULT_OPENAI_MODEL if args.provider != "anthropic" else DEFAULT_MODEL)
     chat = args.words == ["chat"]
-    if args.words == ["-"]:
-        prompt = sys.stdin.read().strip()
-        if not prompt:
-            parser.error("'-' reads the prompt from stdin, and stdin held no text")
-    else:
-        prompt = " ".join(args.words).strip()
+    prompt = _prompt(parser, args.words)
     if not chat and not prompt:
         parser.error("give a prompt (lattice \"...\"), 'chat', or '-' to read stdin")
     delay = 0.0
@@ -240,25 +235,9 @@ def _main(parser: argparse.ArgumentParser, argv: Optional[List[str]]) -> int:
     if problem is not None:
         sys.stderr.write(f"lattice: --session {args.session}: {problem}\n")
         return EXIT_USAGE
-    if args.provider == "openai":
-        # A local server (--base-url, $OPENAI_BASE_URL) needs no key; api.openai.com does.
-        keyless = args.base_url or os.environ.get("OPENAI_BASE_URL")
-        if not args.mock and not keyless and not os.environ.get("OPENAI_API_KEY"):
-            sys.stderr.write(NO_OPENAI_KEY)
-            return EXIT_USAGE
-    elif args.provider in CLOUD_PROVIDERS:
-        missing = None if args.mock else missing_cloud_credentials(args.provider)
-        if missing is not None:
-            sys.stderr.write(missing)
-            return EXIT_USAGE
-    elif args.provider in OPENAI_PROVIDERS:
-        missing = None if args.mock else missing_credentials(args.provider, args.base_url)
-        if missing is not None:
-            sys.stderr.write(missing)
-            return EXIT_USAGE
-    elif not args.mock and not (os.environ.get("ANTHROPIC_API_KEY")
-                                or os.environ.get("ANTHROPIC_AUTH_TOKEN")):
-        sys.stderr.write(NO_KEY)
+    missing = None if args.mock else _missing_credentials(args)
+    if missing is not None:
+        sys.stderr.write(missing)
         return EXIT_USAGE
 
     with contextlib.ExitStack() as stack:
@@ -286,6 +265,31 @@ def _main(parser: argparse.ArgumentParser, argv: Optional[List[str]]) -> int:
         if resumed:
             banner += f"(resumed {resumed} messages from {args.session})\n"
         return run_chat(session, banner=banner)
+
+
+def _prompt(parser: argparse.ArgumentParser, words: List[str]) -> str:
+    """The prompt: the words, or stdin for ``-``."""
+    if words != ["-"]:
+        return " ".join(words).strip()
+    prompt = sys.stdin.read().strip()
+    if not prompt:
+        parser.error("'-' reads the prompt from stdin, and stdin held no text")
+    return prompt
+
+
+def _missing_credentials(args: argparse.Namespace) -> Optional[str]:
+    """What to say when the provider's credentials are missing (None: they are there)."""
+    if args.provider == "openai":
+        # A local server (--base-url, $OPENAI_BASE_URL) needs no key; api.openai.com does.
+        keyless = args.base_url or os.environ.get("OPENAI_BASE_URL")
+        return None if keyless or os.environ.get("OPENAI_API_KEY") else NO_OPENAI_KEY
+    if args.provider in CLOUD_PROVIDERS:
+        return missing_cloud_credentials(args.provider)
+    if args.provider in OPENAI_PROVIDERS:
+        return missing_credentials(args.provider, args.base_url)
+    if os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN"):
+        return None
+    return NO_KEY
 
 
 def _session_problem(path: str) -> Optional[str]:

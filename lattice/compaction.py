@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, fields
 from functools import partial
-from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 __all__ = [
     "DEFAULT_COMPACTION_PROMPT",
@@ -224,6 +224,9 @@ def rebuild(summary: str, kept: Sequence[Message]) -> List[Message]:
 # --- the side effects, for one query -------------------------------------------------
 
 
+BeforeReplace = Callable[[List[Message], int, List[Message], Usage], None]
+
+
 class Compactor:
     """Compaction and overflow recovery for one query.
 
@@ -233,22 +236,27 @@ class Compactor:
     ``SystemMessage("compaction")``.
     """
 
-    __slots__ = ("policy", "history", "run", "model", "recovered")
+    __slots__ = ("policy", "history", "run", "model", "recovered", "before_replace")
 
     def __init__(self, policy: Optional[AutoCompact], history: History, run: QueryRun,
-                 model: ModelCaller) -> None:
+                 model: ModelCaller, before_replace: Optional[BeforeReplace] = None) -> None:
         self.policy = policy
         self.history = history
         self.run = run
         self.model = model
         self.recovered = False  # overflow recovery happens once per query
+        # Told (old history, cut, new history, the summary's usage) before the store is
+        # rewritten: a durable run's record follows (run_record.Journal.compacted).
+        self.before_replace = before_replace
 
     @classmethod
     def of(cls, policy: Optional[AutoCompact], history: History, run: QueryRun,
-           model: ModelCaller) -> Compactor:
+           model: ModelCaller, before_replace: Optional[BeforeReplace] = None) -> Compactor:
         """The query's compactor; without a policy, one that never compacts (shared: it
         has no state)."""
-        return cls(policy, history, run, model) if policy is not None else _NEVER
+        if policy is None:
+            return _NEVER
+        return cls(policy, history, run, model, before_replace)
 
     def between_turns(self) -> bool:
         """Compact if the last reply's prompt size passed the threshold; True if it did.
@@ -301,6 +309,8 @@ class Compactor:
         def diverged() -> None:  # stored, but the query ended first: resynced next time
             history.diverged = True
 
+        if self.before_replace is not None:
+            self.before_replace(messages, cut, rebuilt, model.last_usage)
         item = SystemMessage("compaction", cut, model.last_usage)
         self.run.commit(partial(history.save, "replace", rebuilt), keep,
                         item if self.run.lockstep else None, late=diverged)

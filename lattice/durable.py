@@ -1,7 +1,7 @@
 """Durable runs (SPEC 17): a query given a ``run_id`` runs at most once to its end, however
 often it is called, in whatever processes.
 
-The store is the checkpoint. Beside the messages it keeps a run record (``stores/runs.py``):
+The store is the checkpoint. Beside the messages it keeps a run record (``run_record.py``):
 what was asked, where it entered the history, whether it ended and how, and the call
 journal (``started_calls``: which tool calls started, at which attempt). A new call with a
 run id is then one of three things, decided by ``plan``: a new run, the replay of an ended
@@ -12,30 +12,35 @@ each open call).
 
 from __future__ import annotations
 
-import json
-import threading
-import time
-from typing import Any, Callable, Dict, List, NamedTuple, Optional, Set, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional
 
-from . import errors
 from .approval import pending_calls
-from .calls import NOT_RUN, not_run, resolve_calls, settle
+from .calls import NOT_RUN, resolve_calls, settle
 from .cancellation import AbortSignal
-from .endings import KINDS, Ending
+from .endings import Ending
 from .messages import ResultMessage, tool_uses_of
+from .run_record import (
+    Journal,
+    Record,
+    approval_run_id,
+    as_stored,
+    decided_refusal,
+    ended_record,
+    new_record,
+    replay,
+    run_totals,
+    stored_refusal,
+    superseded,
+    superseded_answers,
+)
 from .stores.base import describe_store
 from .stores.runs import records_runs
 from .usage import Usage
 
-__all__ = ["check_run_id", "as_stored", "Plan", "plan", "new_record", "ended_record",
-           "replay", "totals", "Journal", "approval_run_id", "running_runs", "superseded",
-           "SUPERSEDED_WHY"]
-
-SUPERSEDED_WHY = "another query of this conversation started after the run stopped"
+__all__ = ["check_run_id", "Plan", "plan", "running_runs", "Keeper", "replay",
+           "approval_run_id"]
 
 MAX_RUN_ID = 200
-Record = Dict[str, Any]
-
 
 def check_run_id(run_id: Any) -> Optional[str]:
     """``run_id`` if valid (None stays None), else ``ValueError`` naming it."""
@@ -46,11 +51,6 @@ def check_run_id(run_id: Any) -> Optional[str]:
         raise ValueError(f"run_id must be a non-empty str of at most {MAX_RUN_ID} printable "
                          f"ASCII characters (0x20-0x7E), got {run_id!r}")
     return run_id
-
-
-def as_stored(value: Any) -> Any:
-    """``value`` as a store gives it back (a JSON round trip): what prompts are compared as."""
-    return json.loads(json.dumps(value))
 
 
 class Plan(NamedTuple):
@@ -80,148 +80,12 @@ def plan(history: Any, run_id: str, prompt: Any) -> Plan:
     return Plan("replay" if record.get("state") == "ended" else "resume", record)
 
 
-def new_record(run_id: str, prompt: Any, index: int) -> Record:
-    """The record of a run about to start: its prompt goes at ``index`` of the history."""
-    now = time.time()
-    return {"run_id": run_id, "state": "running", "prompt": as_stored(prompt),
-            "index": index, "started_at": now, "updated_at": now, "started_calls": {}}
-
-
-def ended_record(record: Record, result: ResultMessage) -> Record:
-    """``record`` once its run ended with ``result`` (kept in ``to_dict`` form, with what a
-    replay needs besides: the error's class and message, the pending call ids)."""
-    ended = dict(record, state="ended", result=result.to_dict())
-    error = result.error
-    ended["result"]["error_type"] = type(error).__name__ if error is not None else None
-    ended["result"]["error_message"] = str(error) if error is not None else None
-    ended["result"]["pending_approval_ids"] = [c.id for c in result.pending_approvals]
-    return ended
-
-
-def replay(record: Record, output: Any, pending: Callable[[List[str]], List[Any]]
-           ) -> ResultMessage:
-    """The recorded ``ResultMessage`` again, ``replayed=True``. ``output`` is the query's
-    ``OutputSchema`` (None without one): the structured result is rebuilt through it;
-    ``pending(ids)`` gives the ``ToolCall``s of recorded pending approvals."""
-    data = record.get("result") or {}
-    structured = data.get("structured_result")
-    parse = getattr(output, "parse", None)
-    if structured is not None and callable(parse):
-        try:
-            structured = parse(structured)
-        except Exception:  # noqa: BLE001 - the schema changed since: give the JSON back
-            pass
-    subtype = data.get("subtype")
-    result = ResultMessage(
-        subtype if subtype in KINDS else "success",
-        is_error=bool(data.get("is_error")),
-        result=data.get("result"), structured_result=structured,
-        usage=Usage.from_dict(data.get("usage")), stop_reason=data.get("stop_reason"),
-        num_turns=int(data.get("num_turns") or 0), duration_ms=int(data.get("duration_ms") or 0),
-        error=_error(data))
-    ids = data.get("pending_approval_ids")
-    if isinstance(ids, list) and ids:
-        result.pending_approvals = pending([i for i in ids if isinstance(i, str)])
-    result.run_id = record.get("run_id")
-    result.replayed = True
-    return result
-
-
-def _error(data: Dict[str, Any]) -> Optional[BaseException]:
-    name, message = data.get("error_type"), data.get("error_message")
-    if not isinstance(name, str):
-        return None
-    cls = getattr(errors, name, None)
-    text = message if isinstance(message, str) else ""
-    if isinstance(cls, type) and issubclass(cls, errors.LatticeError):
-        try:
-            return cls(text)
-        except Exception:  # noqa: BLE001 - a class wanting other arguments
-            pass
-    return errors.LatticeError(f"{name}: {text}" if text else name)
-
-
-def totals(messages: List[Dict[str, Any]], index: int) -> Tuple[int, Usage]:
-    """The model replies stored for a run whose prompt is at ``index``: how many, and their
-    usage (each stored assistant message keeps its own)."""
-    turns, usage = 0, Usage()
-    for message in messages[index + 1:]:
-        if message.get("role") == "assistant":
-            turns += 1
-            usage += Usage.from_dict(message.get("usage"))
-    return turns, usage
-
-
 def running_runs(history: Any) -> List[Record]:
     """The session's runs left ``running`` (none for a store that does not record runs),
     read under the store-failure policy of ``history`` (a ``History``)."""
     if not records_runs(history.home):
         return []
     return list(history.peek("list_runs", "running") or [])
-
-
-def superseded(record: Record, messages: List[Dict[str, Any]]) -> Record:
-    """``record`` ended ``interrupted``, because another query took the conversation over
-    (SPEC 21a): what a later call with its id replays."""
-    index = record.get("index")
-    turns, usage = totals(messages, index if isinstance(index, int) else len(messages))
-    return ended_record(record, ResultMessage("interrupted", usage=usage, num_turns=turns))
-
-
-def approval_run_id(tail: Dict[str, Any]) -> str:
-    """The run record approvals use when resumed without a run id: one per paused reply."""
-    uses = tool_uses_of(tail.get("content"))
-    first = uses[0].get("id") if uses else ""
-    return f"approval:{first}"
-
-
-class Journal:
-    """The call journal of one run: ``start(call_id)`` records, before a handler runs, that
-    the call started (at its attempt) and saves the record through ``save``.
-
-    ``ride(call_id)`` records it earlier, in the record the caller writes together with the
-    reply that asks for the call (a store with ``append_and_save_run``: one round trip fewer
-    per call); ``start`` then writes nothing. Only for a call whose batch starts at once: a
-    crash between the two is answered "unknown" (never run twice), like one in the call.
-    """
-
-    def __init__(self, record: Record, save: Callable[[Record], Any]) -> None:
-        self.record = record
-        self.run_id: str = record["run_id"]
-        self._save = save
-        self._next: Dict[str, int] = {}  # attempts decided by settle (a call run again)
-        self._mutex = threading.Lock()  # a parallel batch journals from several threads
-        self._rode: Set[str] = set()  # started with their reply's write (``ride``)
-
-    @property
-    def started(self) -> Dict[str, int]:
-        calls = self.record.setdefault("started_calls", {})
-        assert isinstance(calls, dict)
-        return calls
-
-    def again(self, call_id: str, attempt: int) -> None:
-        """The call runs again as ``attempt`` (an idempotent call a crash left started)."""
-        self._next[call_id] = attempt
-
-    def attempt(self, call_id: str) -> int:
-        return self._next.get(call_id, 1)
-
-    def ride(self, call_id: str) -> Record:
-        """The record with ``call_id`` started, to be written with its reply."""
-        with self._mutex:
-            self.started[call_id] = self.attempt(call_id)
-            self.record["updated_at"] = time.time()
-            self._rode.add(call_id)
-            return self.record
-
-    def start(self, call_id: str) -> None:
-        with self._mutex:
-            if call_id in self._rode:  # already in the store, with its reply
-                self._rode.discard(call_id)
-                return
-            self.started[call_id] = self.attempt(call_id)
-            self.record["updated_at"] = time.time()
-            self._save(self.record)
 
 
 class Keeper:
@@ -274,9 +138,7 @@ class Keeper:
                 ] if tail is not None and tail.get("role") == "assistant" else []
         waiting = tail is not None and tail.get("pending_approval") and not started
         if uses and not waiting:  # (a paused reply none of whose calls ran: section 12's)
-            history.append({"role": "user", "content": [
-                not_run(u["id"], "uncertain") if u["id"] in started
-                else not_run(u["id"], "ended", why=SUPERSEDED_WHY) for u in uses]})
+            history.append({"role": "user", "content": superseded_answers(record, uses)})
         history.save("save_run", superseded(record, history.messages))
 
     def _raw(self) -> List[Dict[str, Any]]:
@@ -293,7 +155,7 @@ class Keeper:
         assert self.run_id is not None
         history = self.history
         self.record = new_record(self.run_id, self.prompt, len(history.messages))
-        self.journal = Journal(self.record, self._save)
+        self.journal = Journal(self.record, self._save, self._writing)
         if callable(getattr(history.store, "append_and_save_run", None)):
             history.save("append_and_save_run", message, self.record)
             history.keep(message)
@@ -310,9 +172,12 @@ class Keeper:
         record = self.record or new_record(rid, self.prompt, len(self.history.messages))
         record["approved"] = sorted(set(record.get("approved") or []) |
                                     {k for k, v in approvals.items() if v is True})
+        refused = dict(record.get("refused") or {})
+        refused.update({k: stored_refusal(v) for k, v in approvals.items() if v is not True})
+        record["refused"] = refused
         self.record = record
         self._save(record)
-        self.journal = Journal(record, self._save)
+        self.journal = Journal(record, self._save, self._writing)
         return dict(approvals, **self._settled(calls, set(approvals)))
 
     def resume(self, settings: Any, owner: Any) -> Optional[Dict[str, Any]]:
@@ -320,14 +185,19 @@ class Keeper:
         there, then the last stored reply settled (None: the next step is a request)."""
         record = self.record
         assert record is not None
-        self.journal = Journal(record, self._save)
+        self.journal = Journal(record, self._save, self._writing)
         raw = self._raw()
         index = record.get("index")
         index = index if isinstance(index, int) and index >= 0 else len(raw)
-        if len(raw) <= index:  # stopped before its prompt was stored
+        # An approval run's batch answers the paused reply at ``index``, and the prompt
+        # given with the decisions (if any) follows the results.
+        approving = "approved" in record
+        unstored = len(raw) == index + 1 and self.prompt is not None if approving \
+            else len(raw) <= index
+        if unstored:  # stopped before its prompt was stored
             self.history.append({"role": "user", "content": self.prompt})
             return None
-        self.turns, self.usage = totals(raw, index)
+        self.turns, self.usage = run_totals(record, raw)
         tail = raw[-1]
         uses = tool_uses_of(tail.get("content")) if tail.get("role") == "assistant" else []
         if tail.get("role") != "assistant":
@@ -341,9 +211,12 @@ class Keeper:
         approved = record.get("approved")
         decisions: Dict[str, Any] = {}
         if tail.get("pending_approval") and isinstance(approved, list):
-            decisions = {c.id: False for c in calls if c.id not in approved}
+            refused = record.get("refused") or {}
+            decisions = {c.id: decided_refusal(refused.get(c.id)) for c in calls
+                         if c.id not in approved}
         decisions.update(self._settled(calls, set(decisions)))
-        return {"reply": tail, "decisions": decisions, "prompt": None}
+        return {"reply": tail, "decisions": decisions,
+                "prompt": self.prompt if approving else None}
 
     def _settled(self, calls: List[Any], decided: Any) -> Dict[str, Any]:
         """Decisions for calls the journal knows started: run again, or the unknown text."""
@@ -373,3 +246,6 @@ class Keeper:
 
     def _save(self, record: Record) -> None:
         self.history.save("save_run", record)
+
+    def _writing(self) -> bool:
+        return self.history.store is not None  # (None: a lenient store was left behind)

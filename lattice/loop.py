@@ -19,12 +19,11 @@ interrupt during a model call, the consumer closing) surfaces as ``Stopped`` fro
 from __future__ import annotations
 
 from functools import partial
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 from . import approval
-from .calls import Hooks, ToolCall, not_run, resolve_calls, run_batch
+from .calls import Hooks, Outcome, ToolCall, not_run, resolve_calls, run_batch
 from .compaction import Compactor
-from .durable import Journal
 from .endings import Ending
 from .errors import BudgetExceededError, MaxTurnsExceededError, PromptTooLongError
 from .history import History
@@ -33,17 +32,25 @@ from .model_call import ModelCaller
 from .observe import ObserverGroup
 from .output import OutputContract, Verdict
 from .race import QueryRun, Stopped
+from .run_record import Journal
 from .settings import QuerySettings
 from .usage import Usage
 
 __all__ = ["Loop"]
 
 
-def _journaled(journal: Journal, mark: Any, runs: Any, call_id: str) -> None:
-    """``run_batch``'s ``started``: note the call, and journal it if its handler runs."""
+def _journaled(journal: Journal, mark: Any, runs: Dict[str, ToolCall], call_id: str
+               ) -> Optional[Outcome]:
+    """``run_batch``'s ``started``: note the call, and journal it if its handler runs. A
+    call of a tool not declared idempotent whose start could not be stored (a lenient store
+    failed) does not run: after a crash it would run again (SPEC 17: at most once)."""
     mark(call_id)
-    if call_id in runs:
-        journal.start(call_id)
+    call = runs.get(call_id)
+    if call is None or journal.start(call_id):
+        return None
+    if call.tool is not None and call.tool.idempotent:
+        return None
+    return not_run(call_id, "unjournaled"), False
 
 CONTEXT_EXCEEDED = "model_context_window_exceeded"
 
@@ -66,10 +73,11 @@ class Loop:
         # approvals, or a durable run resumed: {"reply": ..., "decisions": ..., "prompt": ...}
         # or {"reply": ..., "final": True} (a stored last reply ends the run) or {"ending": ...}
         self.resume = resume
-        self.journal = journal  # a durable run's call journal (durable.Journal)
+        self.journal = journal  # a durable run's call journal (run_record.Journal)
         self.model = ModelCaller(run, settings, history, observers, query_token)
         self.output = OutputContract.of(settings)
-        self.compactor = Compactor.of(settings.auto_compact, history, run, self.model)
+        self.compactor = Compactor.of(settings.auto_compact, history, run, self.model,
+                                      journal.compacted if journal is not None else None)
         self.gate = approval.Gate(settings)
         self.hooks = Hooks(settings.before_tool_call, settings.after_tool_call)
         self.watch = partial(observers.watch_tool, query_token) if observers else None
@@ -232,13 +240,14 @@ class Loop:
         """Run a batch on the tool-call path and write its results as one user message."""
         run = self.run
         run.start_tools()
-        started = run.mark_started
+        started: Callable[[str], Optional[Outcome]] = run.mark_started
         journal = self.journal
         if journal is not None:  # each call that runs is journaled before its handler
             for call in calls:
                 call.run_id, call.attempt = journal.run_id, journal.attempt(call.id)
             started = partial(_journaled, journal, run.mark_started,
-                              {c.id for c in calls if c.problem is None and c.id not in answered})
+                              {c.id: c for c in calls if c.problem is None
+                               and c.id not in answered})
         done = run_batch(calls, self.hooks, answered, parallel=self.settings.parallel_tool_calls,
                          record=run.record, started=started, stop=run.user_aborted,
                          wrap=self.watch)

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional
 
-from lattice import Agent, Tool, tool
+from lattice import AbortController, Agent, Tool, tool
 from lattice.testing import FunctionModelClient, ScriptedModelClient, assert_well_formed
 
 # ../shared beside the repository; LATTICE_SHARED overrides it (e.g. from a git worktree).
@@ -90,6 +90,48 @@ def function_agent(fn, **options):
 def add(a: int, b: int) -> int:
     """Add two numbers."""
     return a + b
+
+
+@tool
+def lookup(key: str) -> str:
+    """Look a key up.
+
+    Args:
+        key: What to look up.
+    """
+    return f"value of {key}"
+
+
+def lookup_call(body):
+    """A ``MockMessagesServer`` reply to ``body``: some text and one ``lookup`` call (its id
+    made from the request's length, so each turn's differs)."""
+    return {"content": [{"type": "text", "text": "checking"},
+                        {"type": "tool_use", "id": f"toolu_{len(body['messages'])}",
+                         "name": "lookup", "input": {"key": "k"}}]}
+
+
+def assert_abort_mid_stream(model_client, model=MODEL):
+    """``model_client``'s server hangs after a few stream events: an abort at the first
+    event ends the query at once (``error_abort``), nothing of the reply kept."""
+    agent = Agent(model=model, model_client=model_client, include_partial_messages=True)
+    controller = AbortController()
+    started = time.monotonic()
+    seen = []
+    for message in agent.query("x", signal=controller.signal):
+        seen.append(message)
+        if message.type == "stream_event":
+            controller.abort()  # events arrived: the stream is open and hanging
+    assert any(m.type == "stream_event" for m in seen)
+    assert seen[-1].subtype == "error_abort" and time.monotonic() - started < 5
+    assert [m["role"] for m in agent.get_history()] == ["user"]
+
+
+def assert_timeout_mid_stream(model_client, model=MODEL):
+    """As ``assert_abort_mid_stream``, ended by a 300 ms request timeout instead."""
+    agent = Agent(model=model, model_client=model_client, request_timeout_ms=300)
+    started = time.monotonic()
+    assert agent.prompt("x").subtype == "error_timeout" and time.monotonic() - started < 5
+    assert [m["role"] for m in agent.get_history()] == ["user"]
 
 
 def echo_tool(name="echo", **kw):

@@ -7,7 +7,8 @@ waiting for approval, and never for a call that cannot run."""
 import pytest
 from test_durable_runs import UNCERTAIN, World, record, reply, use
 
-from lattice import MemoryHistoryStore, Tool
+from lattice import MemoryHistoryStore, Tool, ToolResult
+from lattice.testing import assert_well_formed
 
 
 class OneWriteStore(MemoryHistoryStore):
@@ -93,3 +94,190 @@ def test_a_crash_after_the_reply_was_written_settles_the_ridden_call_by_the_rule
         assert answered["content"] == UNCERTAIN and world.effects == []
     else:
         assert world.effects == [("lookup", "t1", "r", 2)]
+
+
+# -- compaction inside a durable run ---------------------------------------------------------
+
+def test_a_run_compacted_then_crashed_resumes_with_its_prompt_once_and_whole_totals():
+    """Compaction rewrites the history mid-run: the record says where the prompt is now
+    (summarised: 0) and keeps the replies and usage it summarised away, so a resume neither
+    stores the prompt again (the compacted history is shorter than the prompt's old index)
+    nor forgets turns."""
+    from lattice import Agent, AutoCompact
+    from lattice.testing import FunctionModelClient
+
+    store = MemoryHistoryStore()
+    for n in range(3):  # an earlier conversation: the run's prompt goes in at index 6
+        store.append({"role": "user", "content": f"old question {n}"})
+        store.append({"role": "assistant", "content": f"old answer {n}"})
+    calls = []
+
+    def tool_turn(tokens):
+        return {"content": [use(f"l{len(calls)}", "lookup", key="k")],
+                "usage": {"input_tokens": tokens, "output_tokens": 1}}
+
+    def model(request):
+        if not request.tools:  # the summary request
+            return {"content": [{"type": "text", "text": "SUMMARY"}],
+                    "usage": {"input_tokens": 7, "output_tokens": 7}}
+        calls.append(request)
+        n = len(calls)
+        if n == 4:
+            raise RuntimeError("the process dies here")
+        if n == 5:
+            return {"content": [{"type": "text", "text": "done"}],
+                    "usage": {"input_tokens": 10, "output_tokens": 1}}
+        return tool_turn(1000 if n == 2 else 10)  # the second reply's size compacts
+
+    world = World()
+
+    def agent():
+        return Agent(model="m", model_client=FunctionModelClient(model), tools=world.tools,
+                     history_store=store, auto_compact=AutoCompact(threshold_tokens=500,
+                                                                   keep_recent_messages=2))
+
+    with pytest.raises(RuntimeError):
+        agent().prompt("go", run_id="r")
+    record = store.load_run("r")
+    assert record["state"] == "running" and record["index"] == 0
+    assert record["compacted_turns"] == 1  # the first reply was summarised away
+    assert record["compacted_usage"]["input_tokens"] == 10 + 7
+    result = agent().prompt("go", run_id="r")
+    assert result.subtype == "success" and result.result == "done"
+    assert not any(m["content"] == "go" for m in store.messages)  # in the summary only
+    assert result.num_turns == 4  # three tool turns and the answer, across both attempts
+    assert result.usage.input_tokens == 10 + 1000 + 10 + 10 + 7
+    assert len(world.effects) == 3
+
+
+# -- a person's refusals survive a crash of the approval query -----------------------------------
+
+class DyingStore(MemoryHistoryStore):
+    """Stops writing (as a killed process would) once call ``p1`` is journaled: what is
+    stored is what a crash while ``p1`` ran leaves."""
+
+    dead = False
+
+    def append(self, message):
+        if self.dead:
+            raise OSError("the process is gone")
+        super().append(message)
+
+    def save_run(self, record):
+        if self.dead:
+            raise OSError("the process is gone")
+        super().save_run(record)
+        if "p1" in (record.get("started_calls") or {}):
+            self.dead = True
+
+
+def two_payments(store):
+    from lattice import Agent
+    from lattice.testing import FunctionModelClient
+
+    paid = []
+
+    def pay(args, context):
+        paid.append(context.tool_use_id)
+        return "paid"
+
+    tool = Tool("pay", "Pay.", {"type": "object"}, pay, requires_approval=True)
+    model = FunctionModelClient(
+        lambda r: {"content": [use("p1", "pay"), use("p2", "pay"), use("p3", "pay")]}
+        if len(r.messages) == 1 else "ok")
+
+    def agent():
+        return Agent(model="m", model_client=model, tools=[tool], history_store=store)
+
+    assert agent().prompt("pay the bills").subtype == "awaiting_approval"
+    return agent, paid
+
+
+DECISIONS = {"p1": True, "p2": "too expensive",
+             "p3": ToolResult("paid by hand already", is_error=False)}
+
+
+def answers(store):
+    tail = store.messages[-3]["content"] if store.messages[-1]["role"] == "assistant" \
+        else store.messages[-1]["content"]
+    return {b["tool_use_id"]: (b["content"], b.get("is_error", False)) for b in tail}
+
+
+@pytest.mark.parametrize("run_id", [None, "decided"])
+def test_refusals_given_with_approvals_stand_after_a_crash(run_id):
+    store = DyingStore()
+    agent, paid = two_payments(store)
+    then = "and then tell me" if run_id else None
+    agent().prompt(then, approvals=DECISIONS, run_id=run_id)  # "dies" while p1 runs
+    assert paid == ["p1"] and store.messages[-1]["role"] == "assistant"
+    store.dead = False  # a new process, the same store
+    if run_id is None:  # another query takes the conversation over
+        assert agent().prompt("and now?").subtype == "success"
+    else:  # the approval run is continued by its id (the job delivered again)
+        assert agent().prompt(then, run_id=run_id).subtype == "success"
+        assert store.messages[-2]["content"] == then
+    got = answers(store)
+    assert got["p1"] == (UNCERTAIN, True)  # started: unknown, never paid twice
+    assert got["p2"] == ("too expensive", True)  # the person's words, not "not approved"
+    assert got["p3"] == ("paid by hand already", False)
+    assert paid == ["p1"]
+    assert_well_formed(store.messages)
+
+
+class DiesAfterResults(DyingStore):
+    def save_run(self, record):
+        MemoryHistoryStore.save_run(self, record)
+
+    def append(self, message):
+        super().append(message)
+        if message["role"] == "user" and isinstance(message["content"], list):
+            self.dead = True  # the batch's results are stored, the prompt after them not
+
+
+def test_an_approval_run_stopped_after_its_results_stores_its_prompt_once():
+    store = DiesAfterResults()
+    agent, paid = two_payments(store)
+    then = "and then tell me"
+    agent().prompt(then, approvals=DECISIONS, run_id="decided")
+    assert store.messages[-1]["content"][0]["tool_use_id"] == "p1"
+    store.dead = False
+    assert agent().prompt(then, run_id="decided").subtype == "success"
+    assert [m["content"] for m in store.messages].count(then) == 1
+    assert store.messages[-2]["content"] == then and paid == ["p1"]
+    assert_well_formed(store.messages)
+
+
+# -- a lenient store that fails: no call runs unjournaled --------------------------------------
+
+class FailsFromTheFirstReply(MemoryHistoryStore):
+    """``fail_on_error`` off; every write fails once the first reply comes."""
+
+    down = False
+
+    def append(self, message):
+        if message["role"] == "assistant":
+            self.down = True
+        if self.down:
+            raise OSError("the database is down")
+        super().append(message)
+
+    def save_run(self, record):
+        if self.down:
+            raise OSError("the database is down")
+        super().save_run(record)
+
+
+def test_a_call_whose_start_cannot_be_journaled_runs_only_if_idempotent(caplog):
+    from lattice.calls import NOT_RUN
+
+    store = FailsFromTheFirstReply()
+    world = World([reply(use("c1"), use("l1", "lookup", key="k"))])
+    result = world.agent(store).prompt("go", run_id="r")
+    assert result.subtype == "success"  # the query goes on, in memory (SPEC 10a)
+    assert [e[0] for e in world.effects] == ["lookup"]  # charge did not run unrecorded
+    history = world.requests[-1].messages
+    answered = {b["tool_use_id"]: b["content"] for m in history
+                if isinstance(m["content"], list) for b in m["content"]
+                if b.get("type") == "tool_result"}
+    assert answered["c1"] == NOT_RUN["unjournaled"] and answered["l1"] == "value k"
+    assert "history store" in caplog.text

@@ -188,26 +188,16 @@ def _bedrock_error(handler: _Handler, fault: Fault) -> None:
     name = fault.error_type if (fault.error_type or "").endswith("Exception") else (
         _NAMES.get(fault.status) or ("InternalServerException" if fault.status >= 500
                                      else "ValidationException"))
-    data = json.dumps({"message": fault.message}).encode("utf-8")
-    handler.send_response_only(fault.status)
-    handler.send_header("content-type", "application/json")
-    handler.send_header("content-length", str(len(data)))
-    handler.send_header("x-amzn-RequestId", _request_id(handler))
-    handler.send_header("x-amzn-ErrorType", f"{name}:http://internal.amazon.com/coral/"
-                        "com.amazon.bedrock/")
-    for header, value in fault.headers.items():
-        handler.send_header(header, value)
-    handler.end_headers()
-    handler.wfile.write(data)
+    handler._write_json(fault.status, json.dumps({"message": fault.message}).encode("utf-8"),
+                        {"x-amzn-RequestId": _request_id(handler), "x-amzn-ErrorType":
+                         f"{name}:http://internal.amazon.com/coral/com.amazon.bedrock/"},
+                        fault.headers)
 
 
 def _start(handler: _Handler) -> None:
-    handler.send_response_only(200)
-    handler.send_header("content-type", "application/vnd.amazon.eventstream")
-    handler.send_header("transfer-encoding", "chunked")
-    handler.send_header("x-amzn-RequestId", _request_id(handler))
-    handler.send_header("x-amzn-bedrock-content-type", "application/json")
-    handler.end_headers()
+    handler._start_chunked("application/vnd.amazon.eventstream", {
+        "x-amzn-RequestId": _request_id(handler),
+        "x-amzn-bedrock-content-type": "application/json"})
 
 
 def _exception_frame(fault: Fault) -> bytes:

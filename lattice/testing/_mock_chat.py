@@ -18,13 +18,15 @@ OpenAI error ``code`` (``MockMessagesServer.error(400, "...", type="context_leng
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Tuple
+
+from ._mock_script import Fault
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .mock_server import Fault, _Handler
+    from .mock_server import _Handler
 
-__all__ = ["CHAT_PATHS", "answer_chat", "completion_from_message", "completion_chunks",
-           "messages_view", "refuse_chat"]
+__all__ = ["CHAT_PATHS", "answer_chat", "answer_fault", "completion_from_message",
+           "completion_chunks", "messages_view", "refuse_chat", "write_json"]
 
 CHAT_PATHS = ("/v1/chat/completions", "/chat/completions")
 
@@ -179,45 +181,55 @@ def _error_body(fault: Fault) -> Dict[str, Any]:
 def answer_chat(handler: _Handler, reply: Any, body: Dict[str, Any], size: int,
                 stream: bool) -> None:
     """Answer one chat request with ``reply`` (a scripted reply or a fault)."""
-    from .mock_server import Fault
-
     mock = handler.server.mock
-    if not isinstance(reply, Fault):
-        completion = completion_from_message(mock._message(reply, body, size))
-        if stream:
-            options = body.get("stream_options")
-            usage = isinstance(options, dict) and options.get("include_usage") is True
-            data = _sse(completion_chunks(completion, usage=usage)) + b"data: [DONE]\n\n"
-            _stream(handler, data)
-        else:
-            _write(handler, 200, "application/json", json.dumps(completion).encode())
-        return
-    if reply.kind == "error":
-        _write(handler, reply.status, "application/json",
-               json.dumps(_error_body(reply)).encode(), reply.headers)
-    elif reply.kind == "delay":
+    while isinstance(reply, Fault) and reply.kind == "delay":
         mock._closing.wait(reply.seconds)
-        answer_chat(handler, reply.reply, body, size, stream)
-    elif reply.kind == "raw_sse":
-        _stream(handler, reply.text.encode("utf-8"), reply.chunk_size)
-    elif reply.kind == "hang" and reply.after_events is None:
+        reply = reply.reply
+    if isinstance(reply, Fault):
+        def events(scripted: Any) -> List[bytes]:
+            message = mock._message(scripted, body, size)
+            return [_sse([c]) for c in completion_chunks(completion_from_message(message))]
+
+        error = {"message": reply.message, "type": reply.error_type, "code": None}
+        answer_fault(handler, reply, events, lambda count: _sse([{"error": error}]))
+        return
+    completion = completion_from_message(mock._message(reply, body, size))
+    if stream:
+        options = body.get("stream_options")
+        usage = isinstance(options, dict) and options.get("include_usage") is True
+        data = _sse(completion_chunks(completion, usage=usage)) + b"data: [DONE]\n\n"
+        handler._stream(data, None, "x-request-id")
+    else:
+        write_json(handler, 200, json.dumps(completion).encode())
+
+
+def answer_fault(handler: _Handler, fault: Fault, events: Callable[[Any], List[bytes]],
+                 error_event: Callable[[int], bytes]) -> None:
+    """Write a scripted fault (a delay is the caller's) as both OpenAI APIs do: an error in
+    OpenAI's shape, raw SSE, a hang, or the first events of a stream (``events(reply)``:
+    each event's SSE bytes) then a cut, a hang, keep-alives, or ``error_event(count)``."""
+    mock = handler.server.mock
+    if fault.kind == "error":
+        write_json(handler, fault.status, json.dumps(_error_body(fault)).encode(),
+                   fault.headers)
+    elif fault.kind == "raw_sse":
+        handler._stream(fault.text.encode("utf-8"), fault.chunk_size, "x-request-id")
+    elif fault.kind == "hang" and fault.after_events is None:
         mock._closing.wait()
         handler.close_connection = True
-    else:  # hang, cut, stream_error, trickle: part of a stream first
-        scripted = mock.DEFAULT_TEXT if reply.reply is None else reply.reply  # trickle: none
-        chunks = completion_chunks(completion_from_message(mock._message(scripted, body, size)))
-        _start(handler)
-        count = 1 if reply.after_events is None else reply.after_events
-        _chunk(handler, _sse(chunks[:count]))
-        if reply.kind == "stream_error":
-            error = {"message": reply.message, "type": reply.error_type, "code": None}
-            _chunk(handler, _sse([{"error": error}]))
-            handler.wfile.write(b"0\r\n\r\n")
+    else:  # hang, cut, stream_error, trickle: part of a stream first (trickle: no reply)
+        sent = events(mock.DEFAULT_TEXT if fault.reply is None else fault.reply)
+        handler._start_stream("x-request-id")
+        count = 1 if fault.after_events is None else fault.after_events
+        handler._chunk(b"".join(sent[:count]))
+        if fault.kind == "stream_error":
+            handler._chunk(error_event(count))
+            handler._end_stream()
             return
-        if reply.kind == "trickle":
-            while not mock._closing.wait(reply.seconds):
-                _chunk(handler, b": keep-alive\n\n")
-        elif reply.kind == "hang":
+        if fault.kind == "trickle":
+            while not mock._closing.wait(fault.seconds):
+                handler._chunk(b": keep-alive\n\n")
+        elif fault.kind == "hang":
             mock._closing.wait()
         handler.close_connection = True  # "cut": drop it without the closing chunk
 
@@ -228,45 +240,10 @@ def refuse_chat(handler: _Handler, problem: Tuple[str, str, Optional[str]]) -> N
     message, param, code = problem
     body = {"error": {"message": message, "type": "invalid_request_error",
                       "param": param or None, "code": code}}
-    _write(handler, 400, "application/json", json.dumps(body).encode())
+    write_json(handler, 400, json.dumps(body).encode())
 
 
-def _request_id(handler: _Handler) -> str:
-    return f"req_mock_{next(handler.server.mock._ids):06d}"
-
-
-def _write(handler: _Handler, status: int, ctype: str, data: bytes,
-           headers: Mapping[str, str] = {}) -> None:
-    handler.send_response_only(status)
-    handler.send_header("content-type", ctype)
-    handler.send_header("content-length", str(len(data)))
-    handler.send_header("x-request-id", _request_id(handler))
-    for name, value in headers.items():
-        handler.send_header(name, value)
-    handler.end_headers()
-    handler.wfile.write(data)
-
-
-def _start(handler: _Handler) -> None:
-    handler.send_response_only(200)
-    handler.send_header("content-type", "text/event-stream; charset=utf-8")
-    handler.send_header("transfer-encoding", "chunked")
-    handler.send_header("cache-control", "no-cache")
-    handler.send_header("x-request-id", _request_id(handler))
-    handler.end_headers()
-
-
-def _chunk(handler: _Handler, data: bytes) -> None:
-    if data:
-        handler.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
-        handler.wfile.flush()
-
-
-def _stream(handler: _Handler, data: bytes, chunk_size: Optional[int] = None) -> None:
-    _start(handler)
-    step = chunk_size or len(data) or 1
-    for i in range(0, len(data), step):
-        handler.wfile.write(b"%x\r\n%s\r\n" % (len(data[i : i + step]), data[i : i + step]))
-        if chunk_size:
-            handler.wfile.flush()
-    handler.wfile.write(b"0\r\n\r\n")
+def write_json(handler: _Handler, status: int, data: bytes,
+               headers: Mapping[str, str] = {}) -> None:
+    """A JSON body as OpenAI sends it (request id in ``x-request-id``)."""
+    handler._write_json(status, data, {"x-request-id": handler._request_id()}, headers)

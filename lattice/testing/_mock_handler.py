@@ -161,32 +161,43 @@ class _Handler(BaseHTTPRequestHandler):
                 mock._closing.wait()
             self.close_connection = True  # "cut": drop it without the closing chunk
 
-    # -- writing --------------------------------------------------------------------
-    def _json(self, status: int, payload: Any, headers: Mapping[str, str] = {}) -> None:
-        data = json.dumps(payload).encode("utf-8")
+    # -- writing (the route modules write through these too) -------------------------
+    def _head(self, status: int, *headers: Mapping[str, str]) -> None:
+        """The status line and ``headers`` (mappings sent in order: a name may repeat)."""
         self.send_response_only(status)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(data)))
-        request_id = payload.get("request_id") if isinstance(payload, dict) else None
-        self.send_header("request-id", request_id or f"req_mock_{next(self.server.mock._ids):06d}")
-        for name, value in headers.items():
-            self.send_header(name, value)
+        for mapping in headers:
+            for name, value in mapping.items():
+                self.send_header(name, value)
         self.end_headers()
+
+    def _request_id(self) -> str:
+        return f"req_mock_{next(self.server.mock._ids):06d}"
+
+    def _write_json(self, status: int, data: bytes, *headers: Mapping[str, str]) -> None:
+        """A JSON body (already encoded) with ``headers`` (the route's request id first)."""
+        self._head(status, {"content-type": "application/json",
+                            "content-length": str(len(data))}, *headers)
         self.wfile.write(data)
+
+    def _json(self, status: int, payload: Any, headers: Mapping[str, str] = {}) -> None:
+        request_id = payload.get("request_id") if isinstance(payload, dict) else None
+        self._write_json(status, json.dumps(payload).encode("utf-8"),
+                         {"request-id": request_id or self._request_id()}, headers)
 
     def _error(self, fault: Fault) -> None:
         kind = fault.error_type or _ERROR_TYPES.get(fault.status, "api_error")
         body = {"type": "error", "error": {"type": kind, "message": fault.message},
-                "request_id": f"req_mock_{next(self.server.mock._ids):06d}"}
+                "request_id": self._request_id()}
         self._json(fault.status, body, fault.headers)
 
-    def _start_stream(self) -> None:
-        self.send_response_only(200)
-        self.send_header("content-type", "text/event-stream; charset=utf-8")
-        self.send_header("transfer-encoding", "chunked")
-        self.send_header("cache-control", "no-cache")
-        self.send_header("request-id", f"req_mock_{next(self.server.mock._ids):06d}")
-        self.end_headers()
+    def _start_chunked(self, content_type: str, *headers: Mapping[str, str]) -> None:
+        self._head(200, {"content-type": content_type, "transfer-encoding": "chunked"},
+                   *headers)
+
+    def _start_stream(self, id_header: str = "request-id") -> None:
+        """A 200 SSE stream, its request id in ``id_header`` (OpenAI's: ``x-request-id``)."""
+        self._start_chunked("text/event-stream; charset=utf-8",
+                            {"cache-control": "no-cache", id_header: self._request_id()})
 
     def _chunk(self, data: bytes) -> None:
         if data:
@@ -196,12 +207,12 @@ class _Handler(BaseHTTPRequestHandler):
     def _end_stream(self) -> None:
         self.wfile.write(b"0\r\n\r\n")
 
-    def _stream(self, data: bytes, chunk_size: Optional[int] = None) -> None:
-        self._start_stream()
+    def _stream(self, data: bytes, chunk_size: Optional[int] = None,
+                id_header: str = "request-id") -> None:
+        self._start_stream(id_header)
         if chunk_size:
             for i in range(0, len(data), chunk_size):
                 self._chunk(data[i : i + chunk_size])
         elif data:
             self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))  # one send with the headers
         self._end_stream()
-

@@ -26,18 +26,10 @@ import time
 from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional
 from urllib.parse import parse_qs
 
-from ._mock_chat import (
-    _chunk,
-    _error_body,
-    _start,
-    _stream,
-    _write,
-    answer_chat,
-    messages_view,
-    refuse_chat,
-)
+from ._mock_chat import answer_chat, answer_fault, messages_view, refuse_chat, write_json
 from ._mock_checks import chat_request_problem
 from ._mock_responses_checks import encrypt, responses_problem, responses_view
+from ._mock_script import Fault
 
 if TYPE_CHECKING:  # pragma: no cover
     from .mock_server import _Handler
@@ -106,7 +98,7 @@ def _error(handler: _Handler, status: int, message: str, *, param: Optional[str]
     kind = {400: "invalid_request_error", 401: "invalid_request_error",
             404: "invalid_request_error", 429: "rate_limit_error"}.get(status, "server_error")
     body = {"error": {"message": message, "type": kind, "param": param, "code": code}}
-    _write(handler, status, "application/json", json.dumps(body).encode(), headers)
+    write_json(handler, status, json.dumps(body).encode(), headers)
 
 
 # -- rendering -----------------------------------------------------------------------------
@@ -231,43 +223,23 @@ def _sse(events: List[Dict[str, Any]]) -> bytes:
 def answer(handler: _Handler, reply: Any, body: Dict[str, Any], size: int,
            stream: bool) -> None:
     """Answer one Responses request with ``reply`` (a scripted reply or a fault)."""
-    from .mock_server import Fault
-
     mock = handler.server.mock
-    if not isinstance(reply, Fault):
-        response = response_from_message(mock._message(reply, body, size), body)
-        if stream:
-            _stream(handler, _sse(response_events(response)))
-        else:
-            _write(handler, 200, "application/json", json.dumps(response).encode())
-        return
-    if reply.kind == "error":
-        _write(handler, reply.status, "application/json",
-               json.dumps(_error_body(reply)).encode(), reply.headers)
-    elif reply.kind == "delay":
+    while isinstance(reply, Fault) and reply.kind == "delay":
         mock._closing.wait(reply.seconds)
-        answer(handler, reply.reply, body, size, stream)
-    elif reply.kind == "raw_sse":
-        _stream(handler, reply.text.encode("utf-8"), reply.chunk_size)
-    elif reply.kind == "hang" and reply.after_events is None:
-        mock._closing.wait()
-        handler.close_connection = True
-    else:  # hang, cut, stream_error, trickle: part of a stream first
-        scripted = mock.DEFAULT_TEXT if reply.reply is None else reply.reply
-        events = response_events(response_from_message(mock._message(scripted, body, size),
-                                                       body))
-        _start(handler)
-        count = 1 if reply.after_events is None else reply.after_events
-        _chunk(handler, _sse(events[:count]))
-        if reply.kind == "stream_error":
-            code = _CODES.get(reply.error_type or "", reply.error_type)
-            _chunk(handler, _sse([{"type": "error", "code": code, "message": reply.message,
-                                   "param": None, "sequence_number": count}]))
-            handler.wfile.write(b"0\r\n\r\n")
-            return
-        if reply.kind == "trickle":
-            while not mock._closing.wait(reply.seconds):
-                _chunk(handler, b": keep-alive\n\n")
-        elif reply.kind == "hang":
-            mock._closing.wait()
-        handler.close_connection = True  # "cut": drop it without the closing chunk
+        reply = reply.reply
+    if isinstance(reply, Fault):
+        def events(scripted: Any) -> List[bytes]:
+            message = mock._message(scripted, body, size)
+            return [_sse([e]) for e in response_events(response_from_message(message, body))]
+
+        fault = reply
+        code = _CODES.get(fault.error_type or "", fault.error_type)
+        answer_fault(handler, fault, events, lambda count: _sse([{
+            "type": "error", "code": code, "message": fault.message, "param": None,
+            "sequence_number": count}]))
+        return
+    response = response_from_message(mock._message(reply, body, size), body)
+    if stream:
+        handler._stream(_sse(response_events(response)), None, "x-request-id")
+    else:
+        write_json(handler, 200, json.dumps(response).encode())

@@ -4,14 +4,13 @@ recovery, abort and timeout mid-stream."""
 
 from __future__ import annotations
 
-import time
 from typing import Any, Dict, List
 
 import pytest
+from helpers import assert_abort_mid_stream, assert_timeout_mid_stream, lookup, lookup_call
 
 import lattice.models.bedrock as bedrock_module
 from lattice import (
-    AbortController,
     Agent,
     AnthropicBedrockClient,
     APIConnectionError,
@@ -27,7 +26,6 @@ from lattice import (
     RateLimitError,
     RequestTimeoutError,
     RetryPolicy,
-    tool,
 )
 from lattice.models.base import ModelRequest
 from lattice.testing import MockMessagesServer, assert_well_formed
@@ -37,22 +35,6 @@ MODEL = "anthropic.claude-sonnet-4-5-20250929-v1:0"
 ARN = ("arn:aws:bedrock:us-east-1:123456789012:inference-profile/"
        "us.anthropic.claude-sonnet-4-5-20250929-v1:0")
 ID, SECRET = "mock-access-key-id", "mock-secret-access-key"
-
-
-@tool
-def lookup(key: str) -> str:
-    """Look a key up.
-
-    Args:
-        key: What to look up.
-    """
-    return f"value of {key}"
-
-
-def tool_call(body: Dict[str, Any]) -> Dict[str, Any]:
-    return {"content": [{"type": "text", "text": "checking"},
-                        {"type": "tool_use", "id": f"toolu_{len(body['messages'])}",
-                         "name": "lookup", "input": {"key": "k"}}]}
 
 
 def client(server: MockMessagesServer, **options: Any) -> AnthropicBedrockClient:
@@ -68,7 +50,7 @@ def request(model: str = MODEL) -> ModelRequest:
 
 @pytest.mark.parametrize("stream", [True, False])
 def test_a_tool_loop(stream: bool) -> None:
-    with MockMessagesServer([tool_call, "final answer"]) as server:
+    with MockMessagesServer([lookup_call, "final answer"]) as server:
         agent = Agent(model=MODEL, model_client=client(server, stream=stream), tools=[lookup],
                       include_partial_messages=True)
         messages = list(agent.query("go"))
@@ -183,7 +165,7 @@ def test_overflow_recovery_on_bedrocks_prompt_too_long() -> None:
     summary = {"content": [{"type": "text", "text": "SUMMARY: looked up k twice"}]}
     too_long = MockMessagesServer.error(
         400, "prompt is too long: 250000 tokens > 200000 maximum", type="ValidationException")
-    with MockMessagesServer([tool_call, tool_call, too_long, summary, "all done"]) as server:
+    with MockMessagesServer([lookup_call, lookup_call, too_long, summary, "all done"]) as server:
         agent = Agent(model=MODEL, model_client=client(server), tools=[lookup],
                       auto_compact=AutoCompact(threshold_tokens=10**9, keep_recent_messages=2))
         messages = list(agent.query("start"))
@@ -217,26 +199,12 @@ def test_a_cut_stream_is_a_connection_error() -> None:
 
 def test_abort_mid_stream() -> None:
     with MockMessagesServer([MockMessagesServer.hang(after_events=3)]) as server:
-        agent = Agent(model=MODEL, model_client=client(server), include_partial_messages=True)
-        controller = AbortController()
-        t0 = time.monotonic()
-        seen = []
-        for message in agent.query("x", signal=controller.signal):
-            seen.append(message)
-            if message.type == "stream_event":
-                controller.abort()  # events arrived: the stream is open and hanging
-        assert any(m.type == "stream_event" for m in seen)
-        assert seen[-1].subtype == "error_abort" and time.monotonic() - t0 < 5
-        assert [m["role"] for m in agent.get_history()] == ["user"]
+        assert_abort_mid_stream(client(server), MODEL)
 
 
 def test_timeout_mid_stream() -> None:
     with MockMessagesServer([MockMessagesServer.hang(after_events=3)]) as server:
-        agent = Agent(model=MODEL, model_client=client(server), request_timeout_ms=300)
-        t0 = time.monotonic()
-        result = agent.prompt("x")
-        assert result.subtype == "error_timeout" and time.monotonic() - t0 < 5
-        assert [m["role"] for m in agent.get_history()] == ["user"]
+        assert_timeout_mid_stream(client(server), MODEL)
 
 
 @pytest.mark.parametrize("stream", [True, False])

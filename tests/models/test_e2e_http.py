@@ -2,29 +2,15 @@
 import threading
 import time
 
-from lattice import AbortController, Agent, AnthropicClient, AutoCompact, tool
+from helpers import lookup, lookup_call
+
+from lattice import AbortController, Agent, AnthropicClient, AutoCompact
 from lattice.testing import MockMessagesServer, assert_well_formed
-
-
-@tool
-def lookup(key: str) -> str:
-    """Look a key up.
-
-    Args:
-        key: What to look up.
-    """
-    return f"value of {key}"
-
-
-def tool_call(body):
-    return {"content": [{"type": "text", "text": "checking"},
-                        {"type": "tool_use", "id": f"toolu_{len(body['messages'])}",
-                         "name": "lookup", "input": {"key": "k"}}]}
 
 
 def test_prompt_too_long_once_then_recovered_by_compaction():
     summary = {"content": [{"type": "text", "text": "SUMMARY: looked up k twice"}]}
-    script = [tool_call, tool_call,
+    script = [lookup_call, lookup_call,
               MockMessagesServer.error(400, "prompt is too long: 250000 tokens > 200000 maximum"),
               summary, "all done"]
     with MockMessagesServer(script) as server:
@@ -43,7 +29,7 @@ def test_prompt_too_long_once_then_recovered_by_compaction():
 
 
 def test_streaming_tool_loop_with_partial_messages():
-    with MockMessagesServer([tool_call, "final answer"]) as server:
+    with MockMessagesServer([lookup_call, "final answer"]) as server:
         agent = Agent(model="m", api_key="k", base_url=server.base_url, tools=[lookup],
                       include_partial_messages=True)
         messages = list(agent.query("go"))

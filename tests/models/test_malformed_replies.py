@@ -173,24 +173,15 @@ def _run(cases: List[Any], read_json: Callable[[bytes], Dict[str, Any]],
     return count, bare
 
 
-def test_mutated_messages_replies_raise_only_api_errors() -> None:
-    cases = _recorded("test_recorded_anthropic")
+@pytest.mark.parametrize("recorded, codec", [
+    ("test_recorded_anthropic", MessagesCodec("https://api.anthropic.com")),
+    ("test_recorded_openai", ChatCodec("https://api.openai.com/v1",
+                                       "https://api.openai.com/v1/chat/completions")),
+], ids=["messages", "chat"])
+def test_mutated_replies_raise_only_api_errors(recorded: str, codec: Any) -> None:
+    cases = _recorded(recorded)
     if not cases:
         pytest.skip("../shared recorded traffic absent")
-    codec = MessagesCodec("https://api.anthropic.com")
-    count, bare = _run(
-        cases, codec.read_json,
-        lambda data: codec.read_stream(iter([data]), None, DEFAULT_MAX_RESPONSE_BYTES))
-    print(f"{count} mutations")
-    assert count > 300, count
-    assert bare == [], f"{len(bare)} of {count} mutations: " + "\n".join(bare[:20])
-
-
-def test_mutated_chat_replies_raise_only_api_errors() -> None:
-    cases = _recorded("test_recorded_openai")
-    if not cases:
-        pytest.skip("../shared recorded traffic absent")
-    codec = ChatCodec("https://api.openai.com/v1", "https://api.openai.com/v1/chat/completions")
     count, bare = _run(
         cases, codec.read_json,
         lambda data: codec.read_stream(iter([data]), None, DEFAULT_MAX_RESPONSE_BYTES))

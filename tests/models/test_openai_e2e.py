@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, List
 
 import pytest
+from helpers import lookup
 
 from lattice import (
     AbortController,
@@ -27,16 +28,6 @@ from lattice.testing import MockMessagesServer, assert_well_formed
 
 PNG = {"type": "image", "source": {"type": "base64", "media_type": "image/png",
                                    "data": "iVBORw0KGgo="}}
-
-
-@tool
-def lookup(key: str) -> str:
-    """Look a key up.
-
-    Args:
-        key: What to look up.
-    """
-    return f"value of {key}"
 
 
 @tool

@@ -7,40 +7,24 @@ from __future__ import annotations
 import sys
 import time
 import types
-from typing import Any, Dict, List
+from typing import Any, List
 
 import pytest
 import responses
+from helpers import assert_abort_mid_stream, assert_timeout_mid_stream, lookup, lookup_call
 
 from lattice import (
-    AbortController,
     Agent,
     AnthropicVertexClient,
     AuthenticationError,
     RateLimitError,
     RequestTimeoutError,
-    tool,
 )
 from lattice.models.base import ModelRequest
 from lattice.testing import MockMessagesServer, assert_well_formed
 
 MODEL = "claude-sonnet-4-5@20250929"
 TOKEN = "ya29.mock-access-token-0123456789"
-
-
-@tool
-def lookup(key: str) -> str:
-    """Look a key up.
-
-    Args:
-        key: What to look up.
-    """
-    return f"value of {key}"
-
-
-def tool_call(body: Dict[str, Any]) -> Dict[str, Any]:
-    return {"content": [{"type": "tool_use", "id": f"toolu_{len(body['messages'])}",
-                         "name": "lookup", "input": {"key": "k"}}]}
 
 
 def client(server: MockMessagesServer, **options: Any) -> AnthropicVertexClient:
@@ -57,7 +41,7 @@ def request() -> ModelRequest:
 
 @pytest.mark.parametrize("stream", [True, False])
 def test_a_tool_loop(stream: bool) -> None:
-    with MockMessagesServer([tool_call, "done"], vertex_token=TOKEN) as server:
+    with MockMessagesServer([lookup_call, "done"], vertex_token=TOKEN) as server:
         agent = Agent(model=MODEL, model_client=client(server, stream=stream), tools=[lookup],
                       include_partial_messages=True)
         messages = list(agent.query("go"))
@@ -175,19 +159,9 @@ def test_without_any_way_to_a_token_the_error_says_what_to_install(
 
 def test_abort_and_timeout_mid_stream() -> None:
     with MockMessagesServer([MockMessagesServer.hang(after_events=3)]) as server:
-        agent = Agent(model=MODEL, model_client=client(server), include_partial_messages=True)
-        controller = AbortController()
-        t0 = time.monotonic()
-        seen = []
-        for message in agent.query("x", signal=controller.signal):
-            seen.append(message)
-            if message.type == "stream_event":
-                controller.abort()
-        assert seen[-1].subtype == "error_abort" and time.monotonic() - t0 < 5
+        assert_abort_mid_stream(client(server), MODEL)
     with MockMessagesServer([MockMessagesServer.hang(after_events=3)]) as server:
-        agent = Agent(model=MODEL, model_client=client(server), request_timeout_ms=300)
-        t0 = time.monotonic()
-        assert agent.prompt("x").subtype == "error_timeout" and time.monotonic() - t0 < 5
+        assert_timeout_mid_stream(client(server), MODEL)
 
 
 def test_the_retry_after_a_401_keeps_the_requests_deadline() -> None:
