@@ -8,15 +8,17 @@ fresh waiter lock, a list of waiters, Python frames on every wait and notify), a
 about 15 us, an eventfd or a pipe about 7 us (bench/loop_overhead.py prints the first and
 the last): a lock is released with the GIL held, so the thread it wakes often runs only to
 find the GIL taken and sleeps again, while an eventfd or a pipe is written with the GIL
-released. ``prompt()`` hands over once per query: its consumer sleeps on a lock, which
-costs no file descriptor.
+released. When the two threads sit on two cores, waking the other one dominates (about
+70 us a round trip on that VM, whatever the primitive). ``prompt()`` hands over once per
+query: its consumer sleeps on a lock, which costs no file descriptor.
 
 A doorbell carries no state: it only says that something the sleeper waits for may have
 changed. The ringer changes the state first, then rings; the sleeper looks at the state
 under the lock that guards it, and sleeps only if nothing is there yet. A ring stays until
 the sleeper takes it, so one that comes between the look and the sleep is not lost; one
-nobody needed costs a spurious wake-up, which is one more look. Ringing never blocks and
-may come from any thread, a signal handler included, any number of times.
+nobody needed (or a signal that cuts a sleep short) costs a spurious wake-up, which is one
+more look. Ringing never blocks and may come from any thread, a signal handler included,
+any number of times.
 
 ``fast_doorbell()`` makes the fd kind (an eventfd on Linux with Python 3.10+, a pipe on
 other POSIX systems), falling back to the lock kind (Windows, or no descriptor left). Its

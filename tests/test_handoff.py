@@ -14,9 +14,17 @@ import time
 from typing import Any, Callable, Dict, Iterator, List
 
 import pytest
-from helpers import WAIT_S, in_thread, join_lattice_threads, lattice_threads, reply, tool_use
+from helpers import (
+    WAIT_S,
+    in_thread,
+    join_lattice_threads,
+    lattice_threads,
+    reply,
+    scripted,
+    tool_use,
+)
 
-from lattice import AbortController, Agent, tool
+from lattice import AbortController, Agent, Tool, tool
 from lattice import handoff as handoff_module
 from lattice.endings import Ending
 from lattice.handoff import Doorbell, FdDoorbell, fast_doorbell
@@ -224,6 +232,23 @@ def test_lockstep_runs_ended_at_random_points_never_hang(bells):
         assert seen["consumer"] == "done" and seen["worker"] in ("finished", "stopped")
         if how == "nobody ends":
             assert seen == {"taken": 27, "worker": "finished", "consumer": "done"}
+
+
+def test_the_worker_waits_at_every_yield(bells):
+    """SPEC 5: while the consumer holds the reply its batch has not started; while it holds
+    the tool results no request was made, and closing there never makes one."""
+    ran: List[Any] = []
+    act = Tool("act", "A.", {"type": "object"}, lambda args: ran.append(1) or "acted")
+    agent, client = scripted([reply(tool_use("act", {}, "a1")), "never asked for"],
+                             tools=[act])
+    query = agent.query("go")
+    assert next(query).type == "assistant"
+    assert not threading.Event().wait(0.05) and ran == []  # a worker running ahead would
+    assert next(query).type == "user" and ran == [1]
+    assert not threading.Event().wait(0.05) and len(client.requests) == 1
+    query.close()
+    assert len(client.requests) == 1
+    assert_well_formed(agent.get_history())
 
 
 # -- many short queries, from several threads, ended from every side ----------------------------
