@@ -8,7 +8,9 @@ handoff round trip in the same run (the floor of ``query()``'s lockstep). Last, 
 processor and an exporter that drops everything), when the SDK is installed.
 
 Targets, each printed with PASS/FAIL (the exit status is 1 if any fails): < 100 us/turn
-for ``prompt()``; per-turn cost at 500 turns <= 1.5x that at 50, for both; ``query()``
+for ``prompt()``; per-turn cost at 500 turns <= 1.5x that at 50, for both; a 1-turn
+``prompt()`` on a 10,000-message conversation <= 1.5x one on an empty conversation (a new
+query must not walk the whole history: 0.3 counted its cache marks anew per query); ``query()``
 <= 2x ``prompt()`` per tool turn (issue 28). ``query()``'s own floor is ``prompt()`` plus
 two thread handoff round trips per tool turn (the reply, then the tool results, each
 waits for the consumer), measured here on the primitive ``race.py`` uses (a pair of
@@ -69,6 +71,34 @@ def per_turn_us(turns: int, mode: str, **options) -> float:
     elapsed = time.perf_counter() - t0
     assert result.num_turns == turns, result
     return elapsed / turns * 1e6
+
+
+def one_turn_query_us(history: int, queries: int = 200) -> float:
+    """A 1-turn ``prompt()`` (the model answers at once) on an Agent whose conversation
+    already holds ``history`` messages: microseconds per query (median of 5 batches)."""
+    def answer(request):
+        return {"content": [{"type": "text", "text": "ok"}], "stop_reason": "end_turn",
+                "usage": {"input_tokens": 10, "output_tokens": 2}}
+
+    agent = Agent(model="bench", model_client=FunctionModelClient(answer, record=False))
+    seeded = []
+    for i in range(history // 2):
+        seeded.append({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": f"t{i}", "content": "earlier"}]
+            if i else f"question {i}"})
+        seeded.append({"role": "assistant", "content": [
+            {"type": "tool_use", "id": f"t{i + 1}", "name": "step", "input": {"n": i}}]})
+    seeded.append({"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": f"t{history // 2}", "content": "last"}]})
+    agent.replace_history(seeded)
+    agent.prompt("warm")
+    batches = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        for _ in range(queries // 5):
+            agent.prompt("next")
+        batches.append((time.perf_counter() - t0) / (queries // 5) * 1e6)
+    return statistics.median(batches)
 
 
 def queue_round_trip_us(n: int = 20_000) -> float:
@@ -252,6 +282,12 @@ def main() -> int:
         growth = figures[mode][500] / figures[mode][50]
         checks.append((f"{mode}() 500/50 per-turn ratio {growth:.2f} (target <= 1.5)",
                        growth <= 1.5))
+    short, long = one_turn_query_us(0), one_turn_query_us(10_000)
+    print(f"1-turn prompt() on a conversation of 0 messages {short:.1f} us/query, "
+          f"of 10,000 messages {long:.1f} us/query")
+    checks.append((f"1-turn query cost at 10,000 messages / at 0: {long / short:.2f} "
+                   "(target <= 1.5: a query must not walk the whole history)",
+                   long / short <= 1.5))
     ratio = figures["query"][50] / figures["prompt"][50]
     checks.append((f"query()/prompt() per tool turn at 50 turns {ratio:.2f} (target <= 2)",
                    ratio <= 2.0))

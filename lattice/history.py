@@ -29,6 +29,7 @@ import logging
 import threading
 from typing import Any, Dict, List, Optional
 
+from .caching import MarkLedger
 from .errors import ConcurrentQueryError, HistoryStoreError, LockLostError
 from .messages import sendable
 from .stores.base import describe_store
@@ -66,6 +67,9 @@ class History:
         self.io = threading.Lock()
         self.diverged = False
         self.last_usage = Usage()  # of the last reply: what compaction looks at
+        # The cache marks ``sendable`` carries, counted once per message for the life of
+        # the conversation (a query's count must not walk the whole history again).
+        self.marks = MarkLedger()
         # The store's version after this Agent's last read/write (None: the store was empty).
         self.version: Any = _UNREAD
         self.read_once = False  # a load succeeded: the store's content is known

@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Dict, List, Optional
 
-from .caching import MAX_BREAKPOINTS, MarkLedger, count_marks, fit_cache_breakpoints
+from .caching import MAX_BREAKPOINTS, count_marks, fit_cache_breakpoints
 from .endings import Ending
 from .errors import AbortError, RequestTimeoutError
 from .history import History
@@ -46,8 +46,8 @@ class ModelCaller:
     """Builds and sends one query's model requests (the loop decides what to do with the
     replies)."""
 
-    __slots__ = ("run", "settings", "history", "observers", "query_token", "ledger",
-                 "fixed_marks", "usage", "last_usage")
+    __slots__ = ("run", "settings", "history", "observers", "query_token", "fixed_marks",
+                 "usage", "last_usage")
 
     def __init__(self, run: QueryRun, settings: QuerySettings, history: History,
                  observers: Optional[ObserverGroup], query_token: Any) -> None:
@@ -56,7 +56,6 @@ class ModelCaller:
         self.history = history
         self.observers = observers  # None when nobody watches: one check per event
         self.query_token = query_token
-        self.ledger = MarkLedger()  # the history's cache marks, counted once per message
         self.usage = Usage()  # of every reply of the query (a discarded one is billed too)
         self.last_usage = NO_USAGE  # of the last reply (read only after a call)
         system, tools = settings.system, settings.tool_definitions
@@ -79,7 +78,7 @@ class ModelCaller:
             signal=self.run.controller.signal)  # call() gives it the request's own
         if s.output_native and s.output is not None:
             request.output_format = s.output.json_schema
-        present = self.fixed_marks + self.ledger.count(sendable)
+        present = self.fixed_marks + self.history.marks.count(sendable)
         if present > MAX_BREAKPOINTS or s.prompt_caching:
             fit_cache_breakpoints(request, present, mark=s.prompt_caching)
         return request

@@ -11,7 +11,12 @@ import pytest
 from helpers import echo_tool, reply, tool_use
 
 from lattice import Agent, AnthropicClient
-from lattice.caching import MAX_BREAKPOINTS, count_cache_breakpoints, mark_cache_breakpoints
+from lattice.caching import (
+    MAX_BREAKPOINTS,
+    MarkLedger,
+    count_cache_breakpoints,
+    mark_cache_breakpoints,
+)
 from lattice.models.base import ModelRequest
 from lattice.testing import MockMessagesServer
 
@@ -266,3 +271,26 @@ def test_prompt_caching_against_the_mock_reads_more_each_turn_and_leaves_history
             and "body" in server.requests[-1] else server.requests[-1]
         assert "cache_control" in str(body)
     assert "cache_control" not in str(agent.get_history())
+
+
+def test_each_query_counts_only_the_marks_of_messages_new_since_the_last():
+    """The mark ledger lives with the conversation: a query on a long history does not walk
+    it all again (it did in 0.3 before this test: 17x the cost at 10,000 messages)."""
+    from lattice import Agent
+    from lattice.testing import FunctionModelClient
+
+    agent = Agent(model="m", model_client=FunctionModelClient(lambda r: "ok"))
+    agent.replace_history([{"role": "user", "content": "q"}, {"role": "assistant",
+                                                              "content": "a"}] * 500)
+    seen = []
+
+    class Counting(MarkLedger):
+        def count(self, messages):
+            seen.append(len(messages) - (self.counted if messages is self.messages else 0))
+            return super().count(messages)
+
+    ledger = agent._conversation.history.marks = Counting()
+    for _ in range(3):
+        agent.prompt("next")
+    assert agent._conversation.history.marks is ledger
+    assert seen[0] == 1001 and seen[1:] == [2, 2]  # all once, then the prompt and reply
