@@ -8,6 +8,14 @@ from typing import Any, Callable, Iterator
 import pytest
 from helpers import ANTHROPIC_ENV, WAIT_S, Gates, join_lattice_threads, lattice_threads
 
+# The slow tests run in a second process alongside the others on a whole-suite run.
+from slow_alongside import (  # noqa: F401
+    pytest_configure,
+    pytest_sessionfinish,
+    pytest_terminal_summary,
+    pytest_unconfigure,
+)
+
 
 @pytest.fixture
 def no_thread_leak():
