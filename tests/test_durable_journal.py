@@ -153,22 +153,27 @@ def test_a_run_compacted_then_crashed_resumes_with_its_prompt_once_and_whole_tot
 # -- a person's refusals survive a crash of the approval query -----------------------------------
 
 class DyingStore(MemoryHistoryStore):
-    """Stops writing (as a killed process would) once call ``p1`` is journaled: what is
-    stored is what a crash while ``p1`` ran leaves."""
+    """Writes until ``dies_after(what)`` says a write was the last one (as a killed process,
+    or a database going down), then refuses every write. By default the last is the journal
+    entry of call ``p1``: what is stored is what a crash while ``p1`` ran leaves."""
 
-    dead = False
+    dead = died = False
+
+    def dies_after(self, method, value):
+        return method == "save_run" and "p1" in (value.get("started_calls") or {})
 
     def append(self, message):
-        if self.dead:
-            raise OSError("the process is gone")
-        super().append(message)
+        self._write("append", message)
 
     def save_run(self, record):
+        self._write("save_run", record)
+
+    def _write(self, method, value):
         if self.dead:
             raise OSError("the process is gone")
-        super().save_run(record)
-        if "p1" in (record.get("started_calls") or {}):
-            self.dead = True
+        getattr(super(), method)(value)
+        if not self.died and self.dies_after(method, value):
+            self.dead = self.died = True  # once: a test brings it back with dead = False
 
 
 def two_payments(store):
@@ -225,13 +230,9 @@ def test_refusals_given_with_approvals_stand_after_a_crash(run_id):
 
 
 class DiesAfterResults(DyingStore):
-    def save_run(self, record):
-        MemoryHistoryStore.save_run(self, record)
-
-    def append(self, message):
-        super().append(message)
-        if message["role"] == "user" and isinstance(message["content"], list):
-            self.dead = True  # the batch's results are stored, the prompt after them not
+    def dies_after(self, method, value):  # the results are stored, the prompt after not
+        return method == "append" and value["role"] == "user" and \
+            isinstance(value["content"], list)
 
 
 def test_an_approval_run_stopped_after_its_results_stores_its_prompt_once():
@@ -249,22 +250,15 @@ def test_an_approval_run_stopped_after_its_results_stores_its_prompt_once():
 
 # -- a lenient store that fails: no call runs unjournaled --------------------------------------
 
-class FailsFromTheFirstReply(MemoryHistoryStore):
+class FailsFromTheFirstReply(DyingStore):
     """``fail_on_error`` off; every write fails once the first reply comes."""
 
-    down = False
-
     def append(self, message):
-        if message["role"] == "assistant":
-            self.down = True
-        if self.down:
-            raise OSError("the database is down")
+        self.dead = self.dead or message["role"] == "assistant"
         super().append(message)
 
-    def save_run(self, record):
-        if self.down:
-            raise OSError("the database is down")
-        super().save_run(record)
+    def dies_after(self, method, value):
+        return False
 
 
 def test_a_call_whose_start_cannot_be_journaled_runs_only_if_idempotent(caplog):
