@@ -3,9 +3,9 @@
 The ``slow`` tests (real worker processes killed and restarted, crash loops, browsers) spend
 most of their time waiting for processes and sockets, not computing. So when pytest runs the
 whole suite the plain way (``python3 -m pytest``: no ``-m``, no ``-k``, no paths), they run
-in a second pytest process started at once, while this one runs the rest; the session waits
-for it at the end, prints its summary (its whole report when it failed) and fails if it
-failed. Any narrower run, or ``LATTICE_SLOW_INLINE=1``, runs everything in this process.
+in two more pytest processes started at once (``SHARDS``), while this one runs the rest; the
+session waits for them at the end, prints their summaries (the whole report of one that
+failed) and fails if one failed. Any narrower run, or ``LATTICE_SLOW_INLINE=1``, runs everything in this process.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import os
 import subprocess
 import sys
 import tempfile
-from typing import Any, Optional
+from typing import Any, List, Tuple
 
 import pytest
 
@@ -22,9 +22,12 @@ CHILD = "LATTICE_SLOW_ALONGSIDE"  # set in the child: it runs its tests itself
 INLINE = "LATTICE_SLOW_INLINE"
 WAIT_S = 1800  # the child's tests have their own deadlines; this only bounds a hang
 
-_child: Optional[subprocess.Popen] = None
-_log: Any = None
-_status: Optional[int] = None
+# Two children, split by folder so that each takes about half of the slow tests' time.
+SHARDS = [["tests/background", "tests/examples", "tests/stores"],
+          ["--ignore=tests/background", "--ignore=tests/examples", "--ignore=tests/stores"]]
+
+_children: List[Tuple[subprocess.Popen, Any]] = []
+_statuses: List[int] = []
 
 
 def _whole_default_run(config: pytest.Config) -> bool:
@@ -40,47 +43,56 @@ def _whole_default_run(config: pytest.Config) -> bool:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    global _child, _log
     if not _whole_default_run(config):
         return
-    _log = tempfile.TemporaryFile()
-    command = [sys.executable, "-m", "pytest", "-q", "-m", "slow"]
+    base = [sys.executable, "-m", "pytest", "-q", "-m", "slow"]
     if getattr(config.option, "maxfail", 0) == 1:  # -x
-        command.append("-x")
-    _child = subprocess.Popen(command, cwd=str(config.rootpath), stdin=subprocess.DEVNULL, stdout=_log,
-                              stderr=subprocess.STDOUT, env=dict(os.environ, **{CHILD: "1"}))
+        base.append("-x")
+    for shard in SHARDS:
+        paths = [a for a in shard if not a.startswith("-")]
+        kept = [a for a in shard if a.startswith("-") or (config.rootpath / a).exists()]
+        if paths and len(kept) == len(shard) - len(paths):
+            continue  # none of its folders here
+        log = tempfile.TemporaryFile()
+        child = subprocess.Popen(base + kept, cwd=str(config.rootpath),
+                                 stdin=subprocess.DEVNULL, stdout=log,
+                                 stderr=subprocess.STDOUT, env=dict(os.environ, **{CHILD: "1"}))
+        _children.append((child, log))
     config.option.markexpr = "not slow"
+
+
+def _failed(status: int) -> bool:
+    return status not in (0, pytest.ExitCode.NO_TESTS_COLLECTED)
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    global _status
-    if _child is None:
-        return
-    try:
-        _status = _child.wait(WAIT_S)
-    except subprocess.TimeoutExpired:
-        _child.kill()
-        _status = _child.wait()
-    if _status not in (0, pytest.ExitCode.NO_TESTS_COLLECTED):
+    for child, _log in _children:
+        try:
+            _statuses.append(child.wait(WAIT_S))
+        except subprocess.TimeoutExpired:
+            child.kill()
+            _statuses.append(child.wait())
+    if any(_failed(status) for status in _statuses):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
-    if _child is None or _log is None or _status is None:
+    if not _children or len(_statuses) != len(_children):
         return
-    _log.seek(0)
-    lines = _log.read().decode("utf-8", "replace").rstrip().splitlines()
-    failed = _status not in (0, pytest.ExitCode.NO_TESTS_COLLECTED)
+    failed = any(_failed(status) for status in _statuses)
     terminalreporter.section("the slow tests, run alongside (tests/slow_alongside.py)",
                              red=failed, green=not failed)
-    for line in lines if failed else lines[-1:]:
-        terminalreporter.line(line)
+    for (_child, log), status in zip(_children, _statuses):
+        log.seek(0)
+        lines = log.read().decode("utf-8", "replace").rstrip().splitlines()
+        for line in lines if _failed(status) else lines[-1:]:
+            terminalreporter.line(line)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    if _child is not None and _child.poll() is None:  # interrupted (Ctrl-C): stop it too
-        _child.kill()
-        _child.wait()
-    if _log is not None:
-        _log.close()
+    for child, log in _children:
+        if child.poll() is None:  # interrupted (Ctrl-C): stop it too
+            child.kill()
+            child.wait()
+        log.close()
