@@ -32,7 +32,7 @@ from __future__ import annotations
 import os
 import threading
 from collections import deque
-from typing import Any, Callable, Deque, Optional, Union
+from typing import Any, Callable, Deque, List, Optional, Union
 
 from .cancellation import AbortSignal, needs_polling
 from .endings import Ending
@@ -71,11 +71,21 @@ class Doorbell:
         return self._lock.acquire(True, timeout)
 
 
+# One entry per FdDoorbell made and not yet garbage: list append/pop are atomic under the
+# GIL (a ``+= 1`` is not), and a pop in ``__del__`` cannot deadlock the way a lock could.
+_ALIVE: List[None] = []
+
+
 class FdDoorbell:
-    """An eventfd (Linux) or a pipe: rung by a write, taken by a read of every ring."""
+    """An eventfd (Linux) or a pipe: rung by a write, taken by a read of every ring.
+
+    At most ``MAX_ALIVE`` exist at a time in a process: a server streaming hundreds of
+    ``query()`` runs at once must not spend the descriptors its sockets need, so the
+    others get lock doorbells (``fast_doorbell``)."""
 
     __slots__ = ("_read", "_write", "_eventfd")
     use_eventfd = hasattr(os, "eventfd")  # Linux, Python 3.10+ (tests try the pipe too)
+    MAX_ALIVE = 64
 
     def __init__(self) -> None:
         self._read = self._write = -1
@@ -84,6 +94,8 @@ class FdDoorbell:
             self._read = self._write = os.eventfd(0)  # a counter: a write never blocks
         else:
             self._read, self._write = os.pipe()
+        _ALIVE.append(None)  # (``__del__`` takes it back whenever the descriptors exist)
+        if not self._eventfd:
             os.set_blocking(self._write, False)  # full means rung: never block a ringer
 
     def ring(self) -> None:
@@ -117,6 +129,10 @@ class FdDoorbell:
 
     def __del__(self, close: Callable[[int], None] = os.close) -> None:
         # Only when unreachable: nobody can ring it any more (see the module docstring).
+        if self._read < 0:
+            return  # (it failed to open)
+        if _ALIVE:
+            _ALIVE.pop()
         for fd in {self._read, self._write}:
             if fd >= 0:
                 close(fd)
@@ -124,7 +140,7 @@ class FdDoorbell:
 
 def fast_doorbell() -> Union[Doorbell, FdDoorbell]:
     """An ``FdDoorbell`` where the system has one to spare, else a ``Doorbell``."""
-    if os.name != "posix":
+    if os.name != "posix" or len(_ALIVE) >= FdDoorbell.MAX_ALIVE:
         return Doorbell()
     try:
         return FdDoorbell()

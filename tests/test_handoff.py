@@ -337,3 +337,18 @@ def test_a_polled_event_ends_a_lockstep_query_from_another_thread(bells):
                 in_thread(event.set)
         assert messages[-1].type == "result" and messages[-1].subtype == "error_abort"
         assert_well_formed(agent.get_history())
+
+
+def test_at_most_max_alive_descriptor_bells_exist_then_locks(monkeypatch):
+    """A server streaming many query() runs at once keeps its descriptors for sockets."""
+    import gc
+
+    if os.name != "posix":
+        pytest.skip("fd doorbells are POSIX only")
+    gc.collect()
+    monkeypatch.setattr(FdDoorbell, "MAX_ALIVE", len(handoff_module._ALIVE) + 3)
+    held = [fast_doorbell() for _ in range(5)]
+    assert [type(b) for b in held] == [FdDoorbell] * 3 + [Doorbell] * 2
+    del held
+    gc.collect()
+    assert type(fast_doorbell()) is FdDoorbell  # given back: descriptors again
