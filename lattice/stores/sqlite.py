@@ -254,6 +254,20 @@ class SqliteHistoryStore:
                 hold.lost = True
                 raise runs.lock_lost(self._where())
 
+    def append_and_save_run(self, message: Message, record: Dict[str, Any]) -> None:
+        """``append(message)`` and ``save_run(record)`` in one transaction: both or
+        neither, one commit (a durable run's reply and the journal entry of the call it
+        starts at once). Fenced like ``append``."""
+        text = encode_message(message).decode("utf-8")  # before any I/O
+        stored = runs.stamp(record, self.session_id)
+        runs.encode_record(stored)
+        hold = self._fence()
+        sid = self.session_id
+        with self._naming(), self._pool.borrow() as conn, transaction(conn):
+            self._check_fence(conn, hold)
+            conn.execute(_APPEND, (sid, text, sid))
+            sqlite_runs.save_run(conn, stored, sqlite_runs.NO_FENCE)  # (checked above)
+
     def list_runs(self, state: Optional[str] = None, *,
                   all_sessions: bool = False) -> List[Dict[str, Any]]:
         """The run records of this session (of every session with ``all_sessions``), of

@@ -51,7 +51,9 @@ def test_a_holder_writes_and_a_stale_token_is_refused_in_sqlite(tmp_path, short_
     with other.lock(wait_s=30) as taker:
         assert taker.token > held.token
         other.append(assistant("the new holder"))
-    for write in (lambda: stale.append(user("after the takeover")),
+    for write in (lambda: stale.append_and_save_run(user("and"), {"run_id": "r"}),  # first:
+                  # the transaction's own check refuses it (later ones: known lost at once)
+                  lambda: stale.append(user("after the takeover")),
                   lambda: stale.replace([user("rewritten by the stale holder")]),
                   lambda: stale.save_run({"run_id": "r", "state": "running"})):
         with pytest.raises(LockLostError, match="lock was lost"):

@@ -286,22 +286,3 @@ def test_an_agent_resumes_from_postgres(postgres_server, driver):
     agent().prompt("hello")
     assert agent().prompt("again").result == "3 messages so far"
     assert [m["role"] for m in agent().get_history()] == ["user", "assistant"] * 2
-
-
-def test_a_message_and_a_run_record_are_written_in_one_statement(postgres_server, driver):
-    store = PostgresHistoryStore(postgres_server.conninfo, new_session(), driver=driver)
-    store.append(user("go"))
-    before = store.version()
-    store.append_and_save_run(assistant("calls a tool"), {"run_id": "r",
-                                                          "started_calls": {"t1": 1}})
-    assert store.load() == [user("go"), assistant("calls a tool")]
-    record = store.load_run("r")
-    assert record["started_calls"] == {"t1": 1} and record["state"] == "running"
-    assert store.version() > before  # the record's version is the message's id
-    with store.lock():  # fenced like an append while locked; an update of the record
-        store.append_and_save_run(user("more"), dict(record, started_calls={"t1": 1, "t2": 1}))
-    assert store.load()[-1] == user("more")
-    assert store.load_run("r")["started_calls"] == {"t1": 1, "t2": 1}
-    with pytest.raises(TypeError):  # a bad record fails before anything is written
-        store.append_and_save_run(user("never"), {"no": "run id"})
-    assert store.load()[-1] == user("more")

@@ -152,3 +152,23 @@ def test_the_built_in_stores_record_runs(tmp_path):
                   SqliteHistoryStore(tmp_path / "a.db", "s")):
         assert records_runs(store), store
     assert not os.path.exists(tmp_path / "a.jsonl")  # asking did no I/O
+
+
+def test_a_message_and_a_run_record_are_written_at_once(many_sessions):
+    """``append_and_save_run``: both or neither, in one statement (PostgreSQL) or one
+    transaction (SQLite); the version moves; fenced like ``append`` while locked."""
+    store = many_sessions.store()
+    store.append(user("go"))
+    before = store.version()
+    store.append_and_save_run(assistant("calls a tool"), record("r", started_calls={"t1": 1}))
+    assert store.load() == [user("go"), assistant("calls a tool")]
+    got = store.load_run("r")
+    assert got["started_calls"] == {"t1": 1} and got["state"] == "running"
+    assert store.version() != before
+    with store.lock():  # while locked: checked against the fence, and an update of the record
+        store.append_and_save_run(user("more"), dict(got, started_calls={"t1": 1, "t2": 1}))
+    assert many_sessions.store().load()[-1] == user("more")
+    assert many_sessions.store().load_run("r")["started_calls"] == {"t1": 1, "t2": 1}
+    with pytest.raises(TypeError):  # a bad record fails before anything is written
+        store.append_and_save_run(user("never"), {"no": "run id"})
+    assert store.load()[-1] == user("more")
