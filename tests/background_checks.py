@@ -2,6 +2,9 @@
 of SPEC 17, read from the jobs' log (tests/background/agent_jobs.py) and the SQLite store."""
 
 import json
+import os
+import signal
+import time
 from collections import Counter, defaultdict
 
 from lattice import SqliteHistoryStore
@@ -22,6 +25,38 @@ def read_events(path):
         except ValueError:
             pass
     return events
+
+
+def kill(process):
+    """SIGKILL ``process``'s whole process group (as a crashed pod), and reap it."""
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    process.wait(10)
+
+
+def kill_workers_until_all_end(workers, restart, log_path, prompts, rng, *, max_kills):
+    """Poll the jobs' log until every run of ``prompts`` ended (at most 240 s); every ~2 s,
+    while runs remain, kill one worker chosen by ``rng`` and put ``restart(victim)`` (a new
+    worker process) in its place. Every worker is killed at the end. Returns the kills."""
+    kills = 0
+    deadline = time.monotonic() + 240
+    try:
+        while time.monotonic() < deadline:
+            ended = {e["run"] for e in read_events(log_path) if e["event"] == "end"}
+            if ended >= set(prompts):
+                break
+            time.sleep(0.5)  # poll the log; the kills below are the test's own pacing
+            if kills < max_kills and len(ended) < len(prompts) - 2 and rng.random() < 0.25:
+                victim = rng.randrange(len(workers))
+                kill(workers[victim])
+                workers[victim] = restart(victim)
+                kills += 1
+    finally:
+        for process in workers:
+            kill(process)
+    return kills
 
 
 def check_runs(events, prompts, *, store_path, turns=4):

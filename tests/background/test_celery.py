@@ -12,15 +12,17 @@ least one run really was finished by another worker than the one that started it
 
 import os
 import random
-import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
 pytest.importorskip("celery")
-from background_checks import check_runs, read_events  # noqa: E402
+from background_checks import (  # noqa: E402
+    check_runs,
+    kill_workers_until_all_end,
+    read_events,
+)
 from helpers import ROOT  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -39,14 +41,6 @@ def start_worker(env, n, logs):
         cwd=HERE, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
 
 
-def kill(process):
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    process.wait(10)
-
-
 def test_runs_end_exactly_once_while_workers_are_killed(redis_server, tmp_path):
     from celery import Celery
 
@@ -59,23 +53,10 @@ def test_runs_end_exactly_once_while_workers_are_killed(redis_server, tmp_path):
         client.send_task("celery_app.run_agent", args=[prompt])
     rng = random.Random(2026)
     workers = [start_worker(env, n, tmp_path) for n in range(WORKERS)]
-    started, kills = WORKERS, 0
-    deadline = time.monotonic() + 240
-    try:
-        while time.monotonic() < deadline:
-            events = read_events(tmp_path / "jobs.log")
-            ended = {e["run"] for e in events if e["event"] == "end"}
-            if ended >= set(prompts):
-                break
-            time.sleep(0.5)  # poll the log; the kills below are the test's own pacing
-            if kills < 12 and len(ended) < RUNS - 2 and rng.random() < 0.25:
-                victim = rng.randrange(WORKERS)
-                kill(workers[victim])
-                workers[victim] = start_worker(env, started, tmp_path)
-                started, kills = started + 1, kills + 1
-    finally:
-        for process in workers:
-            kill(process)
+    started = iter(range(WORKERS, WORKERS + 100))
+    kills = kill_workers_until_all_end(
+        workers, lambda victim: start_worker(env, next(started), tmp_path),
+        tmp_path / "jobs.log", prompts, rng, max_kills=12)
     events = read_events(tmp_path / "jobs.log")
     assert {e["run"] for e in events if e["event"] == "end"} >= set(prompts), \
         f"not every run ended in time ({kills} kills)"

@@ -10,15 +10,17 @@ replaced. The checks are the Celery test's.
 
 import os
 import random
-import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
 pytest.importorskip("rq")
-from background_checks import check_runs, read_events  # noqa: E402
+from background_checks import (  # noqa: E402
+    check_runs,
+    kill_workers_until_all_end,
+    read_events,
+)
 from helpers import ROOT  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -52,14 +54,6 @@ def start_worker(env, redis_url, n, logs):
         cwd=HERE, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
 
 
-def kill(process):
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    process.wait(10)
-
-
 def test_runs_end_exactly_once_while_workers_are_killed(redis_server, tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(HERE)  # the job functions, importable by name as RQ needs
     import agent_jobs as jobs
@@ -77,26 +71,18 @@ def test_runs_end_exactly_once_while_workers_are_killed(redis_server, tmp_path, 
     rng = random.Random(7)
     workers = [start_worker(env, redis_server.url, n, tmp_path) for n in range(WORKERS)]
     names = [f"w{n}" for n in range(WORKERS)]
-    started, kills, requeued = WORKERS, 0, 0
-    deadline = time.monotonic() + 240
-    try:
-        while time.monotonic() < deadline:
-            ended = {e["run"] for e in read_events(log) if e["event"] == "end"}
-            if ended >= set(prompts):
-                break
-            time.sleep(0.5)  # poll the log; the kills below are the test's own pacing
-            if kills < 10 and len(ended) < RUNS - 2 and rng.random() < 0.25:
-                victim = rng.randrange(WORKERS)
-                kill(workers[victim])
-                requeued += requeue_jobs_of(queue, names[victim])
-                names[victim] = f"w{started}"
-                workers[victim] = start_worker(env, redis_server.url, started, tmp_path)
-                started, kills = started + 1, kills + 1
-    finally:
-        for process in workers:
-            kill(process)
+    started = iter(range(WORKERS, WORKERS + 100))
+    requeued = []
+
+    def restart(victim):
+        requeued.append(requeue_jobs_of(queue, names[victim]))
+        n = next(started)
+        names[victim] = f"w{n}"
+        return start_worker(env, redis_server.url, n, tmp_path)
+
+    kills = kill_workers_until_all_end(workers, restart, log, prompts, rng, max_kills=10)
     events = read_events(log)
     assert {e["run"] for e in events if e["event"] == "end"} >= set(prompts), \
-        f"not every run ended in time ({kills} kills, {requeued} jobs requeued)"
+        f"not every run ended in time ({kills} kills, {sum(requeued)} jobs requeued)"
     assert kills >= 3
     check_runs(events, prompts, store_path=tmp_path / "runs.db")
