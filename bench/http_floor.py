@@ -91,34 +91,7 @@ def bare_run(url: str, turns: int, stream: bool, provider: str,
     if provider == "openai":
         bare_chat_loop(url, turns, stream, TOOLS)
     else:
-        bare_seeded_loop(url, turns, stream, history or [])
-
-
-def bare_seeded_loop(url: str, turns: int, stream: bool, history: List[Any]) -> None:
-    """``http_loop.bare_loop`` after ``history`` (the floor re-encodes it every turn)."""
-    if not history:
-        bare_loop(url, turns, stream, TOOLS)
-        return
-    import requests
-
-    session = requests.Session()
-    session.trust_env = False
-    headers = {"x-api-key": KEY, "anthropic-version": "2023-06-01",
-               "content-type": "application/json"}
-    messages = list(history) + [{"role": "user", "content": PROMPT}]
-    for turn in range(1, turns + 1):
-        body = {"model": MODEL, "max_tokens": 8192, "messages": messages, "tools": TOOLS}
-        data = json.dumps(body, separators=(",", ":")).encode()
-        reply = session.post(url + "/v1/messages", data=data, headers=headers).json()
-        messages.append({"role": "assistant", "content": reply["content"]})
-        uses = [b for b in reply["content"] if b["type"] == "tool_use"]
-        if not uses:
-            assert turn == turns, turn
-            break
-        messages.append({"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": u["id"], "content": u["input"]["text"]}
-            for u in uses]})
-    session.close()
+        bare_loop(url, turns, stream, TOOLS, history)
 
 
 def verdict(ok: bool) -> str:
@@ -158,7 +131,7 @@ def seeded_rows(server: Callable[[int], str], reps: int, sizes: List[int]
         assistants = sum(1 for m in history if m["role"] == "assistant")
         runs = []
         for n in (turns, 1):
-            runs += [lambda n=n: bare_seeded_loop(server(assistants + n), n, False, history),
+            runs += [lambda n=n: bare_loop(server(assistants + n), n, False, TOOLS, history),
                      lambda n=n: lattice_run(server(assistants + n), n, False, "anthropic",
                                              history=history)]
         timings, _ = compare(runs, reps)

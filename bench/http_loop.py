@@ -264,12 +264,16 @@ def _answer_calls(messages: List[Any], content: Any, calls: List[Dict[str, Any]]
     return True
 
 
-def bare_loop(url: str, turns: int, stream: bool, tools: List[Dict[str, Any]]) -> None:
+def bare_loop(url: str, turns: int, stream: bool, tools: List[Dict[str, Any]],
+              history: Optional[List[Dict[str, Any]]] = None) -> None:
+    """The Messages API floor: the same growing bodies (after ``history``, re-encoded every
+    turn like the rest), sent with a bare ``requests`` session."""
     session = requests.Session()
     session.trust_env = False  # as lattice's session: proxies read once, not per request
     headers = {"x-api-key": KEY, "anthropic-version": "2023-06-01",
                "content-type": "application/json"}
-    messages: List[Dict[str, Any]] = [{"role": "user", "content": "Run the steps."}]
+    messages: List[Dict[str, Any]] = list(history or []) + [
+        {"role": "user", "content": "Run the steps."}]
     for turn in range(1, turns + 1):
         body: Dict[str, Any] = {"model": MODEL, "max_tokens": 8192, "messages": messages,
                                 "tools": tools}

@@ -87,15 +87,19 @@ class App:
         return [line for line in self.log if re.search(r'" 5\d\d ', line)]
 
 
-@pytest.fixture
-def app(tmp_path: Path) -> Iterator[App]:
-    server = App(tmp_path)
+def served(server: App) -> Iterator[App]:
+    """``server`` started for the test, stopped after it; it logged no server error."""
     server.start()
     try:
         yield server
     finally:
         server.stop()
     assert server.server_errors() == []
+
+
+@pytest.fixture
+def app(tmp_path: Path) -> Iterator[App]:
+    yield from served(App(tmp_path))
 
 
 @pytest.fixture
@@ -194,13 +198,8 @@ def test_chat_approve_and_reload(app: App, browser: Any) -> None:
 
 @pytest.fixture
 def slow_app(tmp_path: Path) -> Iterator[App]:
-    server = App(tmp_path, WEB_CHAT_MODEL_DELAY_S="1.5")  # slow model work: a run takes a while
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
-    assert server.server_errors() == []
+    # slow model work: a run takes a while
+    yield from served(App(tmp_path, WEB_CHAT_MODEL_DELAY_S="1.5"))
 
 
 def test_a_page_reloaded_mid_run_shows_the_answer_with_no_click(slow_app: App,
