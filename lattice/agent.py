@@ -183,8 +183,7 @@ class Agent:
         starts now: the Agent is busy until the iterator ends or is closed. With a
         ``run_id`` it runs at most once to its end (SPEC 17: docs/durable-runs.md)."""
         signal = as_signal(signal)
-        if run_id is not None:
-            check_run_id(run_id)
+        run_id = check_run_id(run_id)
         settings = self._prepare(prompt, approvals, {
             "request_timeout_ms": request_timeout_ms, "max_turns": max_turns,
             "max_tokens": max_tokens, "max_budget_tokens": max_budget_tokens},
@@ -200,8 +199,7 @@ class Agent:
         """Run one query to its end and return the ``ResultMessage`` (``run_id``: see
         ``query``)."""
         signal = as_signal(signal)
-        if run_id is not None:
-            check_run_id(run_id)
+        run_id = check_run_id(run_id)
         settings = self._prepare(prompt, approvals, {
             "request_timeout_ms": request_timeout_ms, "max_turns": max_turns,
             "max_tokens": max_tokens, "max_budget_tokens": max_budget_tokens},

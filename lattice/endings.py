@@ -24,6 +24,7 @@ from typing import (
     NamedTuple,
     Optional,
     Union,
+    cast,
 )
 
 from .messages import ResultMessage
@@ -100,7 +101,7 @@ class Ending:
             assert self.error is not None
             raise self.error
         result = ResultMessage(
-            self.subtype, is_error=self.kind.is_error,  # type: ignore[arg-type]
+            cast(ResultSubtype, self.subtype), is_error=self.kind.is_error,
             result=self.result if self.result is not None else last_text(),
             structured_result=self.structured_result, usage=usage, stop_reason=stop_reason,
             num_turns=num_turns, duration_ms=duration_ms, error=self.error)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Dict, List, Optional
 
-from .caching import MAX_BREAKPOINTS, fit_cache_breakpoints
+from .caching import MAX_BREAKPOINTS, count_marks, fit_cache_breakpoints
 from .endings import Ending
 from .errors import AbortError, RequestTimeoutError
 from .history import History
@@ -58,7 +58,9 @@ class ModelCaller:
         self.query_token = query_token
         self.usage = Usage()  # of every reply of the query (a discarded one is billed too)
         self.last_usage = NO_USAGE  # of the last reply (read only after a call)
-        self.fixed_marks = settings.fixed_marks()
+        system, tools = settings.system, settings.tool_definitions
+        self.fixed_marks = (len(tools) - [t.get("cache_control") for t in tools].count(None)
+                            + (count_marks(system) if type(system) is list else 0))
 
     def request(self) -> ModelRequest:
         """The next turn's request: the history, the Agent's system prompt and tools, cache

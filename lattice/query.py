@@ -64,7 +64,7 @@ class Query(Iterator[SDKMessage]):
         self._tail_done = False
         try:
             home = conversation.history.home
-            if run_id is not None or (home is not None and records_runs(home)):
+            if run_id is not None or records_runs(home):  # a bad run fails here, too
                 self._keeper = durable.Keeper(conversation.history, run_id, prompt)
             if approvals is not None:  # bad approvals fail here, before a web app answers
                 self._check_approvals()
@@ -160,8 +160,7 @@ class Query(Iterator[SDKMessage]):
         try:
             loop = self._loop
             if loop is not None:
-                if not self._tail_done:
-                    self._repair_tail(ending)
+                self._repair_tail(ending)
                 if delivered and ending.subtype != "closed":
                     last = loop.last_reply
                     result = ending.to_result(

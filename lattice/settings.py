@@ -11,8 +11,6 @@ import enum
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional
 
-from .caching import count_marks
-
 if TYPE_CHECKING:  # pragma: no cover
     from .calls import ToolCall
     from .compaction import AutoCompact
@@ -159,14 +157,3 @@ class QuerySettings:
     prompt_caching: bool = False
     max_budget_tokens: Optional[int] = None
     observers: List[Observer] = field(default_factory=list)
-    # Counted once per settings object (queries share the Agent's): ``fixed_marks``.
-    _fixed_marks: Optional[int] = field(default=None, init=False, repr=False, compare=False)
-
-    def fixed_marks(self) -> int:
-        """How many cache marks the system prompt and the tool definitions carry."""
-        if self._fixed_marks is None:
-            system = self.system
-            self._fixed_marks = (
-                sum(1 for t in self.tool_definitions if t.get("cache_control") is not None)
-                + (count_marks(system) if type(system) is list else 0))
-        return self._fixed_marks
