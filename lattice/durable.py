@@ -156,7 +156,7 @@ class Keeper:
         history = self.history
         self.record = new_record(self.run_id, self.prompt, len(history.messages))
         self.journal = Journal(self.record, self._save, self._writing)
-        if callable(getattr(history.store, "append_and_save_run", None)):
+        if history.writes_with_runs:
             history.save("append_and_save_run", message, self.record)
             history.keep(message)
         else:

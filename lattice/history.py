@@ -179,14 +179,12 @@ class History:
             # the version first, so a write landing between the two reads makes it stale.
             before = self._read_version() if method == "load" else None
             out = None if written else getattr(store, method)(*args)
-            if not self.versioned:
-                pass
-            elif method != "load" and self.hold is not None and self.hold.held:
-                # Under the session lock: ``settle_version`` reads it once, at the end.
-                self.version_behind = True
-            else:
-                self.version = before if method == "load" else self._read_version()
-                self.version_behind = False
+            if self.versioned:
+                if method != "load" and self.hold is not None and self.hold.held:
+                    self.version_behind = True  # ``settle_version`` reads it, at the end
+                else:
+                    self.version = before if method == "load" else self._read_version()
+                    self.version_behind = False
             if method == "load":
                 self.read_once = True
                 self.loads += 1
@@ -268,6 +266,12 @@ class History:
         """What the store holds (None without a store or on a swallowed failure)."""
         loaded = self.save("load")
         return None if loaded is None else list(loaded)
+
+    @property
+    def writes_with_runs(self) -> bool:
+        """The store writes a message and a run record at once (``append_and_save_run``:
+        PostgreSQL in one statement, SQLite in one transaction)."""
+        return callable(getattr(self.store, "append_and_save_run", None))
 
     @property
     def versioned(self) -> bool:

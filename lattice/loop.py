@@ -218,7 +218,7 @@ class Loop:
         approval, nor in lockstep (a consumer holding the reply may never let it start)."""
         journal = self.journal
         if journal is None or self.kind is not RUN or self.run.lockstep or \
-                not callable(getattr(self.history.store, "append_and_save_run", None)):
+                not self.history.writes_with_runs:
             return None
         first = next((c for c in self.calls if c.problem is None), None)
         return journal.ride(first.id) if first is not None else None

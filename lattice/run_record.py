@@ -221,8 +221,7 @@ class Journal:
     def ride(self, call_id: str) -> Record:
         """The record with ``call_id`` started, to be written with its reply."""
         with self._mutex:
-            self.started[call_id] = self.attempt(call_id)
-            self.record["updated_at"] = time.time()
+            self._mark(call_id)
             self._rode.add(call_id)
             return self.record
 
@@ -232,8 +231,11 @@ class Journal:
         with self._mutex:
             if call_id in self._rode:  # already in the store, with its reply
                 self._rode.discard(call_id)
-                return self._writing()
-            self.started[call_id] = self.attempt(call_id)
-            self.record["updated_at"] = time.time()
-            self._save(self.record)
+            else:
+                self._mark(call_id)
+                self._save(self.record)
             return self._writing()
+
+    def _mark(self, call_id: str) -> None:
+        self.started[call_id] = self.attempt(call_id)
+        self.record["updated_at"] = time.time()

@@ -29,7 +29,7 @@ from __future__ import annotations
 import copy
 import json
 import re
-from typing import Any, Callable, Dict, List, Optional, TypeVar
+from typing import Any, Callable, Dict, List, Optional, Tuple, TypeVar
 
 from . import runs
 from .base import Message, encode_message
@@ -193,8 +193,7 @@ class PostgresHistoryStore:
         text = runs.encode_record(stored)  # before any I/O
         hold = self._fence()
         sid = self.session_id
-        params = (sid, stored["run_id"], str(stored.get("state")), float(stored["started_at"]),
-                  float(stored["updated_at"]), self.table, text, sid,
+        params = (sid, *_record_columns(stored), self.table, text, sid,
                   _NO_FENCE if hold is None else hold.token)
         sql = self._tables.upsert
         saved = self._run(lambda cur: _rowcount(cur, sql, params), retry=True,
@@ -211,8 +210,7 @@ class PostgresHistoryStore:
         hold = self._fence()
         sid = self.session_id
         params = (sid, text, sid, _NO_FENCE if hold is None else hold.token,
-                  sid, stored["run_id"], str(stored.get("state")),
-                  float(stored["started_at"]), float(stored["updated_at"]), record_text)
+                  sid, *_record_columns(stored), record_text)
         sql = self._tables.append_and_upsert
         added = self._run(lambda cur: _rowcount(cur, sql, params), retry=False,
                           fenced=hold is not None)
@@ -363,6 +361,12 @@ def _check_session(session_id: Any) -> str:
 
 
 _NO_FENCE = 2 ** 63 - 1  # the token of a write made without the lock: no fence refuses it
+
+
+def _record_columns(stored: Dict[str, Any]) -> Tuple[str, str, float, float]:
+    """The run-record table's own columns of a stamped record, in statement order."""
+    return (stored["run_id"], str(stored.get("state")), float(stored["started_at"]),
+            float(stored["updated_at"]))
 
 
 def _rowcount(cur: Any, sql: str, params: Any) -> int:

@@ -246,11 +246,11 @@ class SqliteHistoryStore:
     def save_run(self, record: Dict[str, Any]) -> None:
         """Insert or update the record of ``record["run_id"]`` (fenced like ``append``)."""
         stored = runs.stamp(record, self.session_id)
-        runs.encode_record(stored)  # before any I/O
+        text = runs.encode_record(stored)  # before any I/O
         hold = self._fence()
         token = sqlite_runs.NO_FENCE if hold is None else hold.token
         with self._naming(), self._pool.borrow() as conn:
-            if not sqlite_runs.save_run(conn, stored, token) and hold is not None:
+            if not sqlite_runs.save_run(conn, stored, text, token) and hold is not None:
                 hold.lost = True
                 raise runs.lock_lost(self._where())
 
@@ -260,13 +260,13 @@ class SqliteHistoryStore:
         starts at once). Fenced like ``append``."""
         text = encode_message(message).decode("utf-8")  # before any I/O
         stored = runs.stamp(record, self.session_id)
-        runs.encode_record(stored)
+        record_text = runs.encode_record(stored)
         hold = self._fence()
         sid = self.session_id
         with self._naming(), self._pool.borrow() as conn, transaction(conn):
             self._check_fence(conn, hold)
             conn.execute(_APPEND, (sid, text, sid))
-            sqlite_runs.save_run(conn, stored, sqlite_runs.NO_FENCE)  # (checked above)
+            sqlite_runs.save_run(conn, stored, record_text, sqlite_runs.NO_FENCE)  # (fenced)
 
     def list_runs(self, state: Optional[str] = None, *,
                   all_sessions: bool = False) -> List[Dict[str, Any]]:

@@ -86,10 +86,9 @@ def fence_ok(conn: sqlite3.Connection, session_id: str, token: int) -> bool:
     return int(row[0]) <= token
 
 
-def save_run(conn: sqlite3.Connection, record: Dict[str, Any], token: int) -> bool:
-    """Upsert ``record`` (stamped by ``runs.stamp``) unless a token newer than ``token``
-    exists; False if refused."""
-    text = runs.encode_record(record)
+def save_run(conn: sqlite3.Connection, record: Dict[str, Any], text: str, token: int) -> bool:
+    """Upsert ``record`` (stamped by ``runs.stamp``; ``text``, its encoding) unless a token
+    newer than ``token`` exists; False if refused."""
     sid = record["session_id"]
     cursor = conn.execute(_UPSERT, (sid, record["run_id"], str(record.get("state")),
                                     float(record["started_at"]), float(record["updated_at"]),
