@@ -5,7 +5,8 @@ Azure is not a new client: ``AzureOpenAIChatClient`` is ``OpenAIChatClient`` pos
 ``AzureOpenAIResponsesClient`` is ``OpenAIResponsesClient`` posting to
 ``{endpoint}/openai/v1/responses`` (or ``/openai/responses?api-version=...``). Both send
 an ``api-key`` header, or ``Authorization: Bearer`` with a token from ``token_provider()``
-(Microsoft Entra ID; called for every request, the provider caches); ``api_key`` wins.
+(Microsoft Entra ID; called for every request, the provider caches; after a 401 it is
+called once more and the request sent once more); ``api_key`` wins.
 They never send ``OPENAI_API_KEY`` (that key is for api.openai.com).
 """
 
@@ -92,7 +93,9 @@ class AzureOpenAIChatClient(OpenAIChatClient):
         api_version: e.g. ``"2024-10-21"``, sent as ``?api-version=``.
         api_key: sent as ``api-key``; default ``AZURE_OPENAI_API_KEY`` (read at each call)
             when there is no ``token_provider``.
-        token_provider: a callable returning an Entra ID token, sent as a bearer token.
+        token_provider: a callable returning an Entra ID token, sent as a bearer token;
+            called for every request (let it cache), and once more after a 401, when the
+            request is sent once more (not counted against ``max_retries``).
         Others as ``OpenAIChatClient``.
     """
 
@@ -135,6 +138,10 @@ class AzureOpenAIChatClient(OpenAIChatClient):
     def _headers(self) -> Tuple[Dict[str, str], List[str]]:
         auth, secrets = azure_credentials(self._azure_key, self._token_provider)
         return self._json_headers(auth, *secrets)
+
+    def _headers_after_401(self) -> Optional[Tuple[Dict[str, str], List[str]]]:
+        asks = self._azure_key is None and self._token_provider is not None
+        return self._headers() if asks else None  # the provider again
 
     def __repr__(self) -> str:
         return (f"AzureOpenAIChatClient(base_url={self.base_url!r}, deployment="
@@ -182,6 +189,9 @@ class AzureOpenAIResponsesClient(OpenAIResponsesClient):
 
     def _hint(self) -> str:
         return "check the endpoint, the deployment name (the model) and api_version"
+
+    def _asks_provider(self) -> bool:
+        return self._azure_key is None and self._token_provider is not None
 
     def _credentials(self) -> Tuple[Dict[str, str], List[str]]:
         return azure_credentials(self._azure_key, self._token_provider)

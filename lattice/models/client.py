@@ -6,9 +6,11 @@ becomes a request body."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING, Any, Dict, List, Mapping, NamedTuple, Optional, Tuple, TypeVar
 
 from .._version import __version__
+from ..errors import AuthenticationError, RequestTimeoutError
 from .base import ModelRequest, ReplyDict
 from .body import DEFAULT_MAX_RESPONSE_BYTES
 from .entries import EntryBytes
@@ -82,12 +84,40 @@ class HTTPModelClient:
     def create(self, request: ModelRequest) -> ReplyDict:
         """Send one request; return the assistant dict (nothing partial)."""
         request.signal.throw_if_aborted()
-        headers, secrets = self._headers()
         body, streaming = self._body(request)
-        return self._transport.send(request, body, headers, secrets, streaming)
+        return self._send(request, body, streaming)
+
+    def _send(self, request: ModelRequest, body: bytes, streaming: bool, *,
+              url: Optional[str] = None) -> ReplyDict:
+        """POST ``body`` with this client's headers. A 401 to a token a provider gave is
+        answered by asking for headers again (``_headers_after_401``: the provider asked
+        once more) and sending once more, within what is left of the request's deadline;
+        not a retry under the policy: a token that went stale under us is no server fault."""
+        headers, secrets = self._headers()
+        started = self.retry_policy.clock()
+        try:
+            return self._transport.send(request, body, headers, secrets, streaming, url=url)
+        except AuthenticationError as exc:
+            if exc.status_code != 401:
+                raise
+            fresh = self._headers_after_401()
+            if fresh is None:  # a fixed key or token: a second try would fail the same way
+                raise
+        limit = request.timeout_ms or self.timeout_ms
+        if limit:
+            left = limit - (self.retry_policy.clock() - started) * 1000.0
+            if left <= 0:
+                raise RequestTimeoutError(f"model request timed out after {limit} ms")
+            request = dataclasses.replace(request, timeout_ms=max(1, int(left)))
+        return self._transport.send(request, body, *fresh, streaming, url=url)
 
     def _headers(self) -> Tuple[Dict[str, str], List[str]]:  # pragma: no cover - abstract
         raise NotImplementedError
+
+    def _headers_after_401(self) -> Optional[Tuple[Dict[str, str], List[str]]]:
+        """After a 401: the headers with a token asked for again, or None when the
+        credential is fixed (the default)."""
+        return None
 
     def _json_headers(self, auth: Dict[str, str], *secrets: Optional[str]
                       ) -> Tuple[Dict[str, str], List[str]]:

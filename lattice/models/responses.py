@@ -82,7 +82,8 @@ class OpenAIResponsesClient(HTTPModelClient):
             none; without either, connect 10 s and read 600 s per attempt.
         retry_policy: a ``RetryPolicy``; it replaces ``max_retries`` when given.
         token_provider: a callable returning a bearer token, called for every request
-            (Microsoft Entra ID on Azure; the provider caches); ``api_key`` wins over it.
+            (Microsoft Entra ID on Azure; the provider caches; after a 401 it is called
+            once more and the request sent once more); ``api_key`` wins over it.
     """
 
     provider_name = "openai"  # gen_ai.provider.name in traces
@@ -138,16 +139,23 @@ class OpenAIResponsesClient(HTTPModelClient):
         """The auth header: our key, else the token provider's token, else the env key
         (not when an ``api-key`` header is configured: that key is for another host)."""
         key = self._api_key
-        if key is None and self._token_provider is not None:
+        if self._token_provider is not None and self._asks_provider():
             token = bearer_token(self._token_provider)
             return {"authorization": f"Bearer {token}"}, [token]
         if key is None and not any(k.lower() == "api-key" for k in self._default_headers):
             key = secret_from_env("OPENAI_API_KEY")
         return ({"authorization": f"Bearer {key}"}, [key]) if key else ({}, [])
 
+    def _asks_provider(self) -> bool:
+        """The credential is the token provider's (no key wins over it)."""
+        return self._api_key is None and self._token_provider is not None
+
     def _headers(self) -> Tuple[Dict[str, str], List[str]]:
         auth, secrets = self._credentials()
         return self._json_headers(auth, *secrets, *self._query_secrets)
+
+    def _headers_after_401(self) -> Optional[Tuple[Dict[str, str], List[str]]]:
+        return self._headers() if self._asks_provider() else None  # the provider again
 
     def __repr__(self) -> str:
         return super().__repr__()[:-1] + f", store={self.store})"

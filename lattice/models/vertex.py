@@ -11,13 +11,12 @@ only when that path is taken.
 
 from __future__ import annotations
 
-import dataclasses
 import importlib.util
 import os
 import threading
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Tuple
 
-from ..errors import APIStatusError, AuthenticationError, RequestTimeoutError
+from ..errors import APIStatusError, AuthenticationError
 from .anthropic import MessagesCodec
 from .base import ModelRequest, ReplyDict
 from .body import DEFAULT_MAX_RESPONSE_BYTES
@@ -128,24 +127,14 @@ class AnthropicVertexClient(HTTPModelClient):
         url = (f"{self.base_url}/v1/projects/{self.project_id}/locations/{self.region}/"
                f"publishers/anthropic/models/{request.model}:"
                f"{'streamRawPredict' if streaming else 'rawPredict'}")
-        headers, secrets = self._signed(self._token(refresh=False))
-        clock = self.retry_policy.clock
-        started = clock()
-        try:
-            return self._transport.send(request, body, headers, secrets, streaming, url=url)
-        except AuthenticationError as exc:
-            if exc.status_code != 401 or self._access_token is not None:
-                raise
-        # The token went stale under us: ask for a new one and try once more, within
-        # what is left of the request's deadline.
-        limit = request.timeout_ms or self.timeout_ms
-        if limit:
-            left = limit - (clock() - started) * 1000.0
-            if left <= 0:
-                raise RequestTimeoutError(f"model request timed out after {limit} ms")
-            request = dataclasses.replace(request, timeout_ms=max(1, int(left)))
-        headers, secrets = self._signed(self._token(refresh=True))
-        return self._transport.send(request, body, headers, secrets, streaming, url=url)
+        return self._send(request, body, streaming, url=url)
+
+    def _headers(self) -> Tuple[Dict[str, str], List[str]]:
+        return self._signed(self._token(refresh=False))
+
+    def _headers_after_401(self) -> Optional[Tuple[Dict[str, str], List[str]]]:
+        # The token went stale under us: a provider's or Google's new one, not a fixed one.
+        return None if self._access_token is not None else self._signed(self._token(refresh=True))
 
     def _token(self, *, refresh: bool) -> str:
         if self._access_token is not None:
@@ -176,7 +165,7 @@ class AnthropicVertexClient(HTTPModelClient):
         return token
 
     def _signed(self, token: str) -> Tuple[Dict[str, str], List[str]]:
-        headers, secrets = self._headers()
+        headers, secrets = self._json_headers({})
         headers["authorization"] = f"Bearer {token}"
         headers.update(self._default_headers)
         return headers, sorted(set(secrets) | set(secrets_of({}, token)), key=len,
@@ -187,9 +176,6 @@ class AnthropicVertexClient(HTTPModelClient):
         body.pop("model", None)
         body.setdefault("anthropic_version", VERTEX_VERSION)
         return dump_body(body, self._entries), body.get("stream") is True
-
-    def _headers(self) -> Tuple[Dict[str, str], List[str]]:
-        return self._json_headers({})
 
     def __repr__(self) -> str:
         return (f"AnthropicVertexClient(project_id={self.project_id!r}, region={self.region!r},"

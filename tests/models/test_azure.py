@@ -1,15 +1,19 @@
-"""AzureOpenAIChatClient and AzureOpenAIResponsesClient: URLs, credentials, options."""
+"""AzureOpenAIChatClient and AzureOpenAIResponsesClient: URLs, credentials (a token
+provider asked again after a 401, OpenAIResponsesClient's too), options."""
 
 from __future__ import annotations
 
-from typing import List
+import dataclasses
+import time
+from typing import Any, List, Optional
 
 import pytest
 
 from lattice import Agent
-from lattice.errors import AuthenticationError, NotFoundError
+from lattice.errors import AuthenticationError, NotFoundError, RequestTimeoutError
 from lattice.models.azure import AzureOpenAIChatClient, AzureOpenAIResponsesClient
 from lattice.models.base import ModelRequest
+from lattice.models.responses import OpenAIResponsesClient
 from lattice.testing import MockMessagesServer
 
 REQUEST = ModelRequest(model=None, messages=[{"role": "user", "content": "hi"}])
@@ -107,3 +111,61 @@ def test_responses_on_azure(api_version: str) -> None:
         assert reply["content"] == [{"type": "text", "text": "from Azure Responses"}]
         assert server.request_headers[0]["api-key"] == "azure-0123456"
         assert server.requests[0]["store"] is False
+
+
+def _clients(server: MockMessagesServer, provider: Any, key: Optional[str] = None
+             ) -> List[Any]:
+    """Every client that takes a token provider, each on the mock, retries off (the
+    second try after a 401 is not the retry policy's)."""
+    return [
+        AzureOpenAIChatClient(endpoint=server.base_url, deployment="d", api_version="v1",
+                              api_key=key, token_provider=provider, max_retries=0),
+        AzureOpenAIResponsesClient(endpoint=server.base_url, api_key=key,
+                                   token_provider=provider, max_retries=0),
+        OpenAIResponsesClient(base_url=server.base_url, api_key=key, token_provider=provider,
+                              max_retries=0),
+    ]
+
+
+@pytest.mark.parametrize("which", [0, 1, 2], ids=["azure-chat", "azure-responses",
+                                                  "openai-responses"])
+def test_after_a_401_the_token_provider_is_asked_again_and_the_request_sent_once_more(
+        which: int) -> None:
+    tokens = iter(["stale-token-0001", "fresh-token-0002", "stale-token-0003",
+                   "stale-token-0004", "never-asked-0005"])
+    request = dataclasses.replace(REQUEST, model="m")
+    with MockMessagesServer([MockMessagesServer.error(401, "token expired"), "fresh",
+                             MockMessagesServer.error(401, "no"),
+                             MockMessagesServer.error(401, "still no")]) as server:
+        client = _clients(server, lambda: next(tokens))[which]
+        assert client.create(request)["content"][0]["text"] == "fresh"
+        with pytest.raises(AuthenticationError) as raised:  # sent once more, not twice
+            client.create(request)
+        assert raised.value.status_code == 401 and "stale" not in str(raised.value)
+        assert [h["authorization"] for h in server.request_headers] == [
+            f"Bearer {t}" for t in ("stale-token-0001", "fresh-token-0002",
+                                    "stale-token-0003", "stale-token-0004")]
+    assert next(tokens) == "never-asked-0005"
+
+
+@pytest.mark.parametrize("which", [0, 1, 2], ids=["azure-chat", "azure-responses",
+                                                  "openai-responses"])
+def test_a_401_to_a_key_is_not_sent_again(which: int) -> None:
+    asked: List[int] = []
+    with MockMessagesServer([MockMessagesServer.error(401, "bad key"), "never"]) as server:
+        client = _clients(server, lambda: str(asked.append(1)), key="wrong-key-0123")[which]
+        with pytest.raises(AuthenticationError):
+            client.create(dataclasses.replace(REQUEST, model="m"))
+        assert len(server.requests) == 1 and asked == []
+
+
+def test_the_second_try_after_a_401_keeps_the_requests_deadline() -> None:
+    tokens = iter(["stale-token-0001", "fresh-token-0002"])
+    with MockMessagesServer([MockMessagesServer.error(401, "expired"),
+                             MockMessagesServer.delay(10, "late")]) as server:
+        client = _clients(server, lambda: next(tokens))[0]
+        started = time.monotonic()
+        with pytest.raises(RequestTimeoutError):
+            client.create(dataclasses.replace(REQUEST, timeout_ms=500))
+        assert time.monotonic() - started < 3
+        assert len(server.requests) == 2
