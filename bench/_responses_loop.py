@@ -9,6 +9,7 @@ import json
 from typing import Any, Dict, List
 
 import requests
+from _floor import floor_session
 
 
 def _read_sse(response: requests.Response) -> List[Dict[str, Any]]:
@@ -22,8 +23,7 @@ def _read_sse(response: requests.Response) -> List[Dict[str, Any]]:
 
 def bare_responses_loop(url: str, turns: int, stream: bool, tools: List[Dict[str, Any]],
                         *, key: str, model: str) -> None:
-    session = requests.Session()
-    session.trust_env = False  # as lattice's session: proxies read once, not per request
+    session = floor_session()  # as lattice's session: no proxy lookups, its timeouts
     headers = {"authorization": f"Bearer {key}", "content-type": "application/json"}
     functions = [{"type": "function", "name": t["name"], "description": t["description"],
                   "parameters": t["input_schema"], "strict": False} for t in tools]

@@ -3,7 +3,9 @@
 Every row runs against ``_minimal_server`` (a child process that answers from a template
 without parsing the body), so the server's cost is small and the ratios hold still on a
 shared machine. The floor is ``http_loop.py``'s bare loop: a ``requests.Session``
-(``trust_env = False``, as lattice's) posting the growing body, encoded afresh each turn.
+configured as lattice's (``_floor.py``: ``trust_env = False`` and lattice's connect/read
+timeouts) posting the growing body, encoded afresh each turn. A first row shows what the
+timeouts cost that floor (the floor without them / with them), for the record.
 Runs alternate (order rotated each round); a ratio is the median over rounds of the
 ratio within a round.
 
@@ -21,23 +23,35 @@ ratio within a round.
   against 32 threads of the floor's loop: throughput (turns/s) / the floor's. Target
   >= 0.9.
 
-    python bench/http_floor.py [--reps 5] [--quick]
+* **Instructions** (``--instructions``, valgrind): this process's CPU instructions per
+  turn of a 20- and a 60-turn loop (the difference / 40), lattice / the floor, both wire
+  formats, JSON and SSE. It does not move with the machine's load, as the 50-turn wall
+  clock rows do (they swing by 0.3 between runs on a shared VM); it leaves out what a
+  thread's wake-up costs (valgrind runs one thread at a time). Target <= 1.1.
+
+    python bench/http_floor.py [--reps 5] [--quick] [--instructions]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import re
+import shutil
 import statistics
+import subprocess
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Tuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _floor import SETTINGS  # noqa: E402
 from _minimal_server import minimal_server  # noqa: E402
 from http_loop import KEY, MODEL, bare_chat_loop, bare_loop, compare, echo  # noqa: E402
 
@@ -110,6 +124,71 @@ def fifty_turn_rows(server: Callable[[int], str], reps: int) -> List[Tuple[str, 
             name = f"50 turns {provider} {'SSE' if stream else 'JSON'}"
             rows.append((f"{name} prompt()/floor", ratios[1], ratios[1] <= 1.1))
             rows.append((f"{name} query()/floor", ratios[2], ratios[2] <= 1.1))
+    return rows
+
+
+def timeouts_row(server: Callable[[int], str], reps: int) -> Tuple[str, float, bool]:
+    """The floor without lattice's timeouts / with them (50 turns, JSON): what a client
+    that could hang forever saves. Shown, no target."""
+    url = server(50)
+
+    def untimed() -> None:
+        SETTINGS["timeouts"] = False
+        try:
+            bare_run(url, 50, False, "anthropic")
+        finally:
+            SETTINGS["timeouts"] = True
+
+    _, ratios = compare([lambda: bare_run(url, 50, False, "anthropic"), untimed], reps)
+    return ("(shown) the floor without timeouts / with them, 50 turns JSON", ratios[1], True)
+
+
+IR_TURNS = (20, 60)  # per turn = the difference / 40: start-up and imports cancel out
+
+
+def ir_worker(mode: str, turns: int, provider: str, stream: bool) -> None:
+    """In the interpreter valgrind measures: one loop (the server is a child process that
+    valgrind does not follow)."""
+    with minimal_server() as server:
+        url = server(turns)
+        if mode == "floor":
+            bare_run(url, turns, stream, provider)
+        else:
+            lattice_run(url, turns, stream, provider, mode == "query")
+
+
+def ir_count(mode: str, turns: int, provider: str, stream: bool) -> int:
+    command = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
+               os.path.realpath(sys.executable), __file__, "--ir-worker", mode, str(turns),
+               provider, "sse" if stream else "json"]
+    out = subprocess.run(command, capture_output=True, text=True, check=True).stderr
+    found = re.search(r"Collected : (\d+)", out)
+    if found is None:
+        raise RuntimeError(f"no instruction count in valgrind's output:\n{out[-2000:]}")
+    return int(found.group(1))
+
+
+def instruction_rows() -> List[Tuple[str, float, bool]]:
+    """This process's CPU instructions per turn (valgrind), lattice / the floor: the
+    noise-free companion of the 50-turn rows (valgrind runs one thread at a time, so the
+    handoffs' wake-ups are not in it, only their instructions). Target <= 1.1."""
+    jobs = [(mode, turns, provider, stream) for provider in ("anthropic", "openai")
+            for stream in (False, True) for mode in ("floor", "prompt", "query")
+            for turns in IR_TURNS]
+    with ThreadPoolExecutor(max_workers=2) as pool:  # two cores: two valgrinds at a time
+        counts = dict(zip(jobs, pool.map(lambda job: ir_count(*job), jobs)))
+    rows = []
+    span = IR_TURNS[1] - IR_TURNS[0]
+    for provider in ("anthropic", "openai"):
+        for stream in (False, True):
+            per_turn = {mode: (counts[(mode, IR_TURNS[1], provider, stream)] -
+                               counts[(mode, IR_TURNS[0], provider, stream)]) / span
+                        for mode in ("floor", "prompt", "query")}
+            for mode in ("prompt", "query"):
+                ratio = per_turn[mode] / per_turn["floor"]
+                rows.append((f"instructions per turn {provider} {'SSE' if stream else 'JSON'} "
+                             f"{mode}()/floor ({per_turn[mode] / 1e6:.2f}M / "
+                             f"{per_turn['floor'] / 1e6:.2f}M)", ratio, ratio <= 1.1))
     return rows
 
 
@@ -190,19 +269,34 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--quick", action="store_true", help="H = 1,000 only, fewer reps")
+    parser.add_argument("--instructions", action="store_true",
+                        help="also count instructions per turn with valgrind (~3 min)")
+    parser.add_argument("--ir-worker", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.ir_worker:
+        mode, turns, provider, fmt = args.ir_worker
+        ir_worker(mode, int(turns), provider, fmt == "sse")
+        return 0
     reps = 3 if args.quick else args.reps
     sizes = [1_000] if args.quick else [1_000, 10_000]
     rows: List[Tuple[str, float, bool]] = []
     with minimal_server() as server:
+        rows.append(timeouts_row(server, reps))
         rows += fifty_turn_rows(server, reps)
         rows += seeded_rows(server, reps, sizes)
         rows += threads_rows(server, reps)
+    if args.instructions:
+        if shutil.which("valgrind") is None:
+            print("valgrind is not installed (apt-get install valgrind): no instruction rows")
+        else:
+            rows += instruction_rows()
     width = max(len(r[0]) for r in rows)
     for name, ratio, ok in rows:
-        print(f"{name:{width}}  {ratio:6.2f}  {verdict(ok)}")
-    failed = [r[0] for r in rows if not r[2]]
-    print(f"\n{len(rows) - len(failed)}/{len(rows)} PASS" +
+        shown = name.startswith("(shown)")
+        print(f"{name:{width}}  {ratio:6.2f}  {'' if shown else verdict(ok)}")
+    judged = [r for r in rows if not r[0].startswith("(shown)")]
+    failed = [r[0] for r in judged if not r[2]]
+    print(f"\n{len(judged) - len(failed)}/{len(judged)} PASS" +
           (f"; FAIL: {', '.join(failed)}" if failed else ""))
     return 1 if failed else 0
 

@@ -9,9 +9,10 @@ provider we time
 * lattice: ``Agent(model_client=AnthropicClient(...) | OpenAIChatClient(...) |
   OpenAIResponsesClient(...) | AzureOpenAIChatClient(...), tools=[echo]).prompt(...)``,
   and the same query iterated through ``agent.query(...)``;
-* bare: a ``requests.Session().post`` loop (``trust_env = False``, as lattice's own
-  session, which reads the proxy environment once) that sends the same growing bodies and
-  reads the same replies;
+* bare: a ``requests.Session().post`` loop configured as lattice's own session
+  (``_floor.py``: ``trust_env = False``, lattice reads the proxy environment once; and
+  lattice's connect/read timeouts) that sends the same growing bodies and reads the same
+  replies;
 * for Chat Completions, the official ``openai`` SDK's loop too, when it is installed
   (up to ``--sdk-max-turns``, 100 by default: its 500-turn loop takes ~30 s a run), in
   a process of its own (see ``sdk_process``),
@@ -41,6 +42,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import requests  # noqa: E402
+from _floor import floor_session  # noqa: E402
 from _responses_loop import bare_responses_loop  # noqa: E402
 
 import lattice  # noqa: E402
@@ -184,8 +186,7 @@ def _read_chat_sse(response: requests.Response) -> Dict[str, Any]:
 def bare_chat_loop(url: str, turns: int, stream: bool, tools: List[Dict[str, Any]],
                    azure: bool = False) -> None:
     """Chat Completions, or (``azure``) the same on an Azure deployment URL."""
-    session = requests.Session()
-    session.trust_env = False  # as lattice's session: proxies read once, not per request
+    session = floor_session()  # as lattice's session: no proxy lookups, its timeouts
     headers = {"authorization": f"Bearer {KEY}", "content-type": "application/json"}
     path = "/v1/chat/completions"
     if azure:
@@ -268,8 +269,7 @@ def bare_loop(url: str, turns: int, stream: bool, tools: List[Dict[str, Any]],
               history: Optional[List[Dict[str, Any]]] = None) -> None:
     """The Messages API floor: the same growing bodies (after ``history``, re-encoded every
     turn like the rest), sent with a bare ``requests`` session."""
-    session = requests.Session()
-    session.trust_env = False  # as lattice's session: proxies read once, not per request
+    session = floor_session()  # as lattice's session: no proxy lookups, its timeouts
     headers = {"x-api-key": KEY, "anthropic-version": "2023-06-01",
                "content-type": "application/json"}
     messages: List[Dict[str, Any]] = list(history or []) + [
