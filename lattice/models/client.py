@@ -7,6 +7,7 @@ becomes a request body."""
 from __future__ import annotations
 
 import dataclasses
+import logging
 from typing import TYPE_CHECKING, Any, Dict, List, Mapping, NamedTuple, Optional, Tuple, TypeVar
 
 from .._version import __version__
@@ -25,6 +26,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["HTTPModelClient", "TransportOptions", "check_max_bytes", "DEFAULT_MAX_RESPONSE_BYTES"]
 
 C = TypeVar("C", bound="HTTPModelClient")
+_log = logging.getLogger("lattice")
 _USER_AGENT = f"agent-lattice/{__version__}"
 
 
@@ -103,6 +105,8 @@ class HTTPModelClient:
             fresh = self._headers_after_401()
             if fresh is None:  # a fixed key or token: a second try would fail the same way
                 raise
+            _log.info("%s: 401 to the token provider's token; sending once more with the "
+                      "token it gives now", type(self).__name__)
         limit = request.timeout_ms or self.timeout_ms
         if limit:
             left = limit - (self.retry_policy.clock() - started) * 1000.0

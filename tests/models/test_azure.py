@@ -4,6 +4,7 @@ provider asked again after a 401, OpenAIResponsesClient's too), options."""
 from __future__ import annotations
 
 import dataclasses
+import logging
 import time
 from typing import Any, List, Optional
 
@@ -130,7 +131,7 @@ def _clients(server: MockMessagesServer, provider: Any, key: Optional[str] = Non
 @pytest.mark.parametrize("which", [0, 1, 2], ids=["azure-chat", "azure-responses",
                                                   "openai-responses"])
 def test_after_a_401_the_token_provider_is_asked_again_and_the_request_sent_once_more(
-        which: int) -> None:
+        which: int, caplog: pytest.LogCaptureFixture) -> None:
     tokens = iter(["stale-token-0001", "fresh-token-0002", "stale-token-0003",
                    "stale-token-0004", "never-asked-0005"])
     request = dataclasses.replace(REQUEST, model="m")
@@ -138,7 +139,10 @@ def test_after_a_401_the_token_provider_is_asked_again_and_the_request_sent_once
                              MockMessagesServer.error(401, "no"),
                              MockMessagesServer.error(401, "still no")]) as server:
         client = _clients(server, lambda: next(tokens))[which]
-        assert client.create(request)["content"][0]["text"] == "fresh"
+        with caplog.at_level(logging.INFO, logger="lattice"):
+            assert client.create(request)["content"][0]["text"] == "fresh"
+        assert "401 to the token provider's token" in caplog.text
+        assert "token-000" not in caplog.text  # the tokens are never logged
         with pytest.raises(AuthenticationError) as raised:  # sent once more, not twice
             client.create(request)
         assert raised.value.status_code == 401 and "stale" not in str(raised.value)
