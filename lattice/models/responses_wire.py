@@ -133,8 +133,11 @@ def _assistant(content: Any, kept: Any) -> List[Dict[str, Any]]:
             found = next((b for b in blocks if b.get("type") == "text"), None)
             if found is not None:
                 blocks.remove(found)
-                out.append({**item, "role": "assistant", "status": "completed", "content": [
-                    {"type": "output_text", "text": found.get("text", ""), "annotations": []}]})
+                notes = item.get("annotations")
+                stub = {k: v for k, v in item.items() if k != "annotations"}
+                out.append({**stub, "role": "assistant", "status": "completed", "content": [
+                    {"type": "output_text", "text": found.get("text", ""),
+                     "annotations": notes if isinstance(notes, list) else []}]})
         elif kind == "function_call" and "name" not in item:  # stands for a tool_use block
             found = next((b for b in blocks if b.get("type") == "tool_use"
                           and b.get("id") == item.get("call_id")), None)
@@ -280,8 +283,12 @@ def _content(output: List[Any]) -> Tuple[List[Dict[str, Any]], List[Dict[str, An
             if text or refusal:
                 blocks.append({"type": "text", "text": text or refusal})
                 refused = refused or not text
-                kept.append(_stub(item))
-                needed = needed or "phase" in item
+                stub = _stub(item)
+                notes = _annotations(item)
+                if notes:  # citations (web or file search): sent back with the text
+                    stub["annotations"] = notes
+                kept.append(stub)
+                needed = needed or "phase" in item or bool(notes)
                 continue
         elif kind == "function_call":
             block = call_block(item.get("call_id"), item.get("name"), item.get("arguments"))
@@ -316,6 +323,15 @@ def _message_text(item: Dict[str, Any]) -> Tuple[str, str]:
         elif part.get("type") == "refusal" and isinstance(part.get("refusal"), str):
             refusals.append(part["refusal"])
     return "".join(texts), "".join(refusals)
+
+
+def _annotations(item: Dict[str, Any]) -> List[Any]:
+    """The annotations of a message's text parts (their offsets count in the joined text
+    only when there is one part, as the API sends)."""
+    parts = item.get("content")
+    return [note for part in parts if isinstance(part, dict) and part.get("type") ==
+            "output_text" and isinstance(part.get("annotations"), list)
+            for note in part["annotations"]] if isinstance(parts, list) else []
 
 
 def _reasoning_text(item: Dict[str, Any]) -> List[str]:

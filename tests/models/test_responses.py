@@ -85,6 +85,33 @@ def test_history_as_input_items() -> None:
         _body(messages=[{"role": "user", "content": [{"type": "audio"}]}])
 
 
+def test_citations_are_kept_with_the_reply_and_sent_back_with_its_text() -> None:
+    note = {"type": "url_citation", "start_index": 0, "end_index": 5, "url":
+            "https://example.com/a", "title": "A"}
+    reply = reply_from_response({"id": "resp_1", "model": "gpt-5", "status": "completed",
+                                 "output": [
+        {"id": "ws_1", "type": "web_search_call", "status": "completed"},
+        {"id": "msg_1", "type": "message", "role": "assistant", "content": [
+            {"type": "output_text", "text": "Paris is the capital.",
+             "annotations": [note]}]}]})
+    assert reply["content"] == [{"type": "text", "text": "Paris is the capital."}]
+    assert reply["openai_items"][1] == {"id": "msg_1", "type": "message",
+                                        "annotations": [note]}
+    history = [{"role": "user", "content": "capital?"},
+               {"role": "assistant", "content": reply["content"],
+                "openai_items": reply["openai_items"]}]
+    sent = json.loads(responses_body(ModelRequest(model="m", messages=history),
+                                     stream=False, store=False)[0])["input"]
+    assert sent[2] == {"id": "msg_1", "type": "message", "role": "assistant",
+                       "status": "completed", "content": [
+                           {"type": "output_text", "text": "Paris is the capital.",
+                            "annotations": [note]}]}
+    plain = reply_from_response({"id": "resp_2", "status": "completed", "output": [
+        {"id": "msg_2", "type": "message", "role": "assistant", "content": [
+            {"type": "output_text", "text": "Hi", "annotations": []}]}]})
+    assert "openai_items" not in plain  # nothing to carry: the text alone goes back
+
+
 def test_kept_items_go_back_in_order_and_the_cache_reuses_translations() -> None:
     reply = reply_from_response({"id": "resp_1", "model": "gpt-5", "status": "completed",
                                  "output": [
