@@ -73,6 +73,20 @@ def azure_credentials(api_key: Optional[str], token_provider: Optional[TokenProv
     return {"api-key": key}, [key]
 
 
+class _AzureAuth:
+    """Both Azure clients' credentials: ``api_key``, else ``token_provider()`` (asked once
+    more after a 401), else ``AZURE_OPENAI_API_KEY``."""
+
+    _azure_key: Optional[str]
+    _token_provider: Optional[TokenProvider]
+
+    def _asks_provider(self) -> bool:
+        return self._azure_key is None and self._token_provider is not None
+
+    def _credentials(self) -> Tuple[Dict[str, str], List[str]]:
+        return azure_credentials(self._azure_key, self._token_provider)
+
+
 class _AzureChatCodec(ChatCodec):
     def error(self, status: int, headers: Mapping[str, str], content: bytes,
               secrets: Sequence[str]) -> APIStatusError:
@@ -83,7 +97,7 @@ class _AzureChatCodec(ChatCodec):
         return error
 
 
-class AzureOpenAIChatClient(OpenAIChatClient):
+class AzureOpenAIChatClient(_AzureAuth, OpenAIChatClient):
     """Chat Completions on Azure OpenAI: a ``ModelClient`` for ``lattice.Agent``.
 
     Args:
@@ -136,19 +150,15 @@ class AzureOpenAIChatClient(OpenAIChatClient):
                          cache=self._cache, entries=self._entries)
 
     def _headers(self) -> Tuple[Dict[str, str], List[str]]:
-        auth, secrets = azure_credentials(self._azure_key, self._token_provider)
+        auth, secrets = self._credentials()
         return self._json_headers(auth, *secrets)
-
-    def _headers_after_401(self) -> Optional[Tuple[Dict[str, str], List[str]]]:
-        asks = self._azure_key is None and self._token_provider is not None
-        return self._headers() if asks else None  # the provider again
 
     def __repr__(self) -> str:
         return (f"AzureOpenAIChatClient(base_url={self.base_url!r}, deployment="
                 f"{self.deployment!r}, api_version={self.api_version!r}, stream={self.stream})")
 
 
-class AzureOpenAIResponsesClient(OpenAIResponsesClient):
+class AzureOpenAIResponsesClient(_AzureAuth, OpenAIResponsesClient):
     """The Responses API on Azure OpenAI: ``{endpoint}/openai/v1/responses`` (the v1 API,
     no ``api-version``), or ``{endpoint}/openai/responses?api-version=...`` when
     ``api_version`` is given. Credentials as ``AzureOpenAIChatClient``; the request's
@@ -190,8 +200,3 @@ class AzureOpenAIResponsesClient(OpenAIResponsesClient):
     def _hint(self) -> str:
         return "check the endpoint, the deployment name (the model) and api_version"
 
-    def _asks_provider(self) -> bool:
-        return self._azure_key is None and self._token_provider is not None
-
-    def _credentials(self) -> Tuple[Dict[str, str], List[str]]:
-        return azure_credentials(self._azure_key, self._token_provider)

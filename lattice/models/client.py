@@ -119,9 +119,14 @@ class HTTPModelClient:
         raise NotImplementedError
 
     def _headers_after_401(self) -> Optional[Tuple[Dict[str, str], List[str]]]:
-        """After a 401: the headers with a token asked for again, or None when the
-        credential is fixed (the default)."""
-        return None
+        """After a 401: the headers with a token asked for again (``_headers`` calls the
+        provider), or None when the credential is fixed."""
+        return self._headers() if self._asks_provider() else None
+
+    def _asks_provider(self) -> bool:
+        """The credential comes from a token provider (no key wins over it): the default,
+        no."""
+        return False
 
     def _json_headers(self, auth: Dict[str, str], *secrets: Optional[str]
                       ) -> Tuple[Dict[str, str], List[str]]:

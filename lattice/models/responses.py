@@ -154,8 +154,5 @@ class OpenAIResponsesClient(HTTPModelClient):
         auth, secrets = self._credentials()
         return self._json_headers(auth, *secrets, *self._query_secrets)
 
-    def _headers_after_401(self) -> Optional[Tuple[Dict[str, str], List[str]]]:
-        return self._headers() if self._asks_provider() else None  # the provider again
-
     def __repr__(self) -> str:
         return super().__repr__()[:-1] + f", store={self.store})"

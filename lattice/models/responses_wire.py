@@ -328,10 +328,12 @@ def _message_text(item: Dict[str, Any]) -> Tuple[str, str]:
 def _annotations(item: Dict[str, Any]) -> List[Any]:
     """The annotations of a message's text parts (their offsets count in the joined text
     only when there is one part, as the API sends)."""
+    notes: List[Any] = []
     parts = item.get("content")
-    return [note for part in parts if isinstance(part, dict) and part.get("type") ==
-            "output_text" and isinstance(part.get("annotations"), list)
-            for note in part["annotations"]] if isinstance(parts, list) else []
+    for part in parts if isinstance(parts, list) else ():
+        if isinstance(part, dict) and isinstance(part.get("annotations"), list):
+            notes += part["annotations"]  # only output_text parts carry them
+    return notes
 
 
 def _reasoning_text(item: Dict[str, Any]) -> List[str]:

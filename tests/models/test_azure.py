@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from typing import Any, List, Optional
+from typing import List
 
 import pytest
 
@@ -114,31 +114,28 @@ def test_responses_on_azure(api_version: str) -> None:
         assert server.requests[0]["store"] is False
 
 
-def _clients(server: MockMessagesServer, provider: Any, key: Optional[str] = None
-             ) -> List[Any]:
-    """Every client that takes a token provider, each on the mock, retries off (the
-    second try after a 401 is not the retry policy's)."""
-    return [
-        AzureOpenAIChatClient(endpoint=server.base_url, deployment="d", api_version="v1",
-                              api_key=key, token_provider=provider, max_retries=0),
-        AzureOpenAIResponsesClient(endpoint=server.base_url, api_key=key,
-                                   token_provider=provider, max_retries=0),
-        OpenAIResponsesClient(base_url=server.base_url, api_key=key, token_provider=provider,
-                              max_retries=0),
-    ]
+CLIENTS = {  # every client that takes a token provider; retries off (the second try
+    # after a 401 is not the retry policy's)
+    "azure-chat": lambda url, provider, key: AzureOpenAIChatClient(
+        endpoint=url, deployment="d", api_version="v1", api_key=key,
+        token_provider=provider, max_retries=0),
+    "azure-responses": lambda url, provider, key: AzureOpenAIResponsesClient(
+        endpoint=url, api_key=key, token_provider=provider, max_retries=0),
+    "openai-responses": lambda url, provider, key: OpenAIResponsesClient(
+        base_url=url, api_key=key, token_provider=provider, max_retries=0),
+}
 
 
-@pytest.mark.parametrize("which", [0, 1, 2], ids=["azure-chat", "azure-responses",
-                                                  "openai-responses"])
+@pytest.mark.parametrize("which", CLIENTS)
 def test_after_a_401_the_token_provider_is_asked_again_and_the_request_sent_once_more(
-        which: int, caplog: pytest.LogCaptureFixture) -> None:
+        which: str, caplog: pytest.LogCaptureFixture) -> None:
     tokens = iter(["stale-token-0001", "fresh-token-0002", "stale-token-0003",
                    "stale-token-0004", "never-asked-0005"])
     request = dataclasses.replace(REQUEST, model="m")
     with MockMessagesServer([MockMessagesServer.error(401, "token expired"), "fresh",
                              MockMessagesServer.error(401, "no"),
                              MockMessagesServer.error(401, "still no")]) as server:
-        client = _clients(server, lambda: next(tokens))[which]
+        client = CLIENTS[which](server.base_url, lambda: next(tokens), None)
         with caplog.at_level(logging.INFO, logger="lattice"):
             assert client.create(request)["content"][0]["text"] == "fresh"
         assert "401 to the token provider's token" in caplog.text
@@ -152,12 +149,11 @@ def test_after_a_401_the_token_provider_is_asked_again_and_the_request_sent_once
     assert next(tokens) == "never-asked-0005"
 
 
-@pytest.mark.parametrize("which", [0, 1, 2], ids=["azure-chat", "azure-responses",
-                                                  "openai-responses"])
-def test_a_401_to_a_key_is_not_sent_again(which: int) -> None:
+@pytest.mark.parametrize("which", CLIENTS)
+def test_a_401_to_a_key_is_not_sent_again(which: str) -> None:
     asked: List[int] = []
     with MockMessagesServer([MockMessagesServer.error(401, "bad key"), "never"]) as server:
-        client = _clients(server, lambda: str(asked.append(1)), key="wrong-key-0123")[which]
+        client = CLIENTS[which](server.base_url, lambda: str(asked.append(1)), "wrong-key-0123")
         with pytest.raises(AuthenticationError):
             client.create(dataclasses.replace(REQUEST, model="m"))
         assert len(server.requests) == 1 and asked == []
@@ -167,7 +163,7 @@ def test_the_second_try_after_a_401_keeps_the_requests_deadline() -> None:
     tokens = iter(["stale-token-0001", "fresh-token-0002"])
     with MockMessagesServer([MockMessagesServer.error(401, "expired"),
                              MockMessagesServer.delay(10, "late")]) as server:
-        client = _clients(server, lambda: next(tokens))[0]
+        client = CLIENTS["azure-chat"](server.base_url, lambda: next(tokens), None)
         started = time.monotonic()
         with pytest.raises(RequestTimeoutError):
             client.create(dataclasses.replace(REQUEST, timeout_ms=500))
