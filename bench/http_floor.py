@@ -36,17 +36,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import re
 import shutil
 import statistics
-import subprocess
 import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -54,9 +51,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _floor import SETTINGS  # noqa: E402
 from _minimal_server import minimal_server  # noqa: E402
 from http_loop import KEY, MODEL, bare_chat_loop, bare_loop, compare, echo  # noqa: E402
+from instructions import counted  # noqa: E402
 
 import lattice  # noqa: E402
 
+Row = Tuple[str, float, Optional[bool]]  # name, ratio, verdict (None: shown, not judged)
 TOOLS = [{"name": echo.name, "description": echo.description,
           "input_schema": echo.input_schema}]
 PROMPT = "Run the steps."
@@ -112,7 +111,7 @@ def verdict(ok: bool) -> str:
     return "PASS" if ok else "FAIL"
 
 
-def fifty_turn_rows(server: Callable[[int], str], reps: int) -> List[Tuple[str, float, bool]]:
+def fifty_turn_rows(server: Callable[[int], str], reps: int) -> List[Row]:
     url = server(50)
     rows = []
     for provider in ("anthropic", "openai"):
@@ -127,7 +126,7 @@ def fifty_turn_rows(server: Callable[[int], str], reps: int) -> List[Tuple[str, 
     return rows
 
 
-def timeouts_row(server: Callable[[int], str], reps: int) -> Tuple[str, float, bool]:
+def timeouts_row(server: Callable[[int], str], reps: int) -> Row:
     """The floor without lattice's timeouts / with them (50 turns, JSON): what a client
     that could hang forever saves. Shown, no target."""
     url = server(50)
@@ -140,7 +139,7 @@ def timeouts_row(server: Callable[[int], str], reps: int) -> Tuple[str, float, b
             SETTINGS["timeouts"] = True
 
     _, ratios = compare([lambda: bare_run(url, 50, False, "anthropic"), untimed], reps)
-    return ("(shown) the floor without timeouts / with them, 50 turns JSON", ratios[1], True)
+    return ("the floor without timeouts / with them, 50 turns JSON (shown)", ratios[1], None)
 
 
 IR_TURNS = (20, 60)  # per turn = the difference / 40: start-up and imports cancel out
@@ -158,17 +157,11 @@ def ir_worker(mode: str, turns: int, provider: str, stream: bool) -> None:
 
 
 def ir_count(mode: str, turns: int, provider: str, stream: bool) -> int:
-    command = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
-               os.path.realpath(sys.executable), __file__, "--ir-worker", mode, str(turns),
-               provider, "sse" if stream else "json"]
-    out = subprocess.run(command, capture_output=True, text=True, check=True).stderr
-    found = re.search(r"Collected : (\d+)", out)
-    if found is None:
-        raise RuntimeError(f"no instruction count in valgrind's output:\n{out[-2000:]}")
-    return int(found.group(1))
+    return counted([__file__, "--ir-worker", mode, str(turns), provider,
+                    "sse" if stream else "json"])
 
 
-def instruction_rows() -> List[Tuple[str, float, bool]]:
+def instruction_rows() -> List[Row]:
     """This process's CPU instructions per turn (valgrind), lattice / the floor: the
     noise-free companion of the 50-turn rows (valgrind runs one thread at a time, so the
     handoffs' wake-ups are not in it, only their instructions). Target <= 1.1."""
@@ -199,7 +192,7 @@ def cpu_of(fn: Callable[[], Any]) -> float:
 
 
 def seeded_rows(server: Callable[[int], str], reps: int, sizes: List[int]
-                ) -> List[Tuple[str, float, bool]]:
+                ) -> List[Row]:
     """Per turn after the first (a run of ``turns`` minus a run of one, each with a fresh
     Agent and client): the first request of a new client encodes the whole history, as
     the floor does every turn; the turns after it are what a long conversation costs."""
@@ -248,7 +241,7 @@ def steady_cpu(server: Callable[[int], str], history: List[Any], turns: int) -> 
 
 
 def threads_rows(server: Callable[[int], str], reps: int, n: int = 32
-                 ) -> List[Tuple[str, float, bool]]:
+                 ) -> List[Row]:
     url = server(50)
 
     def many(run: Callable[[], None]) -> None:
@@ -279,7 +272,7 @@ def main() -> int:
         return 0
     reps = 3 if args.quick else args.reps
     sizes = [1_000] if args.quick else [1_000, 10_000]
-    rows: List[Tuple[str, float, bool]] = []
+    rows: List[Row] = []
     with minimal_server() as server:
         rows.append(timeouts_row(server, reps))
         rows += fifty_turn_rows(server, reps)
@@ -292,9 +285,8 @@ def main() -> int:
             rows += instruction_rows()
     width = max(len(r[0]) for r in rows)
     for name, ratio, ok in rows:
-        shown = name.startswith("(shown)")
-        print(f"{name:{width}}  {ratio:6.2f}  {'' if shown else verdict(ok)}")
-    judged = [r for r in rows if not r[0].startswith("(shown)")]
+        print(f"{name:{width}}  {ratio:6.2f}  {'' if ok is None else verdict(ok)}")
+    judged = [r for r in rows if r[2] is not None]
     failed = [r[0] for r in judged if not r[2]]
     print(f"\n{len(judged) - len(failed)}/{len(judged)} PASS" +
           (f"; FAIL: {', '.join(failed)}" if failed else ""))

@@ -26,7 +26,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Dict, Tuple
+from typing import Dict, List, Tuple
 
 NEW = Path(__file__).resolve().parents[1]
 TARGET = 1.05
@@ -79,9 +79,14 @@ def workload(tree: str, what: str, size: int) -> None:
 
 def instructions(tree: Path, what: str, size: int) -> int:
     """Instructions of one run of ``workload`` under callgrind."""
+    return counted([__file__, "--worker", str(tree), what, str(size)])
+
+
+def counted(argv: List[str]) -> int:
+    """The instructions of ``python argv...`` under callgrind (this interpreter; child
+    processes, such as a server, are not followed)."""
     command = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
-               os.path.realpath(sys.executable), __file__, "--worker", str(tree), what,
-               str(size)]
+               os.path.realpath(sys.executable), *argv]
     out = subprocess.run(command, capture_output=True, text=True, check=True).stderr
     found = re.search(r"Collected : (\d+)", out)
     if found is None:
