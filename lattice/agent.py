@@ -10,7 +10,7 @@ from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Union
 
 from . import compaction
 from .calls import ToolCall
-from .cancellation import SignalLike, as_signal
+from .cancellation import AbortSignal, SignalLike, as_signal
 from .compaction import AutoCompact
 from .conversation import Conversation
 from .durable import check_run_id
@@ -23,6 +23,7 @@ from .settings import (
     UNSET,
     QuerySettings,
     Unset,
+    check_bool,
     check_extra,
     check_flags,
     check_history_store,
@@ -37,7 +38,7 @@ from .settings import (
     positive_int,
 )
 from .stores.base import HistoryStore
-from .tools import ToolResult, flatten_tools
+from .tools import Tool, ToolResult, flatten_tools
 
 __all__ = ["Agent", "create_agent", "Prompt"]
 
@@ -58,7 +59,8 @@ class Agent:
     ``include_partial_messages``, ``parallel_tool_calls``, ``extra`` (more request body
     fields, e.g. temperature), ``before_tool_call``, ``after_tool_call``,
     ``requires_approval``, ``session_lock_wait_s``, ``prompt_caching``,
-    ``max_budget_tokens``, ``tracing``, ``trace_content``, ``observers``.
+    ``max_budget_tokens``, ``tracing``, ``trace_content``, ``observers``, ``name`` (used in
+    traces as ``gen_ai.agent.name``, and as ``as_tool()``'s default tool name).
     """
 
     def __init__(self, *, model: Optional[str] = None, api_key: Optional[str] = None,
@@ -78,8 +80,11 @@ class Agent:
                  session_lock_wait_s: float = 0.0, prompt_caching: bool = False,
                  max_budget_tokens: Optional[int] = None, tracing: bool = False,
                  trace_content: bool = False,
-                 observers: Optional[Iterable[Observer]] = None) -> None:
+                 observers: Optional[Iterable[Observer]] = None,
+                 name: Optional[str] = None) -> None:
         check_model(model, model_client)
+        if name is not None and (not isinstance(name, str) or not name):
+            raise ValueError(f"name must be a non-empty str, got {name!r}")
         check_one_of(output_schema=output_schema, output_format=output_format)
         check_hooks(on_model_request=on_model_request, before_tool_call=before_tool_call,
                     after_tool_call=after_tool_call, requires_approval=requires_approval)
@@ -107,7 +112,7 @@ class Agent:
             before_tool_call=before_tool_call, after_tool_call=after_tool_call,
             requires_approval=requires_approval, prompt_caching=prompt_caching,
             max_budget_tokens=optional_positive_int("max_budget_tokens", max_budget_tokens),
-            observers=watchers)
+            observers=watchers, name=name)
         if output is not None and output_format is None:
             self._settings.tool_definitions.append(output.tool_definition())
         self._conversation = Conversation(
@@ -177,17 +182,22 @@ class Agent:
               request_timeout_ms: Union[int, None, Unset] = UNSET, max_turns: Optional[int] = None,
               max_tokens: Optional[int] = None, max_budget_tokens: Union[int, None, Unset] = UNSET,
               approvals: Optional[Dict[str, Any]] = None,
-              run_id: Optional[str] = None) -> Query:
+              run_id: Optional[str] = None, include_subagent_messages: bool = False) -> Query:
         """Run one query; yields ``AssistantMessage``, ``UserMessage`` (tool results),
         ``SystemMessage``, ``StreamEvent`` and, last, the ``ResultMessage``. The query
         starts now: the Agent is busy until the iterator ends or is closed. With a
-        ``run_id`` it runs at most once to its end (SPEC 17: docs/durable-runs.md)."""
+        ``run_id`` it runs at most once to its end (SPEC 17: docs/durable-runs.md). With
+        ``include_subagent_messages=True`` the messages of subagents it runs (``as_tool``)
+        are yielded too, each with ``.parent_tool_use_id`` (SPEC 22)."""
         signal = as_signal(signal)
         run_id = check_run_id(run_id)
+        check_bool("include_subagent_messages", include_subagent_messages)
         settings = self._prepare(prompt, approvals, {
             "request_timeout_ms": request_timeout_ms, "max_turns": max_turns,
             "max_tokens": max_tokens, "max_budget_tokens": max_budget_tokens},
             partial_messages=True)
+        if include_subagent_messages:
+            settings = replace(settings, include_subagent_messages=True)
         return Query(self._conversation, settings, prompt, approvals, signal, lockstep=True,
                      owner=self, run_id=run_id)
 
@@ -206,6 +216,52 @@ class Agent:
             partial_messages=False)
         return Query(self._conversation, settings, prompt, approvals, signal, lockstep=False,
                      owner=self, run_id=run_id).result()
+
+    # -- subagents (SPEC 22) -----------------------------------------------------------------
+    def as_tool(self, *, name: Optional[str] = None, description: Optional[str] = None,
+                input_schema: Optional[Dict[str, Any]] = None, output: str = "result",
+                isolated: bool = True, idempotent: Optional[bool] = None) -> Tool:
+        """This agent as a tool another agent can call (a subagent).
+
+        Args:
+            name: the tool's name (default: this Agent's ``name`` option, then required).
+            description: default the first line of this Agent's system prompt.
+            input_schema: default ``{"prompt": str}``, whose ``prompt`` is the child's
+                prompt; any other schema's input is sent as JSON text.
+            output: ``"result"`` (the child's ``result``) or ``"structured"`` (its
+                ``structured_result`` as JSON).
+            isolated: True: every call runs on a fresh conversation with this Agent's
+                options (parallel calls run at once); False: on this Agent's own
+                conversation, one call at a time (a concurrent call gets an error result).
+            idempotent: default True: after a crash, resuming the parent's durable run
+                resumes the child's run (docs/subagents.md).
+
+        The parent's signal, interrupt, token budget, tracer and approvals reach the
+        child; its usage and (when asked) its messages come back (docs/subagents.md).
+        """
+        from .subagents import make_tool
+
+        return make_tool(self, name=name, description=description, input_schema=input_schema,
+                         output=output, isolated=isolated, idempotent=idempotent)
+
+    def _fork(self, store: Any) -> Agent:
+        """A new conversation with this Agent's options and tools (an isolated subagent
+        call's), on ``store`` (None: memory only). ``_template`` names this Agent (cycles)."""
+        made = Agent.__new__(Agent)
+        made._settings = self._settings
+        made._conversation = Conversation(store, self._conversation.lock_wait_s)
+        made._template = self
+        return made
+
+    def _delegate(self, prompt: Any, approvals: Optional[Dict[str, Any]],
+                  run_id: Optional[str], signal: AbortSignal, parentage: Any) -> Query:
+        """A subagent's query, run by the tool that delegates to it (subagents.py)."""
+        settings = self._prepare(prompt, approvals, {}, partial_messages=parentage.forward)
+        if settings.include_subagent_messages != parentage.forward:
+            settings = replace(settings, include_subagent_messages=parentage.forward)
+        return Query(self._conversation, settings, prompt, approvals, signal,
+                     lockstep=parentage.forward, owner=self, run_id=run_id,
+                     parentage=parentage)
 
     def interrupt(self) -> None:
         """End the running query as ``"interrupted"``; nothing when idle."""

@@ -60,10 +60,13 @@ def not_run(tool_use_id: str, reason: str, **fields: str) -> Dict[str, Any]:
 
 class ToolCall:
     """One call the model asked for, as hooks and approvals see it. ``run_id`` and
-    ``attempt`` are what its ``ToolContext`` says (a durable run's id; which attempt)."""
+    ``attempt`` are what its ``ToolContext`` says (a durable run's id; which attempt).
+    ``path`` is the list of tool_use ids from the top query's call down to this one
+    (``[id]`` for a call of the query's own; longer for a subagent's call waiting for
+    approval, SPEC 22)."""
 
     __slots__ = ("id", "name", "input", "tool", "problem", "run_id", "attempt", "_signal",
-                 "_agent", "_context")
+                 "_agent", "_context", "_path", "loop", "trace", "route")
 
     def __init__(self, id: str, name: str, input: Any, tool: Optional[Tool],
                  signal: AbortSignal, agent: Any, problem: Optional[Dict[str, Any]] = None
@@ -78,6 +81,19 @@ class ToolCall:
         self._signal = signal
         self._agent = agent
         self._context: Optional[ToolContext] = None
+        self._path: Optional[List[str]] = None
+        self.loop: Any = None  # the query's Loop running it (what a subagent tool reads)
+        self.trace: Any = None  # its tool span's token, while observers watch it
+        # A subagent's call waiting for approval: the tool names from this query down
+        self.route: Optional[List[str]] = None
+
+    @property
+    def path(self) -> List[str]:
+        return list(self._path) if self._path is not None else [self.id]
+
+    @path.setter
+    def path(self, value: List[str]) -> None:
+        self._path = list(value)
 
     @property
     def context(self) -> ToolContext:
@@ -85,7 +101,7 @@ class ToolCall:
         never take one)."""
         if self._context is None:
             self._context = ToolContext(self._signal, self.id, self._agent, self.run_id,
-                                        self.attempt)
+                                        self.attempt, _call=self)
         return self._context
 
     def __repr__(self) -> str:
@@ -121,7 +137,7 @@ def settle(call: ToolCall, started: Dict[str, int]) -> Tuple[str, int]:
 
 
 def resolve_calls(uses: List[Dict[str, Any]], tools: Dict[str, Tool], signal: AbortSignal,
-                  agent: Any) -> List[ToolCall]:
+                  agent: Any, loop: Any = None) -> List[ToolCall]:
     """A ``ToolCall`` per tool_use block, with its tool found and its input checked."""
     calls = []
     for use in uses:
@@ -137,9 +153,10 @@ def resolve_calls(uses: List[Dict[str, Any]], tools: Dict[str, Tool], signal: Ab
             errors = found.validation_errors(args)
             if errors is not None:
                 problem = not_run(use_id, "invalid", name=repr(name), problems=errors)
-        calls.append(ToolCall(use_id, name if isinstance(name, str) else repr(name),
-                              args if isinstance(args, dict) else {}, found, signal, agent,
-                              problem))
+        call = ToolCall(use_id, name if isinstance(name, str) else repr(name),
+                        args if isinstance(args, dict) else {}, found, signal, agent, problem)
+        call.loop = loop
+        calls.append(call)
     return calls
 
 
@@ -167,6 +184,8 @@ def run_call(call: ToolCall, hooks: Hooks) -> Tuple[Dict[str, Any], bool]:
         if tool.is_async or (hasattr(value, "__await__") and hasattr(value, "send")):
             value = _run_coroutine(value, call._signal)
     except Exception as exc:
+        if getattr(exc, "escapes_tools", False):  # a subagent cycle: the query raises it
+            raise
         log.warning("tool %r raised %s: %s", call.name, type(exc).__name__, exc,
                     exc_info=True)
         return tool_result(call.id, error_text(call.name, exc), is_error=True), False

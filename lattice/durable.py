@@ -164,10 +164,12 @@ class Keeper:
             history.append(message)
 
     def approve(self, tail: Dict[str, Any], approvals: Dict[str, Any],
-                calls: List[Any]) -> Dict[str, Any]:
+                calls: List[Any], children: Optional[Dict[str, Any]] = None
+                ) -> Dict[str, Any]:
         """Approvals resumed: the run record that journals them (this run's, or one of
         their own), and the decisions for the batch, calls a crash left started settled
-        by the journal."""
+        by the journal. ``children``: the decisions for waiting subagents (SPEC 22),
+        kept in the record for a resume after a crash."""
         rid = self.run_id or approval_run_id(tail)
         record = self.record or new_record(rid, self.prompt, len(self.history.messages))
         record["approved"] = sorted(set(record.get("approved") or []) |
@@ -175,6 +177,10 @@ class Keeper:
         refused = dict(record.get("refused") or {})
         refused.update({k: stored_refusal(v) for k, v in approvals.items() if v is not True})
         record["refused"] = refused
+        if children:
+            from .subagents import stored_decisions
+
+            record["child_decisions"] = stored_decisions(children)
         self.record = record
         self._save(record)
         self.journal = Journal(record, self._save, self._writing)
@@ -197,7 +203,7 @@ class Keeper:
         if unstored:  # stopped before its prompt was stored
             self.history.append({"role": "user", "content": self.prompt})
             return None
-        self.turns, self.usage = run_totals(record, raw)
+        self.turns, self.usage = run_totals(record, raw, settings.model)
         tail = raw[-1]
         uses = tool_uses_of(tail.get("content")) if tail.get("role") == "assistant" else []
         if tail.get("role") != "assistant":
@@ -215,8 +221,11 @@ class Keeper:
             decisions = {c.id: decided_refusal(refused.get(c.id)) for c in calls
                          if c.id not in approved}
         decisions.update(self._settled(calls, set(decisions)))
+        from .subagents import decided
+
         return {"reply": tail, "decisions": decisions,
-                "prompt": self.prompt if approving else None}
+                "prompt": self.prompt if approving else None,
+                "children": decided(record.get("child_decisions"))}
 
     def _settled(self, calls: List[Any], decided: Any) -> Dict[str, Any]:
         """Decisions for calls the journal knows started: run again, or the unknown text."""

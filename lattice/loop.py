@@ -65,7 +65,7 @@ class Loop:
     def __init__(self, run: QueryRun, settings: QuerySettings, history: History, *,
                  agent: Any = None, observers: Optional[ObserverGroup] = None,
                  query_token: Any = None, resume: Optional[Dict[str, Any]] = None,
-                 journal: Optional[Journal] = None) -> None:
+                 journal: Optional[Journal] = None, parentage: Any = None) -> None:
         self.run = run
         self.settings = settings
         self.history = history
@@ -87,6 +87,15 @@ class Loop:
         self.uses: List[Dict[str, Any]] = []  # its tool_use blocks
         self.calls: List[ToolCall] = []  # its batch
         self.waiting: List[ToolCall] = []  # the calls of it that wait for approval
+        # Subagents (SPEC 22; subagents.py): what this query got from the call running it
+        # (None for a top query), the children of this batch that paused for approval, the
+        # decisions for paused children resumed by approvals, whether a child ran.
+        self.parentage = parentage
+        self.paused: Dict[str, List[ToolCall]] = {}
+        self.child_decisions: Dict[str, Dict[str, Any]] = {}
+        self.delegated = False
+        if parentage is not None and parentage.caller is not None:
+            self.model.up = parentage.caller.add_child
 
     def __call__(self) -> None:
         self.run.worker_enter()
@@ -127,14 +136,24 @@ class Loop:
         if self.turns >= s.max_turns:
             return Ending("error_max_turns", error=MaxTurnsExceededError(
                 f"reached max_turns={s.max_turns} model requests"))
-        if s.max_budget_tokens is None:
-            return None
-        usage = self.model.usage
-        spent = usage.prompt_tokens + usage.output_tokens
-        if spent >= s.max_budget_tokens:
-            return Ending("error_max_budget", error=BudgetExceededError(
-                f"used {spent} tokens, max_budget_tokens={s.max_budget_tokens}"))
+        budgets = [(s.max_budget_tokens, self.model)] if s.max_budget_tokens is not None \
+            else []
+        if self.parentage is not None:  # a subagent: the budgets of the queries above too
+            budgets += self.parentage.budgets
+        for limit, caller in budgets:
+            usage = caller.usage
+            spent = usage.prompt_tokens + usage.output_tokens
+            if spent >= limit:
+                return Ending("error_max_budget", error=BudgetExceededError(
+                    f"used {spent} tokens, max_budget_tokens={limit}"))
         return None
+
+    def budgets_below(self) -> List[Any]:
+        """The budgets a subagent of this query works within: this query's and those
+        above it, with the usage counters they are checked against."""
+        s = self.settings
+        mine = [(s.max_budget_tokens, self.model)] if s.max_budget_tokens is not None else []
+        return mine + (self.parentage.budgets if self.parentage is not None else [])
 
     @property
     def usage(self) -> Usage:
@@ -205,7 +224,7 @@ class Loop:
             self.kind = SUBMIT
         else:
             self.calls = resolve_calls(uses, self.settings.tools, self.run.controller.signal,
-                                       self.agent)
+                                       self.agent, self)
             self.waiting = self.gate.waiting(self.calls)
             self.kind = WAIT if self.waiting else RUN
             if self.waiting:
@@ -254,7 +273,16 @@ class Loop:
         if done is None:  # aborted mid-batch: the consumer answers every call of it
             run.abort_from_user()
             raise Stopped
-        self.write({"role": "user", "content": [block for block, _ in done]}, UserMessage)
+        message: Dict[str, Any] = {"role": "user", "content": [block for block, _ in done]}
+        if self.delegated:  # subagents ran (SPEC 22): a child waits, or its usage is kept
+            self.delegated = False
+            if self.paused:
+                from .subagents import pause
+
+                return pause(self, done)
+            spent = self.model.take_children()
+            message["subagent_usage"] = spent.to_dict(by_model=True)
+        self.write(message, UserMessage)
         for block, end_turn in done:
             if end_turn:
                 return self.output.tool_ended(text_of(block["content"]))
@@ -270,7 +298,8 @@ class Loop:
         if self.resume.get("final"):  # a resumed run whose final reply was stored: no request
             return self.decide(self.output.final(reply))
         calls = resolve_calls(tool_uses_of(reply["content"]), self.settings.tools,
-                              self.run.controller.signal, self.agent)
+                              self.run.controller.signal, self.agent, self)
+        self.child_decisions = dict(self.resume.get("children") or {})
         ending = self.batch(calls, approval.refusals(calls, self.resume["decisions"]))
         if ending is None and prompt is not None:
             self.write({"role": "user", "content": prompt})

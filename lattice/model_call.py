@@ -15,7 +15,8 @@ history (a fresh list over the history's shared message dicts; cache breakpoints
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Dict, List, Optional
+import threading
+from typing import Any, Callable, Dict, List, Optional
 
 from .caching import MAX_BREAKPOINTS, count_marks, fit_cache_breakpoints
 from .endings import Ending
@@ -47,7 +48,7 @@ class ModelCaller:
     replies)."""
 
     __slots__ = ("run", "settings", "history", "observers", "query_token", "fixed_marks",
-                 "usage", "last_usage")
+                 "usage", "last_usage", "up", "children", "lock")
 
     def __init__(self, run: QueryRun, settings: QuerySettings, history: History,
                  observers: Optional[ObserverGroup], query_token: Any) -> None:
@@ -58,6 +59,10 @@ class ModelCaller:
         self.query_token = query_token
         self.usage = Usage()  # of every reply of the query (a discarded one is billed too)
         self.last_usage = NO_USAGE  # of the last reply (read only after a call)
+        # A subagent's query: its parent's ``add_child`` (SPEC 22: usage flows up as spent).
+        self.up: Optional[Callable[[Usage], None]] = None
+        self.children = Usage()  # what subagents spent in the current batch (``add_child``)
+        self.lock = threading.Lock()  # parallel subagents add from their threads
         system, tools = settings.system, settings.tool_definitions
         self.fixed_marks = (len(tools) - [t.get("cache_control") for t in tools].count(None)
                             + (count_marks(system) if type(system) is list else 0))
@@ -112,9 +117,28 @@ class ModelCaller:
         if watched:
             observers.model_end(token, reply, None)  # type: ignore[union-attr]
         run.finish_model()
-        usage = self.last_usage = Usage.from_dict(reply.get("usage"))
+        usage = self.last_usage = Usage.from_dict(reply.get("usage")).counted_as(
+            reply.get("model") or request.model)
         self.usage += usage
+        if self.up is not None:
+            self.up(usage)
         return reply
+
+    def add_child(self, usage: Usage) -> None:
+        """Usage a subagent spent (each of its requests as it comes, or what a resumed or
+        replayed child run had spent before): the query's, and its parent's in turn, so
+        every budget above sees it at once."""
+        with self.lock:
+            self.usage += usage
+            self.children += usage
+        if self.up is not None:
+            self.up(usage)
+
+    def take_children(self) -> Usage:
+        """What subagents spent since the last call (kept with the batch's results)."""
+        with self.lock:
+            spent, self.children = self.children, Usage()
+        return spent
 
     def lost(self, error: BaseException) -> None:
         """A failed call: the query's ending if it lost a race (then ``Stopped``), else the

@@ -34,6 +34,7 @@ from .settings import QuerySettings
 from .stores.repair import repair_history
 from .stores.runs import records_runs
 from .stores.session import SessionHold
+from .subagents import child_calls, split_decisions
 
 __all__ = ["Query"]
 
@@ -46,8 +47,10 @@ class Query(Iterator[SDKMessage]):
 
     def __init__(self, conversation: Conversation, settings: QuerySettings, prompt: Any,
                  approvals: Optional[Dict[str, Any]], signal: Optional[AbortSignal], *,
-                 lockstep: bool, owner: Any = None, run_id: Optional[str] = None) -> None:
+                 lockstep: bool, owner: Any = None, run_id: Optional[str] = None,
+                 parentage: Any = None) -> None:
         self._conversation = conversation
+        self._parentage = parentage  # a subagent's query: what its parent's call lends it
         self._run = conversation.start(signal, lockstep=lockstep)
         self._keeper: Optional[durable.Keeper] = None
         self._owner = owner  # the Agent: only handed to tools (ToolContext.agent)
@@ -120,16 +123,26 @@ class Query(Iterator[SDKMessage]):
                 self._finish(Ending("closed"), delivered=False)
                 yield durable.replay(ended, settings.output, self._pending)
                 return
-            if settings.observers:
+            parentage = self._parentage
+            if parentage is not None and parentage.observers is not None:
+                # A child traces when its parent does, its span under the parent's call's.
+                self._observers = parentage.observers
+                self._token = self._observers.agent_start(
+                    settings.model, self._prompt, name=settings.name, parent=parentage.trace)
+            elif settings.observers:
                 self._observers = ObserverGroup(settings.observers)
-                self._token = self._observers.query_start(settings.model, self._prompt)
+                self._token = self._observers.agent_start(settings.model, self._prompt,
+                                                          name=settings.name)
             self._started = time.monotonic()
             resume = self._begin() if taken else None
             self._loop = Loop(run, settings, conversation.history, agent=self._owner,
                               observers=self._observers, query_token=self._token,
-                              resume=resume, journal=keeper.journal if keeper else None)
+                              resume=resume, journal=keeper.journal if keeper else None,
+                              parentage=parentage)
             if keeper is not None:  # a resumed run counts the replies it stored before
                 self._loop.turns, self._loop.usage = keeper.turns, keeper.usage
+                if parentage is not None and parentage.caller is not None:
+                    parentage.caller.add_child(keeper.usage)  # a child's, up to its parent
             threading.Thread(target=self._loop, name="lattice-query", daemon=True).start()
             while True:
                 item = run.next_item()
@@ -205,6 +218,7 @@ class Query(Iterator[SDKMessage]):
             return []
         calls = resolve_calls(tool_uses_of(tail["content"]), self._settings.tools,
                               AbortSignal(), self._owner)
+        calls += child_calls(tail, self._settings.tools, self._owner)
         return [c for c in calls if c.id in ids]
 
     def _under_lock(self) -> Optional[Dict[str, Any]]:
@@ -228,14 +242,17 @@ class Query(Iterator[SDKMessage]):
             return keeper.resume(self._settings, self._owner)
         tail = pending_tail(history.messages)
         if approvals is not None:
-            pending = self._check_approvals()  # again, under the session lock
-            decisions: Dict[str, Any] = dict(approvals)
-            if keeper is not None and tail is not None:
+            self._check_approvals()  # again, under the session lock
+            assert tail is not None
+            # Decisions for waiting subagents' calls go to them; their calls run again.
+            decisions, children = split_decisions(tail, approvals)
+            if keeper is not None:
                 calls = resolve_calls(tool_uses_of(tail["content"]), self._settings.tools,
                                       AbortSignal(), self._owner)
-                decisions = keeper.approve(tail, approvals, [
-                    c for c in calls if c.id not in {p.id for p in pending}])
-            return {"reply": tail, "decisions": decisions, "prompt": prompt}
+                decisions = keeper.approve(tail, decisions, [
+                    c for c in calls if c.id not in decisions], children)
+            return {"reply": tail, "decisions": decisions, "prompt": prompt,
+                    "children": children}
         if tail is not None:  # the user moved on: answer the pending calls first
             history.append(approval.moved_on(tail))
         elif unanswered_tool_uses(history.messages):  # e.g. a store failed mid-batch

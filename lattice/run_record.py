@@ -47,6 +47,7 @@ def ended_record(record: Record, result: ResultMessage) -> Record:
     """``record`` once its run ended with ``result`` (kept in ``to_dict`` form, with what a
     replay needs besides: the error's class and message, the pending call ids)."""
     ended = dict(record, state="ended", result=result.to_dict())
+    ended["result"]["usage"] = result.usage.to_dict(by_model=True)  # (a replay's split too)
     error = result.error
     ended["result"]["error_type"] = type(error).__name__ if error is not None else None
     ended["result"]["error_message"] = str(error) if error is not None else None
@@ -97,23 +98,29 @@ def _error(data: Dict[str, Any]) -> Optional[BaseException]:
     return errors.LatticeError(f"{name}: {text}" if text else name)
 
 
-def totals(messages: List[Dict[str, Any]], index: int) -> Tuple[int, Usage]:
+def totals(messages: List[Dict[str, Any]], index: int, model: Optional[str] = None
+           ) -> Tuple[int, Usage]:
     """The model replies stored for a run whose prompt is at ``index``: how many, and their
-    usage (each stored assistant message keeps its own)."""
+    usage (each stored assistant message keeps its own, split by the model it names, else
+    ``model``; the results of a batch that ran subagents keep theirs, SPEC 22)."""
     turns, usage = 0, Usage()
     for message in messages[index + 1:]:
         if message.get("role") == "assistant":
             turns += 1
-            usage += Usage.from_dict(message.get("usage"))
+            usage += Usage.from_dict(message.get("usage")).counted_as(
+                message.get("model") or model)
+        if "subagent_usage" in message:
+            usage += Usage.from_dict(message.get("subagent_usage"))
     return turns, usage
 
 
-def run_totals(record: Record, messages: List[Dict[str, Any]]) -> Tuple[int, Usage]:
+def run_totals(record: Record, messages: List[Dict[str, Any]], model: Optional[str] = None
+               ) -> Tuple[int, Usage]:
     """A run's replies and usage so far: those stored after its prompt, and those a
     compaction summarised away (kept in the record)."""
     index = record.get("index")
     turns, usage = totals(messages, index if isinstance(index, int) and index >= 0
-                          else len(messages))
+                          else len(messages), model)
     return (turns + int(record.get("compacted_turns") or 0),
             usage + Usage.from_dict(record.get("compacted_usage")))
 
@@ -214,7 +221,7 @@ class Journal:
             record["index"] = len(after) - (len(before) - index) if index >= cut else 0
             record["compacted_turns"] = int(record.get("compacted_turns") or 0) + turns
             record["compacted_usage"] = (Usage.from_dict(record.get("compacted_usage"))
-                                         + usage + summary).to_dict()
+                                         + usage + summary).to_dict(by_model=True)
             record["updated_at"] = time.time()
             self._save(record)
 

@@ -44,6 +44,9 @@ class ToolContext:
     agent: Any = None
     run_id: Optional[str] = None
     attempt: int = 1
+    # The ``ToolCall`` (and through it the query) this context belongs to: what a subagent
+    # tool reads to carry the parent's budget, approvals, traces and messages (SPEC 22).
+    _call: Any = dataclasses.field(default=None, repr=False, compare=False)
 
 
 def _is_context(annotation: Any) -> bool:

@@ -127,9 +127,14 @@ class OtelObserver(Observer):
 
     # -- the query -------------------------------------------------------------------
     def query_start(self, model: Optional[str], prompt: Any) -> Any:
-        opened = self._start("invoke_agent", None, self._kinds.INTERNAL, {
+        return self.agent_start(model, prompt)
+
+    def agent_start(self, model: Optional[str], prompt: Any, *, name: Optional[str] = None,
+                    parent: Any = None) -> Any:
+        # ``parent``: a subagent's query nests under the parent's ``execute_tool`` span.
+        opened = self._start("invoke_agent", parent, self._kinds.INTERNAL, {
             "gen_ai.operation.name": "invoke_agent", "gen_ai.provider.name": self.provider_name,
-            "gen_ai.request.model": model})
+            "gen_ai.request.model": model, "gen_ai.agent.name": name})
         if prompt is not None:  # None: a resumed query (approvals), no new prompt
             self._content(opened.span, "gen_ai.input.messages",
                           genai.input_messages([{"role": "user", "content": prompt}]))

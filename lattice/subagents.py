@@ -1,0 +1,402 @@
+"""Agents as tools (SPEC 22): ``Agent.as_tool()`` is a ``Tool`` whose handler runs a query
+of the child agent (DESIGN-0.4 section 2: delegation is a tool that runs a query).
+
+Everything the child gets from its parent comes through the call's ``ToolContext``: the
+signal (an abort reaches the child's model request; an interrupt interrupts the child),
+and ``Parentage``, handed to the child's query: the parent's usage counter (every child
+request is added to it as it comes, so every budget above sees it), the budgets of every
+query above, the tracer and the span of the call (the child's ``invoke_agent`` nests
+under the parent's ``execute_tool``), the agents above (a cycle is a ``ValueError``), and
+where to forward the child's messages when the parent's caller asked for them.
+
+The loop knows about children in two places only (``Loop.batch``): a batch in which a
+child paused for approval pauses the parent (``pause``: the reply is marked, the child's
+calls become the parent's with their ``path``; what the other calls returned is kept on
+it), and the children's usage is kept with the batch's results (durable totals).
+``split_decisions`` turns ``approvals=`` for the children's calls back into decisions for
+the parent's batch and for each child.
+
+Where a child's conversation lives: ``isolated=True`` makes a fresh conversation per call,
+in a session derived from the child's store, else the parent's (``f"{session}/{call
+id}"``), so that a durable child (``run_id=f"{parent_run_id}/{call id}"``) or a paused one
+is found again by another process; without any store it lives in memory (a paused one is
+kept on the tool until its approvals come). ``isolated=False`` uses the child Agent itself.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+from functools import partial
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
+
+from .calls import Outcome, ToolCall
+from .cancellation import AbortController, AbortSignal
+from .endings import Ending
+from .errors import ConcurrentQueryError
+from .messages import ResultMessage, text_of
+from .settings import check_bool
+from .tools import Tool, ToolContext, ToolResult, to_jsonable
+from .usage import Usage
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .agent import Agent
+    from .model_call import ModelCaller
+    from .observe import ObserverGroup
+
+__all__ = ["SubagentTool", "Parentage", "CycleError", "make_tool", "pause", "split_decisions",
+           "child_calls", "derived_store", "PROMPT_SCHEMA", "OUTPUTS"]
+
+PROMPT_SCHEMA: Dict[str, Any] = {"type": "object", "properties": {"prompt": {"type": "string"}},
+                                 "required": ["prompt"]}
+OUTPUTS = ("result", "structured")
+WAITING = "(waiting for approval)"  # a paused child's result: never stored, the loop pauses
+
+
+class CycleError(ValueError):
+    """An agent called as its own descendant: raised from the parent's query, not turned
+    into a tool result (``calls.run_call`` lets it through)."""
+
+    escapes_tools = True
+
+
+class Parentage:
+    """What a subagent's query gets from the call that runs it."""
+
+    __slots__ = ("caller", "budgets", "observers", "trace", "ancestors", "forward")
+
+    def __init__(self, caller: Optional[ModelCaller], budgets: List[Tuple[int, Any]],
+                 observers: Optional[ObserverGroup], trace: Any, ancestors: Tuple[Any, ...],
+                 forward: bool) -> None:
+        self.caller = caller  # the parent query's ModelCaller: usage flows up through it
+        self.budgets = budgets  # (max_budget_tokens, ModelCaller) of every query above
+        self.observers = observers  # the parent's: a child traces when its parent does
+        self.trace = trace  # the token of the parent's tool span
+        self.ancestors = ancestors  # the agents (templates) above, nearest last
+        self.forward = forward  # the caller asked for the children's messages
+
+
+def make_tool(agent: Agent, *, name: Optional[str], description: Optional[str],
+              input_schema: Optional[Dict[str, Any]], output: str, isolated: bool,
+              idempotent: Optional[bool]) -> SubagentTool:
+    """``Agent.as_tool``'s checks and defaults (ValueError naming a bad option)."""
+    if name is None:
+        name = agent._settings.name
+        if name is None:
+            raise ValueError("as_tool() needs a name: give the child Agent a name= option, "
+                             "or pass name= here")
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"name must be a non-empty str, got {name!r}")
+    if description is None:
+        description = _first_line(agent._settings.system) or f"Ask the {name} agent."
+    if output not in OUTPUTS:
+        raise ValueError(f"output must be one of {OUTPUTS}, got {output!r}")
+    check_bool("isolated", isolated)
+    if idempotent is not None:
+        check_bool("idempotent", idempotent)
+    return SubagentTool(agent, name, description,
+                        PROMPT_SCHEMA if input_schema is None else input_schema, output,
+                        isolated, True if idempotent is None else idempotent)
+
+
+def _first_line(system: Any) -> str:
+    text = system if isinstance(system, str) else text_of(system)
+    for line in text.splitlines():
+        if line.strip():
+            return line.strip()
+    return ""
+
+
+class SubagentTool(Tool):
+    """A ``Tool`` that runs a query of ``template`` (made by ``Agent.as_tool``)."""
+
+    __slots__ = ("template", "output", "isolated", "prompt_field", "_shelf", "_shelf_lock")
+
+    def __init__(self, template: Agent, name: str, description: str,
+                 input_schema: Dict[str, Any], output: str, isolated: bool,
+                 idempotent: bool) -> None:
+        super().__init__(name, description, input_schema, self._handle, idempotent=idempotent)
+        self.template = template
+        self.output = output
+        self.isolated = isolated
+        self.prompt_field = input_schema is PROMPT_SCHEMA
+        # Paused children without a store, by call id, until their approvals come.
+        self._shelf: Dict[str, Agent] = {}
+        self._shelf_lock = threading.Lock()
+
+    # -- one call -----------------------------------------------------------------------
+    def _handle(self, args: Dict[str, Any], context: ToolContext) -> Any:
+        call: Optional[ToolCall] = context._call
+        loop = call.loop if call is not None else None
+        above = loop.parentage.ancestors if loop is not None and loop.parentage else ()
+        chain = above + (_template(context.agent),) if context.agent is not None else above
+        if any(a is self.template for a in chain):
+            names = [getattr(getattr(a, "_settings", None), "name", None) or "?"
+                     for a in chain] + [self.name]
+            raise CycleError(f"subagent cycle: {' -> '.join(names)} (an agent may not be its "
+                             "own descendant)")
+        call_id = context.tool_use_id
+        prompt = args.get("prompt") if self.prompt_field else json.dumps(
+            args, ensure_ascii=False, default=to_jsonable)
+        decisions = loop.child_decisions.pop(call_id, None) if loop is not None else None
+        agent = self._agent_for(loop, call_id, resuming=decisions is not None)
+        parentage = Parentage(
+            loop.model if loop is not None else None,
+            loop.budgets_below() if loop is not None else [],
+            loop.model.observers if loop is not None else None,
+            call.trace if call is not None else None, chain,
+            bool(loop is not None and loop.settings.include_subagent_messages
+                 and loop.run.lockstep))
+        if loop is not None:
+            loop.delegated = True
+        run_id = None
+        if context.run_id is not None and _records_runs(agent):
+            run_id = f"{context.run_id}/{call_id}"
+        if decisions is not None and not agent.pending_approvals():
+            decisions = None  # settled already (a crash after the child resumed): go on
+        down = AbortController()
+        try:
+            query = agent._delegate(prompt if decisions is None else None, decisions,
+                                    None if decisions is not None else run_id, down.signal,
+                                    parentage)
+        except ConcurrentQueryError:
+            return ToolResult(f"The {self.name} agent is busy with another call (a shared "
+                              "subagent runs one call at a time); try again later.",
+                              is_error=True)
+        relay = partial(_relay, context.signal, down, agent, loop)
+        context.signal.add_callback(relay)
+        try:
+            result = self._run(query, call_id, loop if parentage.forward else None)
+        except Exception as exc:
+            if getattr(exc, "escapes_tools", False):
+                raise
+            return ToolResult(f"The {self.name} agent failed: {type(exc).__name__}: {exc}",
+                              is_error=True)
+        finally:
+            context.signal.remove_callback(relay)
+        if result.replayed and parentage.caller is not None:
+            parentage.caller.add_child(result.usage)  # what the ended child run spent
+        return self._answer(result, agent, call_id, loop)
+
+    def _run(self, query: Any, call_id: str, loop: Any) -> ResultMessage:
+        """The child's query to its end; its messages handed to the parent's caller when
+        it asked for them (each with the id of the call that ran its agent)."""
+        if loop is None:
+            return query.result()  # type: ignore[no-any-return]
+        emit = loop.run.emit
+        result: Optional[ResultMessage] = None
+        for item in query:
+            if isinstance(item, ResultMessage):
+                result = item
+                continue
+            if item.parent_tool_use_id is None:
+                item.parent_tool_use_id = call_id
+            emit(item)
+        assert result is not None
+        return result
+
+    def _answer(self, result: ResultMessage, agent: Agent, call_id: str, loop: Any) -> Any:
+        if result.subtype == "awaiting_approval":
+            if loop is None:
+                return ToolResult(f"The {self.name} agent is waiting for approval of "
+                                  f"{[c.name for c in result.pending_approvals]}.",
+                                  is_error=True)
+            loop.paused[call_id] = list(result.pending_approvals)
+            if self.isolated and agent._conversation.history.home is None:
+                with self._shelf_lock:
+                    self._shelf[call_id] = agent
+            return ToolResult(WAITING)
+        if result.subtype != "success":
+            why = f": {result.error}" if result.error is not None else ""
+            if result.subtype == "error_timeout":
+                why = f" (the model request timed out){why}"
+            return ToolResult(f"The {self.name} agent ended with {result.subtype}{why}.",
+                              is_error=True)
+        if self.output == "structured":
+            return json.dumps(to_jsonable(result.structured_result) if not isinstance(
+                result.structured_result, (dict, list, str, int, float, bool, type(None)))
+                else result.structured_result, ensure_ascii=False)
+        return result.result or ""
+
+    def _agent_for(self, loop: Any, call_id: str, *, resuming: bool) -> Agent:
+        """The conversation this call runs on (see the module docstring)."""
+        template = self.template
+        if not self.isolated:
+            return template
+        if resuming:
+            with self._shelf_lock:
+                kept = self._shelf.pop(call_id, None)
+            if kept is not None:
+                return kept
+        home = template._conversation.history.home
+        if home is None and loop is not None:
+            home = loop.history.home
+        store = derived_store(home, call_id) if home is not None else None
+        return template._fork(store)
+
+
+def _template(agent: Any) -> Any:
+    return getattr(agent, "_template", None) or agent
+
+
+def _records_runs(agent: Agent) -> bool:
+    from .stores.runs import records_runs
+
+    return records_runs(agent._conversation.history.home)
+
+
+def _relay(signal: AbortSignal, down: AbortController, agent: Agent, loop: Any) -> None:
+    """The parent's signal fired: an interrupt interrupts the child; anything else (abort,
+    timeout, the parent ending) aborts it with the same reason."""
+    if loop is not None and loop.run.interrupted:
+        agent.interrupt()
+    else:
+        down.abort(signal.reason)
+
+
+# -- where a child's conversation is stored --------------------------------------------------
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
+
+
+def derived_store(store: Any, key: str) -> Any:
+    """A store like ``store`` for the session ``f"{its session}/{key}"`` (a JSONL file
+    beside it), or None for a store that cannot make one (a custom store)."""
+    with_session = getattr(store, "with_session", None)
+    session = getattr(store, "session_id", None)
+    if callable(with_session) and isinstance(session, str):
+        return with_session(f"{session}/{key}")
+    from .stores.base import MemoryHistoryStore
+
+    if isinstance(store, MemoryHistoryStore):
+        children = store.__dict__.setdefault("_lattice_children", {})
+        made = children.get(key)
+        if made is None:
+            made = children.setdefault(key, MemoryHistoryStore(
+                fail_on_error=store.fail_on_error))
+        return made
+    from .stores.jsonl import JsonlHistoryStore
+
+    if isinstance(store, JsonlHistoryStore):
+        stem, ext = os.path.splitext(store.session_id)
+        return JsonlHistoryStore(f"{stem}.{_UNSAFE.sub('_', key)}{ext or '.jsonl'}",
+                                 fail_on_error=store.fail_on_error)
+    return None
+
+
+# -- the parent pauses when a child waits for approval -------------------------------------------
+
+def pause(loop: Any, done: List[Outcome]) -> Ending:
+    """A batch in which children paused for approval: the reply is marked waiting (the
+    children's calls, what the other calls returned, the children's usage), and the query
+    ends ``awaiting_approval`` with the children's calls, their ``path`` from this query."""
+    paused: Dict[str, List[ToolCall]] = loop.paused
+    loop.paused = {}
+    reply = loop.last_reply
+    answered = {b["tool_use_id"]: b for b, _ in done if b.get("tool_use_id") not in paused}
+    own = [i for i in reply.get("pending_approval_ids") or [] if i not in answered]
+    marked = dict(reply, pending_approval=True, pending_approval_ids=own,
+                  pending_children={cid: [_describe(c) for c in calls]
+                                    for cid, calls in paused.items()},
+                  answered=answered)
+    spent = loop.model.take_children()
+    if spent.input_tokens or spent.output_tokens or spent.by_model:
+        marked["subagent_usage"] = (Usage.from_dict(reply.get("subagent_usage")) + spent
+                                    ).to_dict(by_model=True)
+    history = loop.history
+    messages = history.messages[:-1] + [marked]
+    save = partial(history.save, "replace", messages) if history.store is not None else None
+    loop.run.commit(save, partial(history.keep_all, messages))
+    loop.last_reply = marked
+    names = {u.get("id"): u.get("name") for u in reply.get("content") or []
+             if isinstance(u, dict) and u.get("type") == "tool_use"}
+    pending = [c for c in loop.waiting if c.id in own]
+    for cid, calls in paused.items():
+        for call in calls:  # seen from this query: one level more
+            call.route = [names.get(cid)] + (call.route or [call.name])
+            call.path = [cid] + call.path
+            pending.append(call)
+    return Ending("awaiting_approval", pending=pending)
+
+
+def _describe(call: ToolCall) -> Dict[str, Any]:
+    return {"id": call.id, "name": call.name, "input": call.input, "path": call.path,
+            "route": call.route or [call.name]}
+
+
+def child_calls(tail: Dict[str, Any], tools: Dict[str, Tool], agent: Any) -> List[ToolCall]:
+    """The children's calls a marked reply waits for, as ``ToolCall``s with their ``path``
+    (their tools found through the subagent tools, when they still exist)."""
+    children = tail.get("pending_children")
+    if not isinstance(children, dict):
+        return []
+    names = {u.get("id"): u.get("name") for u in tail.get("content") or []
+             if isinstance(u, dict) and u.get("type") == "tool_use"}
+    out = []
+    for cid, items in children.items():
+        for item in items if isinstance(items, list) else []:
+            if not isinstance(item, dict) or not isinstance(item.get("id"), str):
+                continue
+            route = [names.get(cid)] + list(item.get("route") or [item.get("name")])
+            call = ToolCall(item["id"], str(item.get("name")), item.get("input") or {},
+                            _find(tools, route), AbortSignal(), agent)
+            call.path = [cid] + list(item.get("path") or [item["id"]])
+            call.route = route[1:]
+            out.append(call)
+    return out
+
+
+def _find(tools: Dict[str, Tool], route: List[Any]) -> Optional[Tool]:
+    """The tool at the end of ``route`` (subagent tool names, then the call's tool)."""
+    found: Optional[Tool] = None
+    for name in route:
+        found = tools.get(name) if isinstance(name, str) else None
+        if found is None:
+            return None
+        if isinstance(found, SubagentTool):
+            tools = found.template._settings.tools
+    return found
+
+
+def split_decisions(tail: Dict[str, Any], approvals: Dict[str, Any]
+                    ) -> Tuple[Dict[str, Any], Dict[str, Dict[str, Any]]]:
+    """``approvals`` (by the ids of the calls waiting: the reply's own and its children's)
+    as decisions for the reply's batch (a waiting child's call: run it again, with its
+    decisions; a call that had returned: its result) and the decisions of each child."""
+    children = tail.get("pending_children")
+    if not isinstance(children, dict):
+        return dict(approvals), {}
+    batch: Dict[str, Any] = {}
+    own: Dict[str, Dict[str, Any]] = {}
+    child_ids = set()
+    for cid, items in children.items():
+        ids = [i.get("id") for i in items if isinstance(i, dict)]
+        own[cid] = {i: approvals[i] for i in ids if i in approvals}
+        child_ids.update(ids)
+        batch[cid] = True
+    for key, decision in approvals.items():
+        if key not in child_ids:
+            batch[key] = decision
+    for cid, block in (tail.get("answered") or {}).items():
+        batch[cid] = ToolResult(block.get("content"), is_error=bool(block.get("is_error")))
+    return batch, own
+
+
+def stored_decisions(children: Dict[str, Dict[str, Any]]) -> Dict[str, Dict[str, Any]]:
+    """The children's decisions as a run record keeps them (JSON)."""
+    from .run_record import stored_refusal
+
+    return {cid: {k: True if v is True else stored_refusal(v) for k, v in d.items()}
+            for cid, d in children.items()}
+
+
+def decided(children: Any) -> Dict[str, Dict[str, Any]]:
+    """``stored_decisions`` read back."""
+    from .run_record import decided_refusal
+
+    if not isinstance(children, dict):
+        return {}
+    return {cid: {k: True if v is True else decided_refusal(v) for k, v in d.items()}
+            for cid, d in children.items() if isinstance(d, dict)}
