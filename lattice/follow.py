@@ -25,7 +25,7 @@ from .messages import (
     UserMessage,
     tool_uses_of,
 )
-from .settings import non_negative_number
+from .settings import check_bool, non_negative_number
 from .stores.runs import records_runs
 
 __all__ = ["follow"]
@@ -34,8 +34,8 @@ Message = Any
 
 
 def follow(store: Any, *, after: int = 0, run_id: Optional[str] = None, poll_s: float = 0.25,
-           signal: Optional[SignalLike] = None, wait_s: Optional[float] = None
-           ) -> Iterator[SDKMessage]:
+           signal: Optional[SignalLike] = None, wait_s: Optional[float] = None,
+           include_subagent_messages: bool = False) -> Iterator[SDKMessage]:
     """The session's messages stored after index ``after``, as ``query()`` yields them.
 
     Args:
@@ -49,6 +49,10 @@ def follow(store: Any, *, after: int = 0, run_id: Optional[str] = None, poll_s: 
         signal: an ``AbortSignal`` or ``threading.Event``; when it fires the iterator ends
             quietly (no result).
         wait_s: end when this many seconds pass without news (None: never).
+        include_subagent_messages: with ``run_id``, also yield the messages of the
+            subagent runs it made (SPEC 22; those kept in the store's derived sessions,
+            the default for a child without a store of its own), each with
+            ``.parent_tool_use_id``, before the tool results they led to.
 
     Yields ``UserMessage``/``AssistantMessage`` for stored messages (the prompt included),
     a ``SystemMessage(subtype="compaction")`` when the history was rewritten under it
@@ -63,16 +67,19 @@ def follow(store: Any, *, after: int = 0, run_id: Optional[str] = None, poll_s: 
         raise ValueError(f"poll_s must be a number > 0, got {poll_s!r}")
     if wait_s is not None:
         wait_s = non_negative_number("wait_s", wait_s)
+    check_bool("include_subagent_messages", include_subagent_messages)
     if run_id is not None:
         check_run_id(run_id)
         if not records_runs(store):
             raise ValueError(f"follow(run_id=...) needs a store that records runs; "
                              f"{type(store).__name__} has no load_run/save_run/list_runs")
-    return _follow(store, after, run_id, float(poll_s), as_signal(signal), wait_s)
+    return _follow(store, after, run_id, float(poll_s), as_signal(signal), wait_s,
+                   include_subagent_messages and run_id is not None)
 
 
 def _follow(store: Any, position: int, run_id: Optional[str], poll_s: float,
-            signal: Optional[AbortSignal], wait_s: Optional[float]) -> Iterator[SDKMessage]:
+            signal: Optional[AbortSignal], wait_s: Optional[float],
+            children: bool = False) -> Iterator[SDKMessage]:
     versioned = callable(getattr(store, "version", None))
     seen: Optional[List[Message]] = None  # the history as last read
     version: Any = object()  # equal to no real version: the first poll reads
@@ -92,7 +99,10 @@ def _follow(store: Any, position: int, run_id: Optional[str], poll_s: float,
             ended = record is not None and record.get("state") == "ended"
             if ended and isinstance(record.get("end_index"), int):  # type: ignore[union-attr]
                 end = min(end, record["end_index"])  # type: ignore[index]
-            for message in messages[position:end]:
+            for index in range(position, end):
+                message = messages[index]
+                if children and run_id is not None and index > 0:
+                    yield from _children(store, run_id, message, poll_s, signal)
                 yield _item(message)
                 last_news = time.monotonic()
             position = max(position, end)
@@ -102,6 +112,31 @@ def _follow(store: Any, position: int, run_id: Optional[str], poll_s: float,
         if wait_s is not None and time.monotonic() - last_news >= wait_s:
             return
         _pause(signal, poll_s)
+
+
+def _children(store: Any, run_id: str, message: Message, poll_s: float,
+              signal: Optional[AbortSignal]) -> Iterator[SDKMessage]:
+    """Before a message of tool results: the messages of the subagent runs that made them
+    (found in the store's derived sessions), each marked with its call's id."""
+    from .subagents import derived_store
+
+    content = message.get("content")
+    if message.get("role") != "user" or not isinstance(content, list):
+        return
+    for block in content:
+        call_id = block.get("tool_use_id") if isinstance(block, dict) else None
+        if not isinstance(call_id, str):
+            continue
+        child = derived_store(store, call_id)
+        child_run = f"{run_id}/{call_id}"
+        if child is None or not records_runs(child) or child.load_run(child_run) is None:
+            continue
+        for item in _follow(child, 0, child_run, poll_s, signal, None, True):
+            if isinstance(item, ResultMessage):
+                break
+            if item.parent_tool_use_id is None:
+                item.parent_tool_use_id = call_id
+            yield item
 
 
 def _result(record: Dict[str, Any], messages: List[Message]) -> ResultMessage:

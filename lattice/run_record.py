@@ -16,7 +16,8 @@ from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 from . import errors
 from .approval import refusal
-from .calls import not_run
+from .calls import ToolCall, not_run
+from .cancellation import AbortSignal
 from .endings import KINDS
 from .messages import ResultMessage, tool_uses_of
 from .tools import ToolResult, result_content
@@ -52,6 +53,9 @@ def ended_record(record: Record, result: ResultMessage) -> Record:
     ended["result"]["error_type"] = type(error).__name__ if error is not None else None
     ended["result"]["error_message"] = str(error) if error is not None else None
     ended["result"]["pending_approval_ids"] = [c.id for c in result.pending_approvals]
+    ended["result"]["pending_calls"] = [  # what a replay lists, as recorded (SPEC 21b)
+        {"id": c.id, "name": c.name, "input": c.input, "path": c.path}
+        for c in result.pending_approvals]
     return ended
 
 
@@ -78,7 +82,15 @@ def replay(record: Record, output: Any, pending: Callable[[List[str]], List[Any]
         error=_error(data))
     ids = data.get("pending_approval_ids")
     if isinstance(ids, list) and ids:
-        result.pending_approvals = pending([i for i in ids if isinstance(i, str)])
+        calls = pending([i for i in ids if isinstance(i, str)])
+        found = {c.id for c in calls}
+        for item in data.get("pending_calls") or []:  # not in the history at hand: recorded
+            if isinstance(item, dict) and item.get("id") in ids and item["id"] not in found:
+                call = ToolCall(item["id"], str(item.get("name")), item.get("input") or {},
+                                None, AbortSignal(), None)
+                call.path = item.get("path") or [item["id"]]
+                calls.append(call)
+        result.pending_approvals = calls
     result.run_id = record.get("run_id")
     result.replayed = True
     return result
