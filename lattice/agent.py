@@ -253,6 +253,8 @@ class Agent:
         made._template = self
         return made
 
+    _template: Optional[Agent] = None  # an isolated subagent call's Agent: its template
+
     def _delegate(self, prompt: Any, approvals: Optional[Dict[str, Any]],
                   run_id: Optional[str], signal: AbortSignal, parentage: Any) -> Query:
         """A subagent's query, run by the tool that delegates to it (subagents.py)."""

@@ -144,7 +144,7 @@ class ObserverGroup(Observer):
         ``tool_start`` and ``tool_end``."""
         token = self.tool_start(query, call)
         try:
-            call.trace = token  # type: ignore[misc] # (a subagent's query nests under it)
+            call.trace = token  # type: ignore[attr-defined] # a subagent's query nests in it
         except AttributeError:  # a call-like object without the slot
             pass
         try:

@@ -315,7 +315,7 @@ def pause(loop: Any, done: List[Outcome]) -> Ending:
     pending = [c for c in loop.waiting if c.id in own]
     for cid, calls in paused.items():
         for call in calls:  # seen from this query: one level more
-            call.route = [names.get(cid)] + (call.route or [call.name])
+            call.route = [str(names.get(cid))] + (call.route or [call.name])
             call.path = [cid] + call.path
             pending.append(call)
     return Ending("awaiting_approval", pending=pending)
@@ -343,7 +343,7 @@ def child_calls(tail: Dict[str, Any], tools: Dict[str, Tool], agent: Any) -> Lis
             call = ToolCall(item["id"], str(item.get("name")), item.get("input") or {},
                             _find(tools, route), AbortSignal(), agent)
             call.path = [cid] + list(item.get("path") or [item["id"]])
-            call.route = route[1:]
+            call.route = [str(name) for name in route[1:]]
             out.append(call)
     return out
 

@@ -8,7 +8,7 @@ import pytest
 from helpers import reply, tool_use
 
 from lattice import Agent, MemoryHistoryStore, SqliteHistoryStore, Tool, ToolResult
-from lattice.testing import FunctionModelClient, ScriptedModelClient, assert_well_formed
+from lattice.testing import FunctionModelClient, assert_well_formed
 
 
 def delegate(name="payer", id="d1", prompt="pay the bill"):
