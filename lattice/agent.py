@@ -10,7 +10,7 @@ from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Union
 
 from . import compaction
 from .calls import ToolCall
-from .cancellation import AbortSignal, SignalLike, as_signal
+from .cancellation import SignalLike, as_signal
 from .compaction import AutoCompact
 from .conversation import Conversation
 from .durable import check_run_id
@@ -256,12 +256,13 @@ class Agent:
     _template: Optional[Agent] = None  # an isolated subagent call's Agent: its template
 
     def _delegate(self, prompt: Any, approvals: Optional[Dict[str, Any]],
-                  run_id: Optional[str], signal: AbortSignal, parentage: Any) -> Query:
-        """A subagent's query, run by the tool that delegates to it (subagents.py)."""
+                  run_id: Optional[str], parentage: Any) -> Query:
+        """A subagent's query, run by the tool that delegates to it (subagents.py: the
+        parent's signal reaches it through the query's run, not a signal of its own)."""
         settings = self._prepare(prompt, approvals, {}, partial_messages=parentage.forward)
         if settings.include_subagent_messages != parentage.forward:
             settings = replace(settings, include_subagent_messages=parentage.forward)
-        return Query(self._conversation, settings, prompt, approvals, signal,
+        return Query(self._conversation, settings, prompt, approvals, None,
                      lockstep=parentage.forward, owner=self, run_id=run_id,
                      parentage=parentage)
 

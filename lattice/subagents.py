@@ -33,9 +33,9 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 from .calls import Outcome, ToolCall
-from .cancellation import AbortController, AbortSignal
+from .cancellation import AbortSignal
 from .endings import Ending
-from .errors import ConcurrentQueryError
+from .errors import AbortError, ConcurrentQueryError
 from .messages import ResultMessage, text_of
 from .settings import check_bool
 from .tools import Tool, ToolContext, ToolResult, to_jsonable
@@ -45,6 +45,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .agent import Agent
     from .model_call import ModelCaller
     from .observe import ObserverGroup
+    from .race import QueryRun
 
 __all__ = ["SubagentTool", "Parentage", "CycleError", "make_tool", "pause", "split_decisions",
            "child_calls", "derived_store", "PROMPT_SCHEMA", "OUTPUTS"]
@@ -132,7 +133,7 @@ class SubagentTool(Tool):
         loop = call.loop if call is not None else None
         above = loop.parentage.ancestors if loop is not None and loop.parentage else ()
         chain = above + (_template(context.agent),) if context.agent is not None else above
-        if any(a is self.template for a in chain):
+        if self.template in chain:
             names = [getattr(getattr(a, "_settings", None), "name", None) or "?"
                      for a in chain] + [self.name]
             raise CycleError(f"subagent cycle: {' -> '.join(names)} (an agent may not be its "
@@ -156,16 +157,16 @@ class SubagentTool(Tool):
             run_id = f"{context.run_id}/{call_id}"
         if decisions is not None and not agent.pending_approvals():
             decisions = None  # settled already (a crash after the child resumed): go on
-        down = AbortController()
         try:
             query = agent._delegate(prompt if decisions is None else None, decisions,
-                                    None if decisions is not None else run_id, down.signal,
-                                    parentage)
+                                    None if decisions is not None else run_id, parentage)
         except ConcurrentQueryError:
             return ToolResult(f"The {self.name} agent is busy with another call (a shared "
                               "subagent runs one call at a time); try again later.",
                               is_error=True)
-        relay = partial(_relay, context.signal, down, agent, loop)
+        # The parent's signal (abort, interrupt, its end) reaches the child's query at
+        # once (started: an interrupt applies to it; a fired signal ends it right here).
+        relay = partial(_relay, context.signal, query._run, loop)
         context.signal.add_callback(relay)
         try:
             result = self._run(query, call_id, loop if parentage.forward else None)
@@ -247,13 +248,15 @@ def _records_runs(agent: Agent) -> bool:
     return records_runs(agent._conversation.history.home)
 
 
-def _relay(signal: AbortSignal, down: AbortController, agent: Agent, loop: Any) -> None:
-    """The parent's signal fired: an interrupt interrupts the child; anything else (abort,
-    timeout, the parent ending) aborts it with the same reason."""
+def _relay(signal: AbortSignal, run: QueryRun, loop: Any) -> None:
+    """The parent's signal fired: an interrupt interrupts the child; anything else (an
+    abort, the parent ending) ends it ``error_abort`` with the same reason."""
     if loop is not None and loop.run.interrupted:
-        agent.interrupt()
-    else:
-        down.abort(signal.reason)
+        run.interrupt()
+        return
+    reason = signal.reason
+    run.end(Ending("error_abort", error=reason if isinstance(reason, AbortError) else
+                   AbortError(str(reason) if reason is not None else "aborted")))
 
 
 # -- where a child's conversation is stored --------------------------------------------------
