@@ -159,8 +159,16 @@ def _item(message: Message) -> SDKMessage:
 
 
 def _extends(messages: List[Message], seen: List[Message]) -> bool:
-    """Whether ``messages`` is ``seen`` with more messages after it (nothing rewritten)."""
-    return len(messages) >= len(seen) and messages[:len(seen)] == seen
+    """Whether ``messages`` is ``seen`` with more messages after it (nothing rewritten; a
+    last reply marked afterwards, as a subagent's pause marks it, is the same message)."""
+    n = len(seen)
+    if n == 0:
+        return True
+    if len(messages) < n or messages[:n - 1] != seen[:n - 1]:
+        return False
+    return messages[n - 1] == seen[n - 1] or (
+        messages[n - 1].get("role"), messages[n - 1].get("content")) == (
+        seen[n - 1].get("role"), seen[n - 1].get("content"))
 
 
 def _resume_point(seen: List[Message], position: int, messages: List[Message]) -> int:

@@ -168,3 +168,14 @@ def test_a_pause_with_a_parent_run_id_is_recorded_and_resumed():
     assert again.replayed and [c.id for c in again.pending_approvals] == ["c1"]
     assert world.parent(store).prompt(approvals={"c1": True}).subtype == "success"
     assert world.paid == [5]
+
+
+def test_a_follower_sees_a_pause_without_a_rewrite():
+    from lattice import follow
+
+    world = World()
+    store = MemoryHistoryStore()
+    world.parent(store).prompt("go", run_id="job")
+    items = list(follow(store, run_id="job", wait_s=0))
+    assert [m.type for m in items] == ["user", "assistant", "result"]
+    assert items[-1].subtype == "awaiting_approval"
