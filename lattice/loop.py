@@ -96,6 +96,8 @@ class Loop:
         self.delegated = False
         if parentage is not None and parentage.caller is not None:
             self.model.up = parentage.caller.add_child
+        if journal is not None:  # a durable run keeps its children's usage (run_totals)
+            self.model.children = Usage()
 
     def __call__(self) -> None:
         self.run.worker_enter()
@@ -280,8 +282,8 @@ class Loop:
                 from .subagents import pause
 
                 return pause(self, done)
-            spent = self.model.take_children()
-            message["subagent_usage"] = spent.to_dict(by_model=True)
+            if self.journal is not None:
+                message["subagent_usage"] = self.model.take_children().to_dict(by_model=True)
         self.write(message, UserMessage)
         for block, end_turn in done:
             if end_turn:

@@ -61,7 +61,9 @@ class ModelCaller:
         self.last_usage = NO_USAGE  # of the last reply (read only after a call)
         # A subagent's query: its parent's ``add_child`` (SPEC 22: usage flows up as spent).
         self.up: Optional[Callable[[Usage], None]] = None
-        self.children = Usage()  # what subagents spent in the current batch (``add_child``)
+        # What subagents spent in the current batch (``add_child``), kept with its results
+        # for a durable run's totals (None: not kept, a query without a journal).
+        self.children: Optional[Usage] = None
         self.lock = threading.Lock()  # parallel subagents add from their threads
         system, tools = settings.system, settings.tool_definitions
         self.fixed_marks = (len(tools) - [t.get("cache_control") for t in tools].count(None)
@@ -130,13 +132,16 @@ class ModelCaller:
         every budget above sees it at once."""
         with self.lock:
             self.usage += usage
-            self.children += usage
+            if self.children is not None:
+                self.children += usage
         if self.up is not None:
             self.up(usage)
 
     def take_children(self) -> Usage:
         """What subagents spent since the last call (kept with the batch's results)."""
         with self.lock:
+            if self.children is None:
+                return NO_USAGE
             spent, self.children = self.children, Usage()
         return spent
 
