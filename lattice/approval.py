@@ -81,7 +81,7 @@ def pending_calls(history: List[Message], settings: QuerySettings,
                           AbortSignal(), agent)
     ids = tail.get("pending_approval_ids")
     if "pending_children" in tail:  # subagents' calls wait (SPEC 22): theirs, with a path
-        from .subagents import child_calls
+        from .delegation import child_calls
 
         own = [c for c in calls if isinstance(ids, list) and c.id in ids]
         return own + child_calls(copy_json(tail), settings.tools, agent)

@@ -27,8 +27,10 @@ from .run_record import (
     decided_refusal,
     ended_record,
     new_record,
+    read_decision,
     replay,
     run_totals,
+    stored_decision,
     stored_refusal,
     superseded,
     superseded_answers,
@@ -178,9 +180,8 @@ class Keeper:
         refused.update({k: stored_refusal(v) for k, v in approvals.items() if v is not True})
         record["refused"] = refused
         if children:
-            from .subagents import stored_decisions
-
-            record["child_decisions"] = stored_decisions(children)
+            record["child_decisions"] = {cid: {k: stored_decision(v) for k, v in d.items()}
+                                         for cid, d in children.items()}
         self.record = record
         self._save(record)
         self.journal = Journal(record, self._save, self._writing)
@@ -221,11 +222,12 @@ class Keeper:
             decisions = {c.id: decided_refusal(refused.get(c.id)) for c in calls
                          if c.id not in approved}
         decisions.update(self._settled(calls, set(decisions)))
-        from .subagents import decided
-
+        children = record.get("child_decisions")
         return {"reply": tail, "decisions": decisions,
                 "prompt": self.prompt if approving else None,
-                "children": decided(record.get("child_decisions"))}
+                "children": {cid: {k: read_decision(v) for k, v in d.items()}
+                             for cid, d in children.items() if isinstance(d, dict)}
+                if isinstance(children, dict) else {}}
 
     def _settled(self, calls: List[Any], decided: Any) -> Dict[str, Any]:
         """Decisions for calls the journal knows started: run again, or the unknown text."""

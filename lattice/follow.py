@@ -26,6 +26,7 @@ from .messages import (
     tool_uses_of,
 )
 from .settings import check_bool, non_negative_number
+from .stores.derived import derived_store
 from .stores.runs import records_runs
 
 __all__ = ["follow"]
@@ -118,8 +119,6 @@ def _children(store: Any, run_id: str, message: Message, poll_s: float,
               signal: Optional[AbortSignal]) -> Iterator[SDKMessage]:
     """Before a message of tool results: the messages of the subagent runs that made them
     (found in the store's derived sessions), each marked with its call's id."""
-    from .subagents import derived_store
-
     content = message.get("content")
     if message.get("role") != "user" or not isinstance(content, list):
         return

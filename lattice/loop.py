@@ -24,6 +24,7 @@ from typing import Any, Callable, Dict, List, Optional
 from . import approval
 from .calls import Hooks, Outcome, ToolCall, not_run, resolve_calls, run_batch
 from .compaction import Compactor
+from .delegation import mark_paused
 from .endings import Ending
 from .errors import BudgetExceededError, MaxTurnsExceededError, PromptTooLongError
 from .history import History
@@ -279,9 +280,7 @@ class Loop:
         if self.delegated:  # subagents ran (SPEC 22): a child waits, or its usage is kept
             self.delegated = False
             if self.paused:
-                from .subagents import pause
-
-                return pause(self, done)
+                return self.pause_for_children(done)
             if self.journal is not None:
                 message["subagent_usage"] = self.model.take_children().to_dict(by_model=True)
         self.write(message, UserMessage)
@@ -289,6 +288,22 @@ class Loop:
             if end_turn:
                 return self.output.tool_ended(text_of(block["content"]))
         return None
+
+    def pause_for_children(self, done: List[Outcome]) -> Ending:
+        """Subagents of this batch wait for approval (SPEC 22): the reply, marked waiting
+        for them (``delegation.mark_paused``), takes its place at the end of the history,
+        and the query ends ``awaiting_approval`` with their calls."""
+        paused, self.paused = self.paused, {}
+        assert self.last_reply is not None
+        marked, pending = mark_paused(self.last_reply, done, paused,
+                                      self.model.take_children())
+        history = self.history
+        messages = history.messages[:-1] + [marked]
+        save = partial(history.save, "replace", messages) if history.store is not None \
+            else None
+        self.run.commit(save, partial(history.keep_all, messages))
+        self.last_reply = marked
+        return Ending("awaiting_approval", pending=pending)
 
     def resume_batch(self) -> Optional[Ending]:
         """Run the batch that waited for approval, then the prompt given with it."""

@@ -19,6 +19,7 @@ from . import approval, durable
 from .calls import ToolCall, resolve_calls
 from .cancellation import AbortSignal
 from .conversation import Conversation
+from .delegation import child_calls, split_decisions
 from .endings import Ending
 from .loop import Loop
 from .messages import (
@@ -34,7 +35,6 @@ from .settings import QuerySettings
 from .stores.repair import repair_history
 from .stores.runs import records_runs
 from .stores.session import SessionHold
-from .subagents import child_calls, split_decisions
 
 __all__ = ["Query"]
 

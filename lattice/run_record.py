@@ -25,7 +25,8 @@ from .usage import Usage
 
 __all__ = ["as_stored", "new_record", "ended_record", "replay", "totals", "run_totals",
            "superseded", "superseded_answers", "stored_refusal", "decided_refusal",
-           "approval_run_id", "Journal", "SUPERSEDED_WHY", "Record"]
+           "approval_run_id", "Journal", "SUPERSEDED_WHY", "Record", "stored_decision",
+           "read_decision"]
 
 SUPERSEDED_WHY = "another query of this conversation started after the run stopped"
 
@@ -176,6 +177,16 @@ def decided_refusal(stored: Any) -> Any:
         return ToolResult(stored.get("content"), is_error=bool(stored.get("is_error")),
                           end_turn=bool(stored.get("end_turn")))
     return stored if isinstance(stored, str) else False
+
+
+def stored_decision(decision: Any) -> Any:
+    """Any decision as a record keeps it: True, or ``stored_refusal``'s form."""
+    return True if decision is True else stored_refusal(decision)
+
+
+def read_decision(stored: Any) -> Any:
+    """``stored_decision`` read back."""
+    return True if stored is True else decided_refusal(stored)
 
 
 def approval_run_id(tail: Dict[str, Any]) -> str:

@@ -10,11 +10,11 @@ under the parent's ``execute_tool``), the agents above (a cycle is a ``ValueErro
 where to forward the child's messages when the parent's caller asked for them.
 
 The loop knows about children in two places only (``Loop.batch``): a batch in which a
-child paused for approval pauses the parent (``pause``: the reply is marked, the child's
-calls become the parent's with their ``path``; what the other calls returned is kept on
-it), and the children's usage is kept with the batch's results (durable totals).
-``split_decisions`` turns ``approvals=`` for the children's calls back into decisions for
-the parent's batch and for each child.
+child paused for approval pauses the parent (``delegation.mark_paused``: the reply is
+marked, the child's calls become the parent's with their ``path``; what the other calls
+returned is kept on it), and a durable run keeps the children's usage with the batch's
+results (its totals). ``delegation.split_decisions`` turns ``approvals=`` for the
+children's calls back into decisions for the parent's batch and for each child.
 
 Where a child's conversation lives: ``isolated=True`` makes a fresh conversation per call,
 in a session derived from the child's store, else the parent's (``f"{session}/{call
@@ -26,29 +26,28 @@ kept on the tool until its approvals come). ``isolated=False`` uses the child Ag
 from __future__ import annotations
 
 import json
-import os
-import re
 import threading
 from functools import partial
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
-from .calls import Outcome, ToolCall
+from .calls import ToolCall
 from .cancellation import AbortSignal
 from .endings import Ending
 from .errors import AbortError, ConcurrentQueryError
 from .messages import ResultMessage, text_of
 from .settings import check_bool
+from .stores.derived import derived_store
 from .tools import Tool, ToolContext, ToolResult, to_jsonable
-from .usage import Usage
+
+# The child Agent: never imported here (agent.py imports this module), only used.
+Agent = Any
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .agent import Agent
     from .model_call import ModelCaller
     from .observe import ObserverGroup
     from .race import QueryRun
 
-__all__ = ["SubagentTool", "Parentage", "CycleError", "make_tool", "pause", "split_decisions",
-           "child_calls", "derived_store", "PROMPT_SCHEMA", "OUTPUTS"]
+__all__ = ["SubagentTool", "Parentage", "CycleError", "make_tool", "PROMPT_SCHEMA", "OUTPUTS"]
 
 PROMPT_SCHEMA: Dict[str, Any] = {"type": "object", "properties": {"prompt": {"type": "string"}},
                                  "required": ["prompt"]}
@@ -257,149 +256,3 @@ def _relay(signal: AbortSignal, run: QueryRun, loop: Any) -> None:
     reason = signal.reason
     run.end(Ending("error_abort", error=reason if isinstance(reason, AbortError) else
                    AbortError(str(reason) if reason is not None else "aborted")))
-
-
-# -- where a child's conversation is stored --------------------------------------------------
-
-_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
-
-
-def derived_store(store: Any, key: str) -> Any:
-    """A store like ``store`` for the session ``f"{its session}/{key}"`` (a JSONL file
-    beside it), or None for a store that cannot make one (a custom store)."""
-    with_session = getattr(store, "with_session", None)
-    session = getattr(store, "session_id", None)
-    if callable(with_session) and isinstance(session, str):
-        return with_session(f"{session}/{key}")
-    from .stores.base import MemoryHistoryStore
-
-    if isinstance(store, MemoryHistoryStore):
-        children = store.__dict__.setdefault("_lattice_children", {})
-        made = children.get(key)
-        if made is None:
-            made = children.setdefault(key, MemoryHistoryStore(
-                fail_on_error=store.fail_on_error))
-        return made
-    from .stores.jsonl import JsonlHistoryStore
-
-    if isinstance(store, JsonlHistoryStore):
-        stem, ext = os.path.splitext(store.session_id)
-        return JsonlHistoryStore(f"{stem}.{_UNSAFE.sub('_', key)}{ext or '.jsonl'}",
-                                 fail_on_error=store.fail_on_error)
-    return None
-
-
-# -- the parent pauses when a child waits for approval -------------------------------------------
-
-def pause(loop: Any, done: List[Outcome]) -> Ending:
-    """A batch in which children paused for approval: the reply is marked waiting (the
-    children's calls, what the other calls returned, the children's usage), and the query
-    ends ``awaiting_approval`` with the children's calls, their ``path`` from this query."""
-    paused: Dict[str, List[ToolCall]] = loop.paused
-    loop.paused = {}
-    reply = loop.last_reply
-    answered = {b["tool_use_id"]: b for b, _ in done if b.get("tool_use_id") not in paused}
-    own = [i for i in reply.get("pending_approval_ids") or [] if i not in answered]
-    marked = dict(reply, pending_approval=True, pending_approval_ids=own,
-                  pending_children={cid: [_describe(c) for c in calls]
-                                    for cid, calls in paused.items()},
-                  answered=answered)
-    spent = loop.model.take_children()
-    if spent.input_tokens or spent.output_tokens or spent.by_model:
-        marked["subagent_usage"] = (Usage.from_dict(reply.get("subagent_usage")) + spent
-                                    ).to_dict(by_model=True)
-    history = loop.history
-    messages = history.messages[:-1] + [marked]
-    save = partial(history.save, "replace", messages) if history.store is not None else None
-    loop.run.commit(save, partial(history.keep_all, messages))
-    loop.last_reply = marked
-    names = {u.get("id"): u.get("name") for u in reply.get("content") or []
-             if isinstance(u, dict) and u.get("type") == "tool_use"}
-    pending = [c for c in loop.waiting if c.id in own]
-    for cid, calls in paused.items():
-        for call in calls:  # seen from this query: one level more
-            call.route = [str(names.get(cid))] + (call.route or [call.name])
-            call.path = [cid] + call.path
-            pending.append(call)
-    return Ending("awaiting_approval", pending=pending)
-
-
-def _describe(call: ToolCall) -> Dict[str, Any]:
-    return {"id": call.id, "name": call.name, "input": call.input, "path": call.path,
-            "route": call.route or [call.name]}
-
-
-def child_calls(tail: Dict[str, Any], tools: Dict[str, Tool], agent: Any) -> List[ToolCall]:
-    """The children's calls a marked reply waits for, as ``ToolCall``s with their ``path``
-    (their tools found through the subagent tools, when they still exist)."""
-    children = tail.get("pending_children")
-    if not isinstance(children, dict):
-        return []
-    names = {u.get("id"): u.get("name") for u in tail.get("content") or []
-             if isinstance(u, dict) and u.get("type") == "tool_use"}
-    out = []
-    for cid, items in children.items():
-        for item in items if isinstance(items, list) else []:
-            if not isinstance(item, dict) or not isinstance(item.get("id"), str):
-                continue
-            route = [names.get(cid)] + list(item.get("route") or [item.get("name")])
-            call = ToolCall(item["id"], str(item.get("name")), item.get("input") or {},
-                            _find(tools, route), AbortSignal(), agent)
-            call.path = [cid] + list(item.get("path") or [item["id"]])
-            call.route = [str(name) for name in route[1:]]
-            out.append(call)
-    return out
-
-
-def _find(tools: Dict[str, Tool], route: List[Any]) -> Optional[Tool]:
-    """The tool at the end of ``route`` (subagent tool names, then the call's tool)."""
-    found: Optional[Tool] = None
-    for name in route:
-        found = tools.get(name) if isinstance(name, str) else None
-        if found is None:
-            return None
-        if isinstance(found, SubagentTool):
-            tools = found.template._settings.tools
-    return found
-
-
-def split_decisions(tail: Dict[str, Any], approvals: Dict[str, Any]
-                    ) -> Tuple[Dict[str, Any], Dict[str, Dict[str, Any]]]:
-    """``approvals`` (by the ids of the calls waiting: the reply's own and its children's)
-    as decisions for the reply's batch (a waiting child's call: run it again, with its
-    decisions; a call that had returned: its result) and the decisions of each child."""
-    children = tail.get("pending_children")
-    if not isinstance(children, dict):
-        return dict(approvals), {}
-    batch: Dict[str, Any] = {}
-    own: Dict[str, Dict[str, Any]] = {}
-    child_ids = set()
-    for cid, items in children.items():
-        ids = [i.get("id") for i in items if isinstance(i, dict)]
-        own[cid] = {i: approvals[i] for i in ids if i in approvals}
-        child_ids.update(ids)
-        batch[cid] = True
-    for key, decision in approvals.items():
-        if key not in child_ids:
-            batch[key] = decision
-    for cid, block in (tail.get("answered") or {}).items():
-        batch[cid] = ToolResult(block.get("content"), is_error=bool(block.get("is_error")))
-    return batch, own
-
-
-def stored_decisions(children: Dict[str, Dict[str, Any]]) -> Dict[str, Dict[str, Any]]:
-    """The children's decisions as a run record keeps them (JSON)."""
-    from .run_record import stored_refusal
-
-    return {cid: {k: True if v is True else stored_refusal(v) for k, v in d.items()}
-            for cid, d in children.items()}
-
-
-def decided(children: Any) -> Dict[str, Dict[str, Any]]:
-    """``stored_decisions`` read back."""
-    from .run_record import decided_refusal
-
-    if not isinstance(children, dict):
-        return {}
-    return {cid: {k: True if v is True else decided_refusal(v) for k, v in d.items()}
-            for cid, d in children.items() if isinstance(d, dict)}
