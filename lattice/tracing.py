@@ -60,12 +60,14 @@ def tracing_observer(enabled: bool = False, trace_content: bool = False, *,
 
 
 class _Open:
-    """A started span and what its end needs (the token handed back to the loop)."""
+    """A started span and what its end needs (the token handed back to the loop), and the
+    name of the agent it belongs to (its children's spans say it too)."""
 
-    __slots__ = ("span",)
+    __slots__ = ("span", "agent")
 
-    def __init__(self, span: Any) -> None:
+    def __init__(self, span: Any, agent: Optional[str] = None) -> None:
         self.span = span
+        self.agent = agent
 
 
 class OtelObserver(Observer):
@@ -109,11 +111,14 @@ class OtelObserver(Observer):
         # The loop calls from worker threads, where the caller's context is not current:
         # children name their parent explicitly.
         context = None
+        agent = attributes.get("gen_ai.agent.name")
         if isinstance(parent, _Open):
             context = self._trace.set_span_in_context(parent.span)
+            if "gen_ai.agent.name" not in attributes:  # a query's chat and tool spans
+                agent = attributes["gen_ai.agent.name"] = parent.agent
         span = self._tracer.start_span(name, context=context, kind=kind,
                                        attributes=_clean(attributes))
-        return _Open(span)
+        return _Open(span, agent)
 
     def _fail(self, span: Any, error_type: str, error: Optional[BaseException]) -> None:
         span.set_attribute("error.type", error_type)

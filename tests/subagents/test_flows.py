@@ -242,3 +242,8 @@ def test_the_childs_invoke_agent_span_is_a_child_of_the_parents_execute_tool_spa
     assert sum(1 for s in chats if s.parent.span_id == top.context.span_id) == 2
     noop = next(s for s in spans if s.name == "execute_tool noop")
     assert noop.parent.span_id == inner.context.span_id
+    # every span names the agent it belongs to
+    assert noop.attributes["gen_ai.agent.name"] == "helper"
+    assert tool_span.attributes["gen_ai.agent.name"] == "boss"
+    assert {s.attributes["gen_ai.agent.name"] for s in chats
+            if s.parent.span_id == inner.context.span_id} == {"helper"}
