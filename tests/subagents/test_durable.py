@@ -145,3 +145,24 @@ def test_follow_with_include_subagent_messages_yields_the_childs_messages(tmp_pa
     assert [m.parent_tool_use_id for m in items] == [None, None] + ["d1"] * 6 + [None] * 3
     assert items[2].content == "research it"
     assert items[-1].type == "result" and items[-1].parent_tool_use_id is None
+
+
+def test_a_jsonl_parent_keeps_its_childs_run_in_a_file_beside_it(tmp_path):
+    from lattice import JsonlHistoryStore
+
+    world = World()
+    store = JsonlHistoryStore(tmp_path / "chat.jsonl")
+    assert world.parent(store).prompt("go", run_id="job").result == "report: findings"
+    child = JsonlHistoryStore(tmp_path / "chat.d1.jsonl")
+    [run] = child.list_runs()
+    assert run["run_id"] == "job/d1" and run["state"] == "ended"
+    assert_well_formed(child.load(), strict=True)
+    again = world.parent(JsonlHistoryStore(tmp_path / "chat.jsonl")).prompt("go", run_id="job")
+    assert again.replayed and world.requests == {"parent": 2, "child": 3}
+
+
+def test_without_a_run_id_a_child_is_no_run():
+    world = World()
+    store = MemoryHistoryStore()
+    world.parent(store).prompt("go")
+    assert [r["run_id"] for r in store.list_runs()] == []
