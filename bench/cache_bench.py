@@ -22,7 +22,7 @@ from typing import Any, Dict, List
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from lattice import Agent, AnthropicClient, ResultMessage, tool  # noqa: E402
-from lattice.caching import mark_cache_breakpoints  # noqa: E402
+from lattice.query.caching import mark_cache_breakpoints  # noqa: E402
 from lattice.testing.mock_server import MockMessagesServer  # noqa: E402
 
 SYSTEM = ("You are a code reviewer. Read the files you need one at a time, then write a "

@@ -8,18 +8,17 @@ import os
 from dataclasses import replace
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Union
 
-from . import compaction
-from .calls import ToolCall
 from .cancellation import SignalLike, as_signal
-from .compaction import AutoCompact
-from .conversation import Conversation
-from .durable import check_run_id
+from .compaction import rules as compaction
+from .compaction.rules import AutoCompact
+from .conversation.conversation import Conversation
+from .durable.runs import check_run_id
 from .messages import ResultMessage
 from .models.base import ModelClient, ModelRequest, as_model_client
-from .observe import Observer
-from .output import SUBMIT_OUTPUT_TOOL_NAME, resolve_output_schema
-from .query import Query
-from .settings import (
+from .observe.observer import Observer
+from .query.output import SUBMIT_OUTPUT_TOOL_NAME, resolve_output_schema
+from .query.query import Query
+from .query.settings import (
     UNSET,
     QuerySettings,
     Unset,
@@ -37,7 +36,8 @@ from .settings import (
     positive_int,
 )
 from .stores.base import HistoryStore
-from .tools import ToolResult, flatten_tools
+from .tools.calls import ToolCall
+from .tools.definition import ToolResult, flatten_tools
 
 __all__ = ["Agent", "create_agent", "Prompt"]
 
@@ -225,7 +225,7 @@ def _watchers(observers: Optional[Iterable[Observer]], tracing: bool, trace_cont
     watchers = check_instances("observers", observers, Observer,
                                "lattice.observe.Observer objects")
     if tracing or os.environ.get("LATTICE_TRACING"):  # else tracing is never imported
-        from .tracing import tracing_observer
+        from .observe.tracing import tracing_observer
 
         made = tracing_observer(tracing, trace_content, client=model_client)
         if made is not None:

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Union
 from .usage import Usage
 
 if TYPE_CHECKING:  # pragma: no cover - types only (both import this module)
-    from .calls import ToolCall
-    from .endings import ResultSubtype
+    from .query.endings import ResultSubtype
+    from .tools.calls import ToolCall
 
 __all__ = [
     "AssistantMessage",
@@ -324,7 +324,7 @@ class ResultMessage:
             try:
                 json.dumps(structured)
             except (TypeError, ValueError):
-                from .tools import to_jsonable
+                from .tools.definition import to_jsonable
 
                 structured = to_jsonable(structured)
         return {

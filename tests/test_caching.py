@@ -11,13 +11,13 @@ import pytest
 from helpers import echo_tool, reply, tool_use
 
 from lattice import Agent, AnthropicClient
-from lattice.caching import (
+from lattice.models.base import ModelRequest
+from lattice.query.caching import (
     MAX_BREAKPOINTS,
     MarkLedger,
     count_cache_breakpoints,
     mark_cache_breakpoints,
 )
-from lattice.models.base import ModelRequest
 from lattice.testing import MockMessagesServer
 
 MARK = {"type": "ephemeral"}
@@ -246,7 +246,7 @@ def test_over_four_callers_marks_the_oldest_are_dropped_on_the_copy(existing: in
         if mark:
             mark_cache_breakpoints(request)
         else:
-            from lattice.caching import fit_cache_breakpoints
+            from lattice.query.caching import fit_cache_breakpoints
 
             fit_cache_breakpoints(request, count_cache_breakpoints(request), mark=False)
         assert count_cache_breakpoints(request) == MAX_BREAKPOINTS

@@ -18,7 +18,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import pytest
 
-from lattice.cli import main
+from lattice.cli.main import main
 from lattice.testing import MockMessagesServer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -346,7 +346,7 @@ def test_verbose_prints_the_usage_and_cache_hits_of_each_answer() -> None:
 
 def test_usage_line_shows_the_share_read_from_cache() -> None:
     from lattice import ResultMessage, Usage
-    from lattice.cli import usage_line
+    from lattice.cli.main import usage_line
 
     result = ResultMessage("success", usage=Usage(100, 20, 50, 850), num_turns=3,
                            duration_ms=12)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from lattice.cli import main
+from lattice.cli.main import main
 from lattice.testing import MockMessagesServer
 
 VARIABLES = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "LATTICE_PROVIDER", "LATTICE_MODEL",

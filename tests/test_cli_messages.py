@@ -13,7 +13,7 @@ from typing import Dict
 import pytest
 
 from lattice import __version__
-from lattice.cli import main
+from lattice.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -28,7 +28,7 @@ class NoRequests(importlib.abc.MetaPathFinder):
 sys.meta_path.insert(0, NoRequests())
 for name in [n for n in sys.modules if n == "requests" or n.startswith("requests.")]:
     del sys.modules[name]
-from lattice.cli import main
+from lattice.cli.main import main
 sys.exit(main(sys.argv[1:]))
 """
 

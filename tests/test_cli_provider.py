@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lattice.cli import main
+from lattice.cli.main import main
 from lattice.testing import MockMessagesServer
 
 

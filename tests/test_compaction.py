@@ -1,4 +1,4 @@
-"""Compaction policy and history surgery (``lattice.compaction``)."""
+"""Compaction policy and history surgery (``lattice.compaction.rules``)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any, Dict
 import pytest
 from helpers import call, calls, results, text_reply, thinking, user
 
-from lattice.compaction import (
+from lattice.compaction.rules import (
     DEFAULT_COMPACTION_PROMPT,
     AutoCompact,
     find_cut,

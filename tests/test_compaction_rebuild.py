@@ -1,4 +1,4 @@
-"""Compaction's history surgery (``lattice.compaction``): rebuilding the history around a
+"""Compaction's history surgery (``lattice.compaction.rules``): rebuilding the history around a
 summary, and a sweep over random conversations checking the cut and the rebuilt history.
 """
 
@@ -12,7 +12,7 @@ from typing import Any, Dict, List, Optional
 import pytest
 from helpers import Msg, call, calls, results, text_reply, thinking, user
 
-from lattice.compaction import (
+from lattice.compaction.rules import (
     DEFAULT_COMPACTION_PROMPT,
     find_cut,
     rebuild,

@@ -262,7 +262,7 @@ class FailsFromTheFirstReply(DyingStore):
 
 
 def test_a_call_whose_start_cannot_be_journaled_runs_only_if_idempotent(caplog):
-    from lattice.calls import NOT_RUN
+    from lattice.tools.calls import NOT_RUN
 
     store = FailsFromTheFirstReply()
     world = World([reply(use("c1"), use("l1", "lookup", key="k"))])

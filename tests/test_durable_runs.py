@@ -16,8 +16,8 @@ from lattice import (
     define_history_store,
     tool,
 )
-from lattice.calls import NOT_RUN
 from lattice.testing import FunctionModelClient, history_problems
+from lattice.tools.calls import NOT_RUN
 
 UNCERTAIN = NOT_RUN["uncertain"]
 
@@ -243,7 +243,7 @@ def test_an_approved_call_a_crash_left_started_is_not_pending_and_not_paid_twice
     store, agent, paid = paused_store()
     assert [c.id for c in agent().pending_approvals()] == ["p1"]
     # the approval query journaled p1 and died while it ran
-    from lattice.durable import approval_run_id
+    from lattice.durable.runs import approval_run_id
 
     rid = approval_run_id(store.messages[-1])
     store.save_run(record(rid, prompt=None, index=len(store.messages), approved=["p1"],

@@ -22,7 +22,7 @@ from lattice import (
     ToolResult,
     Usage,
 )
-from lattice.endings import KINDS, Ending
+from lattice.query.endings import KINDS, Ending
 from lattice.testing import assert_well_formed
 
 
@@ -37,7 +37,7 @@ def test_every_result_subtype_has_one_row():
 def test_the_result_subtype_literal_is_the_tables_result_rows():
     from typing import get_args
 
-    from lattice.endings import ResultSubtype
+    from lattice.query.endings import ResultSubtype
 
     assert set(get_args(ResultSubtype)) == set(KINDS) - {"closed", "raised"}
     assert [name for name, kind in KINDS.items() if not kind.cancels] == [

@@ -26,9 +26,9 @@ from helpers import (
 
 from lattice import AbortController, Agent, Tool, tool
 from lattice import handoff as handoff_module
-from lattice.endings import Ending
-from lattice.handoff import Doorbell, FdDoorbell, fast_doorbell
-from lattice.race import QueryRun, Stopped
+from lattice.query.endings import Ending
+from lattice.query.handoff import Doorbell, FdDoorbell, fast_doorbell
+from lattice.query.race import QueryRun, Stopped
 from lattice.testing import FunctionModelClient, assert_well_formed
 
 KINDS = ["lock", "eventfd", "pipe"]

@@ -15,7 +15,7 @@ import threading
 from helpers import MODEL, join_lattice_threads, lattice_threads, reply, tool_use
 
 from lattice import AbortController, Agent, JsonlHistoryStore, Tool
-from lattice.history import History
+from lattice.conversation.history import History
 from lattice.testing import ScriptedModelClient, assert_well_formed
 
 

@@ -33,7 +33,7 @@ from lattice import (
     Tool,
     define_history_store,
 )
-from lattice.conversation import Conversation
+from lattice.conversation.conversation import Conversation
 from lattice.testing import (
     MockMessagesServer,
     ScriptedModelClient,

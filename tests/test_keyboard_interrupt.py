@@ -21,7 +21,7 @@ from lattice import (
     Agent,
     ConcurrentQueryError,
 )
-from lattice.race import QueryRun
+from lattice.query.race import QueryRun
 from lattice.testing import ScriptedModelClient, assert_well_formed
 
 

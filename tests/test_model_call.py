@@ -21,8 +21,8 @@ from lattice import (
     Agent,
     Tool,
 )
-from lattice.caching import MAX_BREAKPOINTS, count_cache_breakpoints
-from lattice.observe import Observer
+from lattice.observe.observer import Observer
+from lattice.query.caching import MAX_BREAKPOINTS, count_cache_breakpoints
 from lattice.testing import ScriptedModelClient, assert_well_formed
 
 MARK = {"type": "ephemeral"}
@@ -141,7 +141,7 @@ def test_a_chat_span_names_the_model_the_hook_switched_to():
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-    from lattice.tracing import OtelObserver
+    from lattice.observe.tracing import OtelObserver
 
     exporter = InMemorySpanExporter()
     provider = sdk_trace.TracerProvider()

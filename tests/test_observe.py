@@ -10,7 +10,7 @@ import pytest
 
 from lattice.messages import ResultMessage
 from lattice.models.base import ModelRequest
-from lattice.observe import Observer, ObserverGroup
+from lattice.observe.observer import Observer, ObserverGroup
 
 
 class Recorder(Observer):

@@ -22,8 +22,8 @@ from lattice import (
     RequestTimeoutError,
     Tool,
 )
-from lattice.endings import Ending
-from lattice.race import QueryRun, Stopped
+from lattice.query.endings import Ending
+from lattice.query.race import QueryRun, Stopped
 from lattice.testing import (
     ScriptedModelClient,
 )

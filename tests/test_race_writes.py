@@ -13,10 +13,10 @@ import threading
 import pytest
 from helpers import LONG
 
-import lattice.race as race
+import lattice.query.race as race
 from lattice import AbortController, AbortError
-from lattice.endings import Ending
-from lattice.race import Phase, QueryRun, Stopped
+from lattice.query.endings import Ending
+from lattice.query.race import Phase, QueryRun, Stopped
 
 
 class GatedSave:

@@ -18,7 +18,7 @@ import pytest
 from lattice.errors import AbortError, MaxTurnsExceededError, OverloadedError
 from lattice.messages import ResultMessage, tool_result
 from lattice.models.base import ModelRequest
-from lattice.tracing import OtelObserver, tracing_enabled, tracing_observer
+from lattice.observe.tracing import OtelObserver, tracing_enabled, tracing_observer
 from lattice.usage import Usage
 
 pytest.importorskip("opentelemetry.trace", reason="needs opentelemetry-api (extra otel)")
@@ -320,8 +320,8 @@ def python(code: str, **env: str) -> Tuple[int, str]:
 
 def test_tracing_off_imports_no_opentelemetry() -> None:
     code, out = python(
-        "import sys, lattice, lattice.observe\n"
-        "from lattice.tracing import tracing_observer\n"
+        "import sys, lattice, lattice.observe.observer\n"
+        "from lattice.observe.tracing import tracing_observer\n"
         "assert tracing_observer(False, True) is None\n"
         "print(sorted(m for m in sys.modules if m.startswith('opentelemetry')))\n")
     assert code == 0 and out.strip() == "[]", out
@@ -331,6 +331,6 @@ def test_tracing_on_without_the_package_is_not_an_error() -> None:
     code, out = python(
         "import sys\n"
         "sys.modules['opentelemetry'] = None\n"
-        "from lattice.tracing import tracing_observer\n"
+        "from lattice.observe.tracing import tracing_observer\n"
         "print(tracing_observer(False))\n", LATTICE_TRACING="1")
     assert code == 0 and out.strip() == "None", out

@@ -16,7 +16,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import (  # noqa: E4
     InMemorySpanExporter,
 )
 
-from lattice.tracing import OtelObserver  # noqa: E402
+from lattice.observe.tracing import OtelObserver  # noqa: E402
 
 
 def traced(**options):

@@ -11,8 +11,7 @@ from typing import Any, Dict, Iterator, List
 import pytest
 
 from lattice import Agent, AnthropicClient, OpenAIChatClient, Tool
-from lattice.testing import MockMessagesServer, ScriptedModelClient
-from lattice.tracing_content import (
+from lattice.observe.genai import (
     finish_reason,
     input_messages,
     output_messages,
@@ -20,6 +19,7 @@ from lattice.tracing_content import (
     provider_name,
     system_instructions,
 )
+from lattice.testing import MockMessagesServer, ScriptedModelClient
 
 # -- the conventions' schemas, as checks (gen-ai-input-messages.json and friends) ---------
 

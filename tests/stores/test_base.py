@@ -7,8 +7,8 @@ import pytest
 
 import lattice
 import lattice.stores as stores
+from lattice.conversation.history import History
 from lattice.errors import HistoryStoreError
-from lattice.history import History
 from lattice.stores import (
     HistoryStore,
     JsonlHistoryStore,

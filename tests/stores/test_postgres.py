@@ -12,7 +12,7 @@ from store_kinds import assistant, pg_connect, user
 
 import lattice
 from lattice import Agent, HistoryStoreError, PostgresHistoryStore
-from lattice.history import History
+from lattice.conversation.history import History
 from lattice.stores.pg_conninfo import parse_conninfo, pg8000_arguments, redacted
 from lattice.testing import FunctionModelClient
 

@@ -16,7 +16,7 @@ from lattice import (
     SqliteHistoryStore,
     define_history_store,
 )
-from lattice.history import History
+from lattice.conversation.history import History
 from lattice.stores import is_message
 from lattice.stores.session import hold_session
 from lattice.testing import ScriptedModelClient

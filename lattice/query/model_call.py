@@ -17,16 +17,16 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Dict, List, Optional
 
+from ..conversation.history import History
+from ..errors import AbortError, RequestTimeoutError
+from ..messages import StreamEvent, copy_json, normalize_reply
+from ..models.base import ModelRequest
+from ..observe.observer import ObserverGroup
+from ..usage import Usage
 from .caching import MAX_BREAKPOINTS, count_marks, fit_cache_breakpoints
 from .endings import Ending
-from .errors import AbortError, RequestTimeoutError
-from .history import History
-from .messages import StreamEvent, copy_json, normalize_reply
-from .models.base import ModelRequest
-from .observe import ObserverGroup
 from .race import QueryRun, Stopped
 from .settings import QuerySettings
-from .usage import Usage
 
 NO_USAGE = Usage()  # never changed: Usage sums are new values
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Tuple
 
-from .models.base import ModelRequest
+from ..models.base import ModelRequest
 
 __all__ = ["mark_cache_breakpoints", "count_cache_breakpoints", "count_marks", "MAX_BREAKPOINTS",
            "fit_cache_breakpoints", "MarkLedger"]

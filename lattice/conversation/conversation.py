@@ -18,18 +18,18 @@ import copy
 import threading
 from typing import Any, Dict, List, Optional
 
-from . import approval
-from .calls import ToolCall
-from .cancellation import AbortSignal
-from .durable import running_runs
-from .errors import ConcurrentQueryError
+from ..cancellation import AbortSignal
+from ..durable.runs import running_runs
+from ..errors import ConcurrentQueryError
+from ..query.race import EVENT_POLL_S, QueryRun
+from ..query.settings import QuerySettings
+from ..stores.repair import repair_history
+from ..stores.runs import records_runs
+from ..stores.session import SessionHold
+from ..tools import approval
+from ..tools.calls import ToolCall
+from ..usage import Usage
 from .history import History
-from .race import EVENT_POLL_S, QueryRun
-from .settings import QuerySettings
-from .stores.repair import repair_history
-from .stores.runs import records_runs
-from .stores.session import SessionHold
-from .usage import Usage
 
 __all__ = ["Conversation"]
 

@@ -13,8 +13,8 @@ import json
 import re
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union, overload
 
-from .cancellation import AbortSignal
-from .settings import check_bool
+from ..cancellation import AbortSignal
+from ..query.settings import check_bool
 
 __all__ = ["Tool", "ToolResult", "ToolContext", "tool", "as_tool", "flatten_tools",
            "to_jsonable"]
@@ -81,7 +81,7 @@ class Tool:
         for option, flag in (("strict", strict), ("requires_approval", requires_approval),
                              ("idempotent", idempotent)):
             check_bool(f"tool {name!r}: {option}", flag)
-        from . import schema
+        from .. import schema
 
         self.name = name
         self.description = description
@@ -119,7 +119,7 @@ class Tool:
             return f"the input must be a JSON object, got {type(args).__name__}"
         if self._validator.is_valid(args):
             return None
-        from .schema import ValidationError
+        from ..schema import ValidationError
 
         try:
             self._validator.validate(args)
@@ -136,7 +136,7 @@ class Tool:
 
 def _function_tool(fn: Callable[..., Any], name: Optional[str],
                    description: Optional[str], **flags: bool) -> Tool:
-    from .schema import parse_docstring, schema_from_function
+    from ..schema import parse_docstring, schema_from_function
 
     input_schema = schema_from_function(fn, skip=_is_context)
     doc_description, _ = parse_docstring(inspect.getdoc(fn) or "")

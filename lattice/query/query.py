@@ -15,13 +15,10 @@ import threading
 import time
 from typing import Any, Dict, Generator, Iterator, List, Optional
 
-from . import approval, durable
-from .calls import ToolCall, resolve_calls
-from .cancellation import AbortSignal
-from .conversation import Conversation
-from .endings import Ending
-from .loop import Loop
-from .messages import (
+from ..cancellation import AbortSignal
+from ..conversation.conversation import Conversation
+from ..durable import runs as durable
+from ..messages import (
     ResultMessage,
     SDKMessage,
     UserMessage,
@@ -29,11 +26,15 @@ from .messages import (
     tool_uses_of,
     unanswered_tool_uses,
 )
-from .observe import ObserverGroup
+from ..observe.observer import ObserverGroup
+from ..stores.repair import repair_history
+from ..stores.runs import records_runs
+from ..stores.session import SessionHold
+from ..tools import approval
+from ..tools.calls import ToolCall, resolve_calls
+from .endings import Ending
+from .loop import Loop
 from .settings import QuerySettings
-from .stores.repair import repair_history
-from .stores.runs import records_runs
-from .stores.session import SessionHold
 
 __all__ = ["Query"]
 

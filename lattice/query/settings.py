@@ -12,12 +12,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .calls import ToolCall
-    from .compaction import AutoCompact
-    from .models.base import ModelClient, ModelRequest
-    from .observe import Observer
+    from ..compaction.rules import AutoCompact
+    from ..models.base import ModelClient, ModelRequest
+    from ..observe.observer import Observer
+    from ..tools.calls import ToolCall
+    from ..tools.definition import Tool, ToolResult
     from .output import OutputSchema
-    from .tools import Tool, ToolResult
 
 __all__ = ["QuerySettings", "Unset", "UNSET", "positive_int", "optional_positive_int",
            "non_negative_int", "optional_non_negative_int", "non_negative_number",

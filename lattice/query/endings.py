@@ -27,11 +27,11 @@ from typing import (
     cast,
 )
 
-from .messages import ResultMessage
-from .usage import Usage
+from ..messages import ResultMessage
+from ..usage import Usage
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .calls import ToolCall
+    from ..tools.calls import ToolCall
 
 __all__ = ["Ending", "KINDS", "Kind", "ResultSubtype", "EndingName"]
 

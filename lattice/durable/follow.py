@@ -14,10 +14,8 @@ from __future__ import annotations
 import time
 from typing import Any, Dict, Iterator, List, Optional
 
-from .calls import ToolCall
-from .cancellation import AbortSignal, SignalLike, as_signal
-from .durable import check_run_id, replay
-from .messages import (
+from ..cancellation import AbortSignal, SignalLike, as_signal
+from ..messages import (
     AssistantMessage,
     ResultMessage,
     SDKMessage,
@@ -25,8 +23,10 @@ from .messages import (
     UserMessage,
     tool_uses_of,
 )
-from .settings import non_negative_number
-from .stores.runs import records_runs
+from ..query.settings import non_negative_number
+from ..stores.runs import records_runs
+from ..tools.calls import ToolCall
+from .runs import check_run_id, replay
 
 __all__ = ["follow"]
 

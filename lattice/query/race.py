@@ -20,12 +20,12 @@ import logging
 import time
 from typing import Any, Callable, Dict, List, Optional, Set
 
+from ..cancellation import AbortController, AbortSignal, call_later
+from ..errors import AbortError, LatticeError, RequestTimeoutError
+from ..tools.calls import not_run
 from . import abandoned as _abandoned
 from .abandoned import ABANDONED_AFTER_S, abandoned_workers
-from .calls import not_run
-from .cancellation import AbortController, AbortSignal, call_later
 from .endings import Ending
-from .errors import AbortError, LatticeError, RequestTimeoutError
 from .handoff import EVENT_POLL_S, Handoff, Stopped
 
 __all__ = ["QueryRun", "Stopped", "Phase", "EVENT_POLL_S", "ABANDONED_AFTER_S",

@@ -14,13 +14,13 @@ import threading
 import time
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
-from . import errors
-from .approval import refusal
-from .calls import not_run
-from .endings import KINDS
-from .messages import ResultMessage, tool_uses_of
-from .tools import ToolResult, result_content
-from .usage import Usage
+from .. import errors
+from ..messages import ResultMessage, tool_uses_of
+from ..query.endings import KINDS
+from ..tools.approval import refusal
+from ..tools.calls import not_run
+from ..tools.definition import ToolResult, result_content
+from ..usage import Usage
 
 __all__ = ["as_stored", "new_record", "ended_record", "replay", "totals", "run_totals",
            "superseded", "superseded_answers", "stored_refusal", "decided_refusal",

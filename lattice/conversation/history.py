@@ -29,13 +29,13 @@ import logging
 import threading
 from typing import Any, Dict, List, Optional
 
-from .caching import MarkLedger
-from .errors import ConcurrentQueryError, HistoryStoreError, LockLostError
-from .messages import sendable
-from .stores.base import describe_store
-from .stores.runs import lock_lost
-from .stores.session import SessionHold, hold_session
-from .usage import Usage
+from ..errors import ConcurrentQueryError, HistoryStoreError, LockLostError
+from ..messages import sendable
+from ..query.caching import MarkLedger
+from ..stores.base import describe_store
+from ..stores.runs import lock_lost
+from ..stores.session import SessionHold, hold_session
+from ..usage import Usage
 
 __all__ = ["History"]
 

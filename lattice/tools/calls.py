@@ -16,9 +16,9 @@ import logging
 import threading
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from .cancellation import AbortSignal
-from .messages import tool_result
-from .tools import Tool, ToolContext, ToolResult, error_text, result_content
+from ..cancellation import AbortSignal
+from ..messages import tool_result
+from .definition import Tool, ToolContext, ToolResult, error_text, result_content
 
 __all__ = ["ToolCall", "NOT_RUN", "not_run", "resolve_calls", "run_call", "run_batch",
            "Hooks", "Outcome", "settle"]

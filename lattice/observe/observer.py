@@ -14,8 +14,8 @@ import logging
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional, Protocol, Tuple
 
 if TYPE_CHECKING:
-    from .messages import ResultMessage
-    from .models.base import ModelRequest
+    from ..messages import ResultMessage
+    from ..models.base import ModelRequest
 
 __all__ = ["Observer", "ObserverGroup", "ToolCallLike"]
 

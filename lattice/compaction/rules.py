@@ -39,16 +39,16 @@ __all__ = [
     "Compactor",
 ]
 
-from .errors import HistoryStoreError, PromptTooLongError
-from .messages import SystemMessage
-from .settings import non_negative_int, positive_int
+from ..errors import HistoryStoreError, PromptTooLongError
+from ..messages import SystemMessage
+from ..query.settings import non_negative_int, positive_int
+from ..usage import USAGE_FIELDS, Usage
 from .summary_request import DEFAULT_COMPACTION_PROMPT, summary_messages
-from .usage import USAGE_FIELDS, Usage
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .history import History
-    from .model_call import ModelCaller
-    from .race import QueryRun
+    from ..conversation.history import History
+    from ..query.model_call import ModelCaller
+    from ..query.race import QueryRun
 
 log = logging.getLogger("lattice")
 

@@ -17,13 +17,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Tuple
 
+from ..cancellation import AbortSignal
+from ..messages import copy_json, pending_tail, tool_result, tool_uses_of
 from .calls import ToolCall, not_run, resolve_calls
-from .cancellation import AbortSignal
-from .messages import copy_json, pending_tail, tool_result, tool_uses_of
-from .tools import ToolResult, result_content
+from .definition import ToolResult, result_content
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .settings import QuerySettings
+    from ..query.settings import QuerySettings
 
 __all__ = ["needs_approval", "Gate", "mark_pending", "pending_calls", "check_decisions",
            "refusals", "moved_on", "CONSENT"]

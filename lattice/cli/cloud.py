@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from typing import Any, Optional
 
-from .errors import AuthenticationError
+from ..errors import AuthenticationError
 
 __all__ = ["PROVIDERS", "REAL_KEY", "DEFAULT_MODELS", "missing_credentials", "make_client"]
 
@@ -53,7 +53,7 @@ To try lattice offline, add --mock.
 def missing_credentials(provider: str) -> Optional[str]:
     """What to tell a user whose environment lacks the provider's credentials (None: ok)."""
     if provider == "bedrock":
-        from .models.aws_config import resolve_credentials, resolve_region
+        from ..models.aws_config import resolve_credentials, resolve_region
 
         try:
             resolve_credentials(None, None)
@@ -64,7 +64,7 @@ def missing_credentials(provider: str) -> Optional[str]:
         if resolve_region(None, None) is None:
             return NO_BEDROCK.format(problem="no region")
         return None
-    from .models.vertex import _has_google_auth
+    from ..models.vertex import _has_google_auth
 
     missing = [name for name in ("ANTHROPIC_VERTEX_PROJECT_ID", "CLOUD_ML_REGION")
                if not os.environ.get(name, "").strip()]
@@ -76,17 +76,17 @@ def missing_credentials(provider: str) -> Optional[str]:
 def make_client(provider: str, *, base_url: Optional[str], mock: bool) -> Any:
     """The provider's client; ValueError for a bad option (the CLI reports it)."""
     if provider == "bedrock":
-        from .models.bedrock import AnthropicBedrockClient
+        from ..models.bedrock import AnthropicBedrockClient
 
         if not mock:
             return AnthropicBedrockClient(base_url=base_url)
-        from .testing._mock_bedrock import DEFAULT_BEDROCK_CREDENTIALS
+        from ..testing._mock_bedrock import DEFAULT_BEDROCK_CREDENTIALS
 
         key_id, secret = DEFAULT_BEDROCK_CREDENTIALS
         region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
         return AnthropicBedrockClient(base_url=base_url, access_key_id=key_id,
                                       secret_access_key=secret, region=region or "us-east-1")
-    from .models.vertex import AnthropicVertexClient
+    from ..models.vertex import AnthropicVertexClient
 
     if not mock:
         return AnthropicVertexClient(base_url=base_url)

@@ -14,12 +14,15 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, NamedTuple, Optional
 
-from .approval import pending_calls
-from .calls import NOT_RUN, resolve_calls, settle
-from .cancellation import AbortSignal
-from .endings import Ending
-from .messages import ResultMessage, tool_uses_of
-from .run_record import (
+from ..cancellation import AbortSignal
+from ..messages import ResultMessage, tool_uses_of
+from ..query.endings import Ending
+from ..stores.base import describe_store
+from ..stores.runs import records_runs
+from ..tools.approval import pending_calls
+from ..tools.calls import NOT_RUN, resolve_calls, settle
+from ..usage import Usage
+from .record import (
     Journal,
     Record,
     approval_run_id,
@@ -33,9 +36,6 @@ from .run_record import (
     superseded,
     superseded_answers,
 )
-from .stores.base import describe_store
-from .stores.runs import records_runs
-from .usage import Usage
 
 __all__ = ["check_run_id", "Plan", "plan", "running_runs", "Keeper", "replay",
            "approval_run_id"]

@@ -21,20 +21,20 @@ from __future__ import annotations
 from functools import partial
 from typing import Any, Callable, Dict, List, Optional
 
-from . import approval
-from .calls import Hooks, Outcome, ToolCall, not_run, resolve_calls, run_batch
-from .compaction import Compactor
+from ..compaction.rules import Compactor
+from ..conversation.history import History
+from ..durable.record import Journal
+from ..errors import BudgetExceededError, MaxTurnsExceededError, PromptTooLongError
+from ..messages import AssistantMessage, UserMessage, text_of, tool_uses_of
+from ..observe.observer import ObserverGroup
+from ..tools import approval
+from ..tools.calls import Hooks, Outcome, ToolCall, not_run, resolve_calls, run_batch
+from ..usage import Usage
 from .endings import Ending
-from .errors import BudgetExceededError, MaxTurnsExceededError, PromptTooLongError
-from .history import History
-from .messages import AssistantMessage, UserMessage, text_of, tool_uses_of
 from .model_call import ModelCaller
-from .observe import ObserverGroup
 from .output import OutputContract, Verdict
 from .race import QueryRun, Stopped
-from .run_record import Journal
 from .settings import QuerySettings
-from .usage import Usage
 
 __all__ = ["Loop"]
 

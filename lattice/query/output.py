@@ -18,10 +18,10 @@ import json
 import typing
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, NamedTuple, Optional, Tuple
 
-from .calls import not_run
+from ..errors import MissingOutputError
+from ..messages import text_of, tool_result
+from ..tools.calls import not_run
 from .endings import Ending
-from .errors import MissingOutputError
-from .messages import text_of, tool_result
 
 if TYPE_CHECKING:  # pragma: no cover
     from .settings import QuerySettings
@@ -49,7 +49,7 @@ class OutputSchema:
     def __init__(self, json_schema: Dict[str, Any],
                  parse: Optional[Callable[[Any], Any]] = None, *,
                  description: str = DESCRIPTION) -> None:
-        from . import schema
+        from .. import schema
 
         if not isinstance(json_schema, dict):
             raise ValueError(f"output_schema must give a JSON Schema dict, got {json_schema!r}")
@@ -58,7 +58,7 @@ class OutputSchema:
         try:
             self.validator = schema.compile(self.json_schema)
         except schema.SchemaError as exc:  # name the user's schema, not our wrapper
-            from .schema._errors import relocate
+            from ..schema._errors import relocate
 
             prefix = ["properties", _WRAP_KEY] if self.wrapped else []
             raise relocate(exc, prefix, "output_schema") from None
@@ -83,7 +83,7 @@ class OutputSchema:
 
     def check(self, payload: Any) -> Tuple[bool, Any]:
         """``(True, result)`` for a valid payload, else ``(False, text for the model)``."""
-        from .schema import ValidationError
+        from ..schema import ValidationError
 
         if not isinstance(payload, dict):
             return False, "Invalid output: the input must be a JSON object."
@@ -213,7 +213,7 @@ def _is_typeddict(tp: Any) -> bool:
 
 def resolve_output_schema(value: Any) -> Optional[OutputSchema]:
     """Turn any accepted ``output_schema`` form into an ``OutputSchema`` (None stays None)."""
-    from .schema import schema_from_type
+    from ..schema import schema_from_type
 
     if value is None or isinstance(value, OutputSchema):
         return value
@@ -242,7 +242,7 @@ def resolve_output_schema(value: Any) -> Optional[OutputSchema]:
 def build(tp: Any, data: Any) -> Any:
     """Build ``tp`` from validated JSON data: dataclasses (nested too), lists, tuples, sets,
     dicts, Optional/Union of those, Enums; everything else as is."""
-    from .schema._hints import class_hints
+    from ..schema._hints import class_hints
 
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)

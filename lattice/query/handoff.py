@@ -34,7 +34,7 @@ import threading
 from collections import deque
 from typing import Any, Callable, Deque, List, Optional, Union
 
-from .cancellation import AbortSignal, needs_polling
+from ..cancellation import AbortSignal, needs_polling
 from .endings import Ending
 
 __all__ = ["Handoff", "Stopped", "EVENT_POLL_S", "Doorbell", "FdDoorbell", "fast_doorbell"]

@@ -11,9 +11,9 @@ import threading
 from types import FrameType
 from typing import Any, Callable, Dict, Optional, TextIO
 
-from .agent import Agent
-from .errors import HistoryStoreError, LatticeError
-from .messages import AssistantMessage, ResultMessage, StreamEvent
+from ..agent import Agent
+from ..errors import HistoryStoreError, LatticeError
+from ..messages import AssistantMessage, ResultMessage, StreamEvent
 
 __all__ = ["Session", "run_chat", "usage_line", "store_failure", "EXIT_OK", "EXIT_FAILED",
            "EXIT_USAGE", "EXIT_INTERRUPTED"]

@@ -18,15 +18,15 @@ import logging
 import os
 from typing import TYPE_CHECKING, Any, Dict, Optional
 
-from . import tracing_content as genai
-from ._version import __version__
-from .observe import Observer, ToolCallLike
-from .settings import check_bool
-from .usage import Usage
+from .._version import __version__
+from ..query.settings import check_bool
+from ..usage import Usage
+from . import genai
+from .observer import Observer, ToolCallLike
 
 if TYPE_CHECKING:
-    from .messages import ResultMessage
-    from .models.base import ModelRequest
+    from ..messages import ResultMessage
+    from ..models.base import ModelRequest
 
 __all__ = ["OtelObserver", "tracing_observer", "tracing_enabled", "ENV_VAR"]
 

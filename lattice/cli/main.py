@@ -30,18 +30,20 @@ import tempfile
 import threading
 from typing import Any, Dict, List, Optional
 
-from ._version import __version__
-from .agent import Agent
-from .cli_cloud import DEFAULT_MODELS as CLOUD_MODELS
-from .cli_cloud import PROVIDERS as CLOUD_PROVIDERS
-from .cli_cloud import REAL_KEY as CLOUD_KEYS
-from .cli_cloud import make_client as make_cloud_client
-from .cli_cloud import missing_credentials as missing_cloud_credentials
-from .cli_openai import PROVIDERS as OPENAI_PROVIDERS
-from .cli_openai import REAL_KEY as OPENAI_KEYS
-from .cli_openai import make_client as make_openai_client
-from .cli_openai import missing_credentials
-from .cli_session import (
+from .._version import __version__
+from ..agent import Agent
+from ..errors import HistoryStoreError
+from ..stores import create_jsonl_history_store
+from .cloud import DEFAULT_MODELS as CLOUD_MODELS
+from .cloud import PROVIDERS as CLOUD_PROVIDERS
+from .cloud import REAL_KEY as CLOUD_KEYS
+from .cloud import make_client as make_cloud_client
+from .cloud import missing_credentials as missing_cloud_credentials
+from .openai import PROVIDERS as OPENAI_PROVIDERS
+from .openai import REAL_KEY as OPENAI_KEYS
+from .openai import make_client as make_openai_client
+from .openai import missing_credentials
+from .session import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
     EXIT_USAGE,
@@ -50,8 +52,6 @@ from .cli_session import (
     store_failure,
     usage_line,
 )
-from .errors import HistoryStoreError
-from .stores import create_jsonl_history_store
 
 __all__ = ["main", "usage_line"]
 
@@ -135,7 +135,7 @@ REAL_KEY = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY", **OPEN
 def _mock_reply(delay: float, provider: str = "anthropic") -> Any:
     """The offline model: echoes the prompt, counting the prompts it was sent, which shows
     that a resumed ``--session`` sends the whole conversation."""
-    from .testing import MockMessagesServer
+    from ..testing import MockMessagesServer
 
     how = f"set {REAL_KEY[provider]}" if provider in REAL_KEY else "give your credentials"
 
@@ -162,7 +162,7 @@ def _build_agent(parser: argparse.ArgumentParser, args: argparse.Namespace, *,
     if max_turns is not None:
         options["max_turns"] = max_turns
     if args.provider == "openai":
-        from .models.openai import OpenAIChatClient
+        from ..models.openai import OpenAIChatClient
 
         try:
             options["model_client"] = OpenAIChatClient(options.pop("api_key"),
@@ -243,7 +243,7 @@ def _main(parser: argparse.ArgumentParser, argv: Optional[List[str]]) -> int:
     with contextlib.ExitStack() as stack:
         base_url, api_key = args.base_url, None
         if args.mock:
-            from .testing import MockMessagesServer
+            from ..testing import MockMessagesServer
 
             server = stack.enter_context(MockMessagesServer(
                 [_mock_reply(delay, args.provider)], repeat=True))

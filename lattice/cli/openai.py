@@ -57,12 +57,12 @@ def make_client(provider: str, *, model: str, api_key: Optional[str],
                 base_url: Optional[str]) -> Any:
     """The provider's client; ValueError for a bad option (the CLI reports it)."""
     if provider == "azure":
-        from .models.azure import AzureOpenAIChatClient
+        from ..models.azure import AzureOpenAIChatClient
 
         return AzureOpenAIChatClient(
             endpoint=base_url, api_key=api_key,
             deployment=os.environ.get("AZURE_OPENAI_DEPLOYMENT") or model,
             api_version=os.environ.get("OPENAI_API_VERSION") or DEFAULT_API_VERSION)
-    from .models.responses import OpenAIResponsesClient
+    from ..models.responses import OpenAIResponsesClient
 
     return OpenAIResponsesClient(api_key=api_key, base_url=base_url)
