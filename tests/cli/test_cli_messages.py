@@ -15,7 +15,7 @@ import pytest
 from lattice import __version__
 from lattice.cli.main import main
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 # Run the CLI in a Python where ``requests`` cannot be found, as in a venv without it.
 NO_REQUESTS = """

@@ -30,7 +30,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import (  # noqa: E4
 )
 from opentelemetry.trace import StatusCode  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 MODEL = "claude-trace-1"
 CONTENT_KEYS = {"gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.system_instructions",
                 "gen_ai.tool.call.arguments", "gen_ai.tool.call.result"}
@@ -156,7 +156,7 @@ def test_content_only_with_trace_content(exporter: InMemorySpanExporter) -> None
     spans = spans_by_name(exporter)
     root, chat, tool = (spans["invoke_agent"][0], spans[f"chat {MODEL}"][0],
                         spans["execute_tool read"][0])
-    # The conventions' schemas: role + parts (tests/test_tracing_content.py says more).
+    # The conventions' schemas: role + parts (tests/observe/test_tracing_content.py says more).
     assert json.loads(root.attributes["gen_ai.input.messages"]) == [
         {"role": "user", "parts": [{"type": "text", "content": "What is in /etc/hosts?"}]}]
     assert json.loads(root.attributes["gen_ai.output.messages"]) == [

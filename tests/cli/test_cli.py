@@ -21,7 +21,7 @@ import pytest
 from lattice.cli.main import main
 from lattice.testing import MockMessagesServer
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def offline_env() -> Dict[str, str]:

@@ -17,7 +17,7 @@ from lattice import AbortController, Agent, Tool, ToolCall, ToolResult, tool
 from lattice.stores import JsonlHistoryStore, SqliteHistoryStore
 from lattice.testing import FunctionModelClient, ScriptedModelClient, assert_well_formed
 
-ROOT = str(Path(__file__).resolve().parents[1])
+ROOT = str(Path(__file__).resolve().parents[2])
 
 
 def make_tools(ran):

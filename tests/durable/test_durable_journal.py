@@ -5,7 +5,7 @@ lockstep (``query()``: a consumer holding the reply may never let it start), not
 waiting for approval, and never for a call that cannot run."""
 
 import pytest
-from test_durable_runs import UNCERTAIN, World, record, reply, use
+from durable_world import UNCERTAIN, World, record, reply, use
 
 from lattice import MemoryHistoryStore, Tool, ToolResult
 from lattice.testing import assert_well_formed
