@@ -48,8 +48,7 @@ from .models.retry import RetryPolicy
 from .query.output import SUBMIT_OUTPUT_TOOL_NAME, OutputSchema
 from .query.query import Query
 from .stores import HistoryStore, MemoryHistoryStore, define_history_store
-from .tools.calls import ToolCall
-from .tools.definition import Tool, ToolContext, ToolResult, tool
+from .tools.definition import Tool, ToolCall, ToolContext, ToolResult, tool
 from .usage import Usage
 
 if TYPE_CHECKING:  # the real classes for type checkers; at run time loaded on first use

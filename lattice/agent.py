@@ -1,6 +1,6 @@
 """``Agent``: one conversation. Its options and tools; the conversation a query works on
-(history, store, guard, session lock) is in ``conversation.py``, a query's start and end
-in ``query.py``, the loop in ``loop.py``."""
+(history, store, guard, session lock) is in ``conversation/conversation.py``, a query's
+start and end in ``query/query.py``, the loop in ``query/loop.py``."""
 
 from __future__ import annotations
 
@@ -16,11 +16,8 @@ from .durable.runs import check_run_id
 from .messages import ResultMessage
 from .models.base import ModelClient, ModelRequest, as_model_client
 from .observe.observer import Observer
-from .query.output import SUBMIT_OUTPUT_TOOL_NAME, resolve_output_schema
-from .query.query import Query
-from .query.settings import (
+from .options import (
     UNSET,
-    QuerySettings,
     Unset,
     check_extra,
     check_flags,
@@ -35,9 +32,11 @@ from .query.settings import (
     optional_positive_int,
     positive_int,
 )
+from .query.output import SUBMIT_OUTPUT_TOOL_NAME, resolve_output_schema
+from .query.query import Query
+from .query.settings import QuerySettings
 from .stores.base import HistoryStore
-from .tools.calls import ToolCall
-from .tools.definition import ToolResult, flatten_tools
+from .tools.definition import ToolCall, ToolResult, flatten_tools
 
 __all__ = ["Agent", "create_agent", "Prompt"]
 

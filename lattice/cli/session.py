@@ -1,5 +1,5 @@
 """The command line's turns: a reply printed as it streams, Ctrl-C interrupting the turn,
-the chat loop and its ``/`` commands, and what ``--verbose`` prints (``cli.py`` parses the
+the chat loop and its ``/`` commands, and what ``--verbose`` prints (``main.py`` parses the
 options and builds the Agent)."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """What a compaction summary request carries: the transcript of the messages to summarise,
 as plain text, and the instruction (``DEFAULT_COMPACTION_PROMPT`` unless the policy gives
-one). Pure functions; ``compaction.py`` re-exports the public ones.
+one). Pure functions; ``lattice.compaction`` re-exports the public ones.
 """
 
 from __future__ import annotations

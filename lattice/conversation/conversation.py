@@ -27,7 +27,7 @@ from ..stores.repair import repair_history
 from ..stores.runs import records_runs
 from ..stores.session import SessionHold
 from ..tools import approval
-from ..tools.calls import ToolCall
+from ..tools.definition import ToolCall
 from ..usage import Usage
 from .history import History
 

@@ -23,9 +23,9 @@ from ..messages import (
     UserMessage,
     tool_uses_of,
 )
-from ..query.settings import non_negative_number
+from ..options import non_negative_number
 from ..stores.runs import records_runs
-from ..tools.calls import ToolCall
+from ..tools.definition import ToolCall
 from .runs import check_run_id, replay
 
 __all__ = ["follow"]

@@ -4,7 +4,7 @@ The record (``stores/runs.py`` stores it): what was asked (``prompt``), where it
 the history (``index``), ``running`` or ``ended`` (with the result, for a replay), what a
 compaction summarised away, and for a run that resumes approvals the decisions. Inside it,
 the call journal (``started_calls``: which tool calls started, at which attempt), written
-through ``Journal``. ``durable.py`` decides what a call with a run id does with them.
+through ``Journal``. ``runs.py`` decides what a call with a run id does with them.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Durable runs (SPEC 17): a query given a ``run_id`` runs at most once to its end, however
 often it is called, in whatever processes.
 
-The store is the checkpoint. Beside the messages it keeps a run record (``run_record.py``):
+The store is the checkpoint. Beside the messages it keeps a run record (``record.py``):
 what was asked, where it entered the history, whether it ended and how, and the call
 journal (``started_calls``: which tool calls started, at which attempt). A new call with a
 run id is then one of three things, decided by ``plan``: a new run, the replay of an ended

@@ -19,7 +19,7 @@ import os
 from typing import TYPE_CHECKING, Any, Dict, Optional
 
 from .._version import __version__
-from ..query.settings import check_bool
+from ..options import check_bool
 from ..usage import Usage
 from . import genai
 from .observer import Observer, ToolCallLike

@@ -27,21 +27,14 @@ from typing import (
     cast,
 )
 
-from ..messages import ResultMessage
+from ..messages import ResultMessage, ResultSubtype
 from ..usage import Usage
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..tools.calls import ToolCall
+    from ..tools.definition import ToolCall
 
 __all__ = ["Ending", "KINDS", "Kind", "ResultSubtype", "EndingName"]
 
-
-ResultSubtype = Literal[
-    "success", "interrupted", "awaiting_approval", "error_max_turns", "error_abort",
-    "error_timeout", "error_missing_output", "error_max_output_retries", "error_max_budget",
-]
-"""``ResultMessage.subtype``: the endings that are results (the rows of ``KINDS`` above
-"Not results"; a test holds the two to each other)."""
 
 EndingName = Union[ResultSubtype, Literal["closed", "raised"]]
 

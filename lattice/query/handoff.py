@@ -1,5 +1,5 @@
 """The lockstep handoff between a query's worker thread and its consumer: ``Handoff``, the
-base of ``QueryRun`` (lattice/race.py), and the doorbells each side sleeps on.
+base of ``QueryRun`` (lattice/query/race.py), and the doorbells each side sleeps on.
 
 ``query()``'s lockstep hands each history message between two threads, twice per tool turn,
 so the cost of a wake-up is most of what ``query()`` costs above ``prompt()``. Round trips

@@ -7,8 +7,8 @@ question is answered by its own object:
 - the model request (building, the caller's hook, observers, the race): ``model_call.py``;
 - the output contract (``submit_output`` / ``output_format``): ``output.OutputContract``;
 - compaction and overflow recovery: ``compaction.Compactor``;
-- approval (does a batch wait? what did a person decide?): ``approval.py``;
-- one tool call, and a batch of them: ``calls.py``.
+- approval (does a batch wait? what did a person decide?): ``tools/approval.py``;
+- one tool call, and a batch of them: ``tools/calls.py``.
 
 The loop returns how the query ends as an ``Ending``; a race it loses (abort, deadline,
 interrupt during a model call, the consumer closing) surfaces as ``Stopped`` from the
@@ -21,14 +21,15 @@ from __future__ import annotations
 from functools import partial
 from typing import Any, Callable, Dict, List, Optional
 
-from ..compaction.rules import Compactor
+from ..compaction.compactor import Compactor
 from ..conversation.history import History
 from ..durable.record import Journal
 from ..errors import BudgetExceededError, MaxTurnsExceededError, PromptTooLongError
 from ..messages import AssistantMessage, UserMessage, text_of, tool_uses_of
 from ..observe.observer import ObserverGroup
 from ..tools import approval
-from ..tools.calls import Hooks, Outcome, ToolCall, not_run, resolve_calls, run_batch
+from ..tools.calls import Hooks, Outcome, not_run, resolve_calls, run_batch
+from ..tools.definition import ToolCall
 from ..usage import Usage
 from .endings import Ending
 from .model_call import ModelCaller
@@ -73,9 +74,10 @@ class Loop:
         # approvals, or a durable run resumed: {"reply": ..., "decisions": ..., "prompt": ...}
         # or {"reply": ..., "final": True} (a stored last reply ends the run) or {"ending": ...}
         self.resume = resume
-        self.journal = journal  # a durable run's call journal (run_record.Journal)
+        self.journal = journal  # a durable run's call journal (durable/record.py: Journal)
         self.model = ModelCaller(run, settings, history, observers, query_token)
-        self.output = OutputContract.of(settings)
+        self.output = OutputContract.of(settings.output, settings.output_native,
+                                        settings.max_output_retries)
         self.compactor = Compactor.of(settings.auto_compact, history, run, self.model,
                                       journal.compacted if journal is not None else None)
         self.gate = approval.Gate(settings)

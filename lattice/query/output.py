@@ -16,15 +16,12 @@ import dataclasses
 import enum
 import json
 import typing
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, NamedTuple, Optional, Tuple
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
 
 from ..errors import MissingOutputError
 from ..messages import text_of, tool_result
 from ..tools.calls import not_run
 from .endings import Ending
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .settings import QuerySettings
 
 __all__ = ["SUBMIT_OUTPUT_TOOL_NAME", "OutputSchema", "resolve_output_schema",
            "OutputContract", "Verdict"]
@@ -127,12 +124,13 @@ class OutputContract:
         self.bad = 0  # invalid outputs so far, this query
 
     @classmethod
-    def of(cls, settings: QuerySettings) -> OutputContract:
-        """The contract of a query run with ``settings``. Without an output schema it has
-        no state (``bad`` is counted only against a schema): one instance serves all."""
-        if settings.output is None:
+    def of(cls, output: Optional[OutputSchema], native: bool,
+           retries: Optional[int]) -> OutputContract:
+        """The contract of a query's output settings. Without an output schema it has no
+        state (``bad`` is counted only against a schema): one instance serves all."""
+        if output is None:
             return _NO_OUTPUT
-        return cls(settings.output, settings.output_native, settings.max_output_retries)
+        return cls(output, native, retries)
 
     def submits(self, uses: List[Dict[str, Any]]) -> bool:
         """Whether a batch holds a ``submit_output`` call (then it is the contract's, not a

@@ -2,9 +2,10 @@
 lock, approvals, the worker, the repair of the history's tail and the ``ResultMessage``.
 
 ``Query`` is what ``Agent.query()`` returns. It talks to the Agent's ``Conversation``
-(conversation.py: history, loader, guard, lock wait), never to the Agent itself. The query
-starts when it is made (the guard is taken, so ``interrupt()`` applies from then on); the
-prompt enters the history and the worker starts at the first ``next()``. Closing or
+(conversation/conversation.py: history, loader, guard, lock wait), never to the Agent
+itself. The query starts when it is made (the guard is taken, so ``interrupt()`` applies
+from then on); the prompt enters the history and the worker starts at the first
+``next()``. Closing or
 dropping it ends the query however far it got; one never advanced leaves the history as
 it was. Every way out goes through ``_finish``.
 """
@@ -31,7 +32,8 @@ from ..stores.repair import repair_history
 from ..stores.runs import records_runs
 from ..stores.session import SessionHold
 from ..tools import approval
-from ..tools.calls import ToolCall, resolve_calls
+from ..tools.calls import resolve_calls
+from ..tools.definition import ToolCall
 from .endings import Ending
 from .loop import Loop
 from .settings import QuerySettings

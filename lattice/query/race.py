@@ -3,7 +3,7 @@
 The loop runs in one daemon worker per query, so ``prompt()`` costs one thread handoff per
 query, not one per turn; ``query()`` pays one per yielded history message, because a query
 suspended at a ``yield`` is still running and waits for its consumer (lockstep): two round
-trips per tool turn, on doorbells (lattice/handoff.py: ``Handoff``, the base of
+trips per tool turn, on doorbells (lattice/query/handoff.py: ``Handoff``, the base of
 ``QueryRun``, and why not a ``Condition``).
 
 Whoever decides the end first wins, under ``cond``: the worker finishing, an abort, a
@@ -128,7 +128,7 @@ class QueryRun(Handoff):
     def release(self) -> None:
         """Drop the link to the caller's signal (a long-lived signal must not pile up
         callbacks), and cancel the deadline of a request nobody waits for any more. A worker
-        still running is looked at again ``ABANDONED_AFTER_S`` later (lattice/abandoned.py)."""
+        still running is looked at again ``ABANDONED_AFTER_S`` later (abandoned.py)."""
         with self.cond:
             done, self._request_done = self._request_done, _nothing
         done()

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Tuple
 
 from ..cancellation import AbortSignal
 from ..messages import copy_json, pending_tail, tool_result, tool_uses_of
-from .calls import ToolCall, not_run, resolve_calls
-from .definition import ToolResult, result_content
+from .calls import not_run, resolve_calls
+from .definition import ToolCall, ToolResult, result_content
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..query.settings import QuerySettings

@@ -18,9 +18,9 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ..cancellation import AbortSignal
 from ..messages import tool_result
-from .definition import Tool, ToolContext, ToolResult, error_text, result_content
+from .definition import Tool, ToolCall, ToolResult, error_text, result_content
 
-__all__ = ["ToolCall", "NOT_RUN", "not_run", "resolve_calls", "run_call", "run_batch",
+__all__ = ["NOT_RUN", "not_run", "resolve_calls", "run_call", "run_batch",
            "Hooks", "Outcome", "settle"]
 
 log = logging.getLogger("lattice")
@@ -56,40 +56,6 @@ NOT_RUN: Dict[str, str] = {
 def not_run(tool_use_id: str, reason: str, **fields: str) -> Dict[str, Any]:
     """The ``is_error`` tool_result for a call that did not run (a row of ``NOT_RUN``)."""
     return tool_result(tool_use_id, NOT_RUN[reason].format(**fields), is_error=True)
-
-
-class ToolCall:
-    """One call the model asked for, as hooks and approvals see it. ``run_id`` and
-    ``attempt`` are what its ``ToolContext`` says (a durable run's id; which attempt)."""
-
-    __slots__ = ("id", "name", "input", "tool", "problem", "run_id", "attempt", "_signal",
-                 "_agent", "_context")
-
-    def __init__(self, id: str, name: str, input: Any, tool: Optional[Tool],
-                 signal: AbortSignal, agent: Any, problem: Optional[Dict[str, Any]] = None
-                 ) -> None:
-        self.id = id
-        self.name = name
-        self.input = input
-        self.tool = tool
-        self.problem = problem  # the is_error result of an unknown tool or invalid input
-        self.run_id: Optional[str] = None
-        self.attempt = 1
-        self._signal = signal
-        self._agent = agent
-        self._context: Optional[ToolContext] = None
-
-    @property
-    def context(self) -> ToolContext:
-        """The ``ToolContext`` its handler gets (made when first asked for: most handlers
-        never take one)."""
-        if self._context is None:
-            self._context = ToolContext(self._signal, self.id, self._agent, self.run_id,
-                                        self.attempt)
-        return self._context
-
-    def __repr__(self) -> str:
-        return f"<ToolCall {self.name} id={self.id}>"
 
 
 class Hooks:

@@ -14,9 +14,9 @@ import re
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union, overload
 
 from ..cancellation import AbortSignal
-from ..query.settings import check_bool
+from ..options import check_bool
 
-__all__ = ["Tool", "ToolResult", "ToolContext", "tool", "as_tool", "flatten_tools",
+__all__ = ["Tool", "ToolResult", "ToolContext", "ToolCall", "tool", "as_tool", "flatten_tools",
            "to_jsonable"]
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
@@ -251,3 +251,35 @@ def error_text(tool_name: str, exc: BaseException) -> str:
     return f"Tool {tool_name!r} raised {type(exc).__name__}" + (f": {message}" if message else "")
 
 
+class ToolCall:
+    """One call the model asked for, as hooks and approvals see it. ``run_id`` and
+    ``attempt`` are what its ``ToolContext`` says (a durable run's id; which attempt)."""
+
+    __slots__ = ("id", "name", "input", "tool", "problem", "run_id", "attempt", "_signal",
+                 "_agent", "_context")
+
+    def __init__(self, id: str, name: str, input: Any, tool: Optional[Tool],
+                 signal: AbortSignal, agent: Any, problem: Optional[Dict[str, Any]] = None
+                 ) -> None:
+        self.id = id
+        self.name = name
+        self.input = input
+        self.tool = tool
+        self.problem = problem  # the is_error result of an unknown tool or invalid input
+        self.run_id: Optional[str] = None
+        self.attempt = 1
+        self._signal = signal
+        self._agent = agent
+        self._context: Optional[ToolContext] = None
+
+    @property
+    def context(self) -> ToolContext:
+        """The ``ToolContext`` its handler gets (made when first asked for: most handlers
+        never take one)."""
+        if self._context is None:
+            self._context = ToolContext(self._signal, self.id, self._agent, self.run_id,
+                                        self.attempt)
+        return self._context
+
+    def __repr__(self) -> str:
+        return f"<ToolCall {self.name} id={self.id}>"

@@ -1,4 +1,4 @@
-"""Endings (lattice/endings.py): one table, one conversion to ResultMessage."""
+"""Endings (lattice/query/endings.py): one table, one conversion to ResultMessage."""
 
 import threading
 

@@ -1,4 +1,4 @@
-"""The lockstep handoff (lattice/handoff.py): the doorbells of every kind, and many short
+"""The lockstep handoff (lattice/query/handoff.py): the doorbells of every kind, and many short
 queries ended at random points from every side, each ending promptly and well-formed (a
 lost wake-up would hang one)."""
 

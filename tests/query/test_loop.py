@@ -1,4 +1,4 @@
-"""The loop (lattice/loop.py, SPEC 3): replies, turns and limits, the history a
+"""The loop (lattice/query/loop.py, SPEC 3): replies, turns and limits, the history a
 query leaves, and odd model output."""
 
 from __future__ import annotations

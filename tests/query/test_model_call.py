@@ -1,4 +1,4 @@
-"""One model request (lattice/model_call.py): the hook's private copy (#22), observers see
+"""One model request (lattice/query/model_call.py): the hook's private copy (#22), observers see
 what is sent (SPEC 16a), at most four cache breakpoints whoever placed them (SPEC 16a);
 what a request carries (SDK keys stripped, a snapshot), callable clients and hooks, a
 client returning garbage."""

@@ -1,4 +1,4 @@
-"""QueryRun (lattice/race.py) driven directly from both sides, with events, not sleeps;
+"""QueryRun (lattice/query/race.py) driven directly from both sides, with events, not sleeps;
 and the workers it abandons (SPEC 16a), counted and warned about."""
 
 from __future__ import annotations

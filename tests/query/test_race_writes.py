@@ -1,4 +1,4 @@
-"""QueryRun's store-write / session-lock hand-off (lattice/race.py), driven directly.
+"""QueryRun's store-write / session-lock hand-off (lattice/query/race.py), driven directly.
 
 The four fields under test: ``writing`` (a store write is in flight), ``_after_write``
 (what runs once it lands: the session lock's release), ``_request_done`` (the request's

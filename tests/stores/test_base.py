@@ -1,5 +1,5 @@
 """The store protocol, stores from callables, the memory store, and the one store-failure
-policy (lattice/history.py) applied to single store calls."""
+policy (lattice/conversation/history.py) applied to single store calls."""
 
 import logging
 

@@ -26,7 +26,7 @@ def driver(request):
 
 
 def call_store(store, method, *args):
-    """One store call under the Agent's failure policy (lattice/history.py)."""
+    """One store call under the Agent's failure policy (lattice/conversation/history.py)."""
     return History(store).save(method, *args)
 
 

@@ -1,4 +1,4 @@
-"""One tool call's path and a batch of them (lattice/calls.py, SPEC 3): errors the
+"""One tool call's path and a batch of them (lattice/tools/calls.py, SPEC 3): errors the
 model can read, return values, parallel and sequential batches, async handlers."""
 
 from __future__ import annotations

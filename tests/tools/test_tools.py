@@ -1,4 +1,4 @@
-"""Tools (lattice/tools.py, calls.py): @tool, Tool, handler returns, call errors (SPEC 1, 3)"""
+"""Tools (lattice/tools/definition.py, calls.py): @tool, Tool, handler returns, call errors (SPEC 1, 3)"""
 import json
 from typing import List, Optional
 
@@ -24,7 +24,7 @@ from lattice import (
 )
 from lattice.testing import ScriptedModelClient, assert_well_formed
 
-# -- Tools (lattice/tools.py, calls.py): @tool, Tool, handler returns, call errors (SPEC 1, 3) ---
+# -- Tools (lattice/tools/definition.py, calls.py): @tool, Tool, handler returns, call errors (SPEC 1, 3) ---
 
 
 def only_results(agent, index=2):
