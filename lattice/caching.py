@@ -10,12 +10,12 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
-__all__ = ["mark_cache_breakpoints", "count_cache_breakpoints", "fit_cache_breakpoints",
-           "MAX_BREAKPOINTS"]
+_MOVED = ("mark_cache_breakpoints", "count_cache_breakpoints", "fit_cache_breakpoints",
+          "MAX_BREAKPOINTS")
 
 
 def __getattr__(name: str) -> Any:
-    if name not in __all__:
+    if name not in _MOVED:
         raise AttributeError(f"module 'lattice.caching' has no attribute {name!r}")
     warnings.warn(f"lattice.caching.{name} moved to lattice.query.caching.{name}; the old "
                   "path goes away in 0.5 (docs/upgrading.md)", DeprecationWarning, stacklevel=2)

@@ -25,7 +25,7 @@ from helpers import (
 )
 
 from lattice import AbortController, Agent, Tool, tool
-from lattice import handoff as handoff_module
+from lattice.query import handoff as handoff_module
 from lattice.query.endings import Ending
 from lattice.query.handoff import Doorbell, FdDoorbell, fast_doorbell
 from lattice.query.race import QueryRun, Stopped

@@ -148,7 +148,7 @@ def test_workers_that_ignore_cancellation_are_warned_about_past_ten(gates, monke
                                                                       caplog):
     import logging
 
-    from lattice import abandoned
+    from lattice.query import abandoned
 
     registry = abandoned.Abandoned()  # this test's count, whatever earlier tests left running
     monkeypatch.setattr(abandoned, "REGISTRY", registry)
@@ -196,7 +196,7 @@ def test_workers_that_ignore_cancellation_are_warned_about_past_ten(gates, monke
 
 
 def test_a_worker_that_stops_in_time_is_not_counted(monkeypatch):
-    from lattice import abandoned
+    from lattice.query import abandoned
 
     registry = abandoned.Abandoned()
     monkeypatch.setattr(abandoned, "REGISTRY", registry)
