@@ -24,7 +24,6 @@ from ..errors import ConcurrentQueryError
 from ..query.race import EVENT_POLL_S, QueryRun
 from ..query.settings import QuerySettings
 from ..stores.repair import repair_history
-from ..stores.runs import records_runs
 from ..stores.session import SessionHold
 from ..tools import approval
 from ..tools.definition import ToolCall
@@ -70,7 +69,7 @@ class Conversation:
         self.history.new_query()
         return self.run
 
-    def hold_session(self, run: QueryRun) -> Optional[SessionHold]:
+    def hold_session(self, run: QueryRun, *, strict: bool = False) -> Optional[SessionHold]:
         """The store's session lock (SPEC 14), held until ``end``. This Agent's own last
         write, still in flight after an early end, is not another query: wait for it to
         land (it gives the lock back) instead of raising ``ConcurrentQueryError``. The
@@ -83,7 +82,7 @@ class Conversation:
                 if run.ended is not None:
                     return None
             landed.release()  # (it stays landed for whoever looks next)
-        return self.history.hold_session(self.lock_wait_s)
+        return self.history.hold_session(self.lock_wait_s, strict=strict)
 
     def catch_up(self) -> None:
         """Under the session lock, before the query writes: load the store if not yet done
@@ -177,10 +176,9 @@ class Conversation:
         ``owner`` (the Agent) is what their ``ToolContext.agent`` holds."""
         self.ensure_loaded()
         pending = approval.pending_calls(self.history.messages, settings, owner)
-        if pending and records_runs(self.history.home):
+        if pending and self.history.caps.records_runs:
             # An approved call journaled as started is no longer pending (SPEC 17): after a
             # crash, the next query settles it by the journal instead.
-            started = {i for r in running_runs(self.history)
-                       for i in (r.get("started_calls") or {})}
+            started = {i for r in running_runs(self.history) for i in r.started_calls}
             pending = [c for c in pending if c.id not in started]
         return pending

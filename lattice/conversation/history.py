@@ -33,6 +33,7 @@ from ..errors import ConcurrentQueryError, HistoryStoreError, LockLostError
 from ..messages import sendable
 from ..query.caching import MarkLedger
 from ..stores.base import describe_store
+from ..stores.capabilities import Capabilities
 from ..stores.runs import lock_lost
 from ..stores.session import SessionHold, hold_session
 from ..usage import Usage
@@ -64,6 +65,7 @@ class History:
         self.sendable: List[Message] = []
         self.home = store
         self.store = store
+        self.caps = Capabilities.of(store)  # what the store can do, asked once
         self.io = threading.Lock()
         self.diverged = False
         self.last_usage = Usage()  # of the last reply: what compaction looks at
@@ -100,12 +102,12 @@ class History:
         return copy.deepcopy(self.messages)
 
     # -- the failure policy ----------------------------------------------------------------
-    def _failed(self, action: str, exc: Exception) -> None:
-        """The one store-failure rule: raise (``fail_on_error``) or log once per query and
-        leave the store behind (a failed lock or version read only logs: the query still
-        writes)."""
+    def _failed(self, action: str, exc: Exception, strict: bool = False) -> None:
+        """The one store-failure rule: raise (``fail_on_error``, or ``strict``: a durable
+        run's record, journal and lock, SPEC 21b) or log once per query and leave the store
+        behind (a failed lock or version read only logs: the query still writes)."""
         store = self.home
-        if getattr(store, "fail_on_error", False):
+        if strict or getattr(store, "fail_on_error", False):
             raise HistoryStoreError(f"history store {action} failed: {exc} "
                                     f"(store: {describe_store(store)})") from exc
         if action not in _CONSEQUENCE:  # a failed write or load: memory only, this query
@@ -126,10 +128,9 @@ class History:
         version it left is this Agent's own doing, not another writer's (the session lock
         is held), so ``rejoin`` compares with it. Unreadable (the store is down): the
         version seen before stands."""
-        version = getattr(self.home, "version", None)
-        if callable(version):
+        if self.caps.versioned:
             try:
-                self.version = version()
+                self.version = self.home.version()
             except Exception:  # noqa: BLE001 - the failure is already being reported
                 pass
 
@@ -157,16 +158,26 @@ class History:
         return self.store is None and self.home is not None
 
     # -- the store -----------------------------------------------------------------------
-    def save(self, method: str, *args: Any) -> Any:
-        """Call ``store.<method>(*args)`` under ``io`` and the failure policy."""
+    def save(self, method: str, *args: Any, strict: bool = False) -> Any:
+        """Call ``store.<method>(*args)`` under ``io`` and the failure policy (``strict``:
+        a failure raises, and so does a store left behind earlier in the query)."""
         if self.store is None:
+            self._left_behind(method, strict)
             return None
         with self.io:
-            return self._call(method, *args)
+            return self._call(method, *args, strict=strict)
 
-    def _call(self, method: str, *args: Any) -> Any:
+    def _left_behind(self, method: str, strict: bool) -> None:
+        if strict and self.home is not None:
+            raise HistoryStoreError(
+                f"history store {method} not attempted: the store failed earlier in this "
+                f"query (store: {describe_store(self.home)})")
+
+    def _call(self, method: str, *args: Any, strict: bool = False) -> Any:
         store = self.store
         if store is None or (self.lost and method != "load"):
+            if store is None:
+                self._left_behind(method, strict)
             return None
         try:
             written = False
@@ -193,7 +204,7 @@ class History:
             self._lose()
             raise
         except Exception as exc:
-            self._failed(method, exc)
+            self._failed(method, exc, strict)
             return None
 
     def settle_version(self, *, read: bool = True) -> None:
@@ -214,30 +225,32 @@ class History:
                                     exc, describe_store(self.home))
         self.version_behind = False
 
-    def peek(self, method: str, *args: Any) -> Any:
+    def peek(self, method: str, *args: Any, strict: bool = False) -> Any:
         """A read of the store other than ``load`` (run records) under the failure policy;
         it leaves the version alone (None without a store or on a swallowed failure)."""
         store = self.store
         if store is None:
+            self._left_behind(method, strict)
             return None
         with self.io:
             try:
                 return getattr(store, method)(*args)
             except Exception as exc:
-                self._failed(method, exc)
+                self._failed(method, exc, strict)
                 return None
 
-    def hold_session(self, wait_s: float) -> SessionHold:
+    def hold_session(self, wait_s: float, *, strict: bool = False) -> SessionHold:
         """The store's session lock (SPEC 14) under the failure policy: a lock that cannot
-        be taken for another reason than a busy session raises (``fail_on_error``) or is
-        logged, and the query runs without it."""
+        be taken for another reason than a busy session raises (``fail_on_error``, or
+        ``strict``: a durable run never runs without it, SPEC 21b) or is logged, and the
+        query runs without it."""
         try:
             self.hold = hold_session(self.home, wait_s)
             return self.hold
         except ConcurrentQueryError:  # another holder: not a store failure
             raise
         except Exception as exc:
-            self._failed("lock", exc)
+            self._failed("lock", exc, strict)
             return SessionHold(None, self.home)
 
     def append(self, message: Message) -> None:
@@ -268,14 +281,16 @@ class History:
         return None if loaded is None else list(loaded)
 
     @property
-    def writes_with_runs(self) -> bool:
-        """The store writes a message and a run record at once (``append_and_save_run``:
-        PostgreSQL in one statement, SQLite in one transaction)."""
-        return callable(getattr(self.store, "append_and_save_run", None))
-
-    @property
     def versioned(self) -> bool:
-        return callable(getattr(self.store, "version", None))
+        """Writes go to a store with ``version()`` (not while a lenient one is left behind)."""
+        return self.store is not None and self.caps.versioned
+
+    def unchanged_since(self, loads: int) -> bool:
+        """Nobody else wrote the store since the ``loads``-th load: the query's catch-up
+        read its version and found it as this Agent last left it (a store without
+        ``version()`` cannot tell: False)."""
+        return self.versioned and loads == self.loads and self.version is not _UNREAD \
+            and self.version is not _UNREAD_AGAIN
 
     def _read_version(self) -> Any:
         """``store.version()``; None without one or if it failed (the policy: logged)."""
@@ -310,7 +325,7 @@ class History:
         failure policy applies (one WARNING per query) and None is returned.
         """
         store, was_read = self.home, self.read_once
-        versioned = callable(getattr(store, "version", None))
+        versioned = self.caps.versioned
         try:
             with self.io:
                 now = store.version() if versioned else None

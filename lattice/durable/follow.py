@@ -7,12 +7,18 @@ run record). The web page of a background run is a loop over it.
 Order of reads, and why: with a ``run_id`` the record is read *before* the messages. A run
 writes its last message and then records its end, so a record seen ended means every
 message of the run was already written when the messages are read after it.
+
+The cursor is stable (SPEC 21b): ``after`` past the stored history waits for the history to
+reach it; a rewrite under the follower (compaction, ``replace_history``) yields the
+compaction ``SystemMessage`` and goes on after the last message it yielded that survived;
+a run id the store does not know yet yields nothing until its record appears; an ended
+run's messages stop at its ``end_index`` (a run superseded by another query included).
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any, Dict, Iterator, List, Optional
+from typing import Any, Iterator, List, Optional
 
 from ..cancellation import AbortSignal, SignalLike, as_signal
 from ..messages import (
@@ -24,18 +30,20 @@ from ..messages import (
     tool_uses_of,
 )
 from ..options import non_negative_number
-from ..stores.runs import records_runs
+from ..stores.base import HistoryStore
+from ..stores.capabilities import Capabilities, is_store
 from ..tools.definition import ToolCall
-from .runs import check_run_id, replay
+from .record import RunRecord
+from .runs import check_run_id, read_record
 
 __all__ = ["follow"]
 
 Message = Any
 
 
-def follow(store: Any, *, after: int = 0, run_id: Optional[str] = None, poll_s: float = 0.25,
-           signal: Optional[SignalLike] = None, wait_s: Optional[float] = None
-           ) -> Iterator[SDKMessage]:
+def follow(store: HistoryStore, *, after: int = 0, run_id: Optional[str] = None,
+           poll_s: float = 0.25, signal: Optional[SignalLike] = None,
+           wait_s: Optional[float] = None) -> Iterator[SDKMessage]:
     """The session's messages stored after index ``after``, as ``query()`` yields them.
 
     Args:
@@ -55,8 +63,14 @@ def follow(store: Any, *, after: int = 0, run_id: Optional[str] = None, poll_s: 
     (compaction, ``replace_history``), and with ``run_id`` last the run's result.
 
     Raises:
+        TypeError: ``store`` is not a history store.
         ValueError: a bad option, or ``run_id`` with a store that does not record runs.
+        HistoryStoreError: the run's record is damaged.
     """
+    if not is_store(store):
+        raise TypeError(f"follow() needs a history store (load, append, replace), got "
+                        f"{type(store).__name__} {store!r:.60}")
+    caps = Capabilities.of(store)  # what the store can do, asked once
     if isinstance(after, bool) or not isinstance(after, int) or after < 0:
         raise ValueError(f"after must be an int >= 0, got {after!r}")
     if isinstance(poll_s, bool) or not isinstance(poll_s, (int, float)) or not poll_s > 0:
@@ -65,15 +79,16 @@ def follow(store: Any, *, after: int = 0, run_id: Optional[str] = None, poll_s: 
         wait_s = non_negative_number("wait_s", wait_s)
     if run_id is not None:
         check_run_id(run_id)
-        if not records_runs(store):
+        if not caps.records_runs:
             raise ValueError(f"follow(run_id=...) needs a store that records runs; "
                              f"{type(store).__name__} has no load_run/save_run/list_runs")
-    return _follow(store, after, run_id, float(poll_s), as_signal(signal), wait_s)
+    return _follow(store, caps, after, run_id, float(poll_s), as_signal(signal), wait_s)
 
 
-def _follow(store: Any, position: int, run_id: Optional[str], poll_s: float,
-            signal: Optional[AbortSignal], wait_s: Optional[float]) -> Iterator[SDKMessage]:
-    versioned = callable(getattr(store, "version", None))
+def _follow(store: Any, caps: Capabilities, position: int, run_id: Optional[str],
+            poll_s: float, signal: Optional[AbortSignal], wait_s: Optional[float]
+            ) -> Iterator[SDKMessage]:
+    versioned = caps.versioned
     seen: Optional[List[Message]] = None  # the history as last read
     version: Any = object()  # equal to no real version: the first poll reads
     last_news = time.monotonic()
@@ -81,40 +96,42 @@ def _follow(store: Any, position: int, run_id: Optional[str], poll_s: float,
         current = store.version() if versioned else object()
         if current != version:
             version = current
-            record = store.load_run(run_id) if run_id is not None else None
-            messages = store.load()
+            record = read_record(store.load_run(run_id), run_id, store) \
+                if run_id is not None else None
+            messages = list(store.load())
             if seen is not None and not _extends(messages, seen):
                 kept = _resume_point(seen, position, messages)
                 yield SystemMessage("compaction", compacted_messages=max(0, position - kept))
                 position = kept
             seen = messages
             end = len(messages)
-            ended = record is not None and record.get("state") == "ended"
-            if ended and isinstance(record.get("end_index"), int):  # type: ignore[union-attr]
-                end = min(end, record["end_index"])  # type: ignore[index]
+            if run_id is not None and record is None:
+                end = 0  # not recorded yet: no other run's messages while waiting for it
+            elif record is not None and record.is_ended and record.end_index is not None:
+                end = min(end, record.end_index)
             for message in messages[position:end]:
                 yield _item(message)
                 last_news = time.monotonic()
             position = max(position, end)
-            if ended:
-                yield _result(record, messages[:end])  # type: ignore[arg-type]
+            if record is not None and record.is_ended:
+                yield _result(record, messages[:end])
                 return
         if wait_s is not None and time.monotonic() - last_news >= wait_s:
             return
         _pause(signal, poll_s)
 
 
-def _result(record: Dict[str, Any], messages: List[Message]) -> ResultMessage:
-    """The run's recorded result; pending approvals as ``ToolCall``s read from the stored
-    calls (no tools here: ``.tool`` is None)."""
+def _result(record: RunRecord, messages: List[Message]) -> ResultMessage:
+    """The run's recorded result; pending approvals as recorded (a 0.3 record: read from
+    the stored calls), with no tools here (``.tool`` is None)."""
     uses = {b.get("id"): b for m in messages if m.get("role") == "assistant"
             for b in tool_uses_of(m.get("content"))}
 
-    def pending(ids: List[str]) -> List[Any]:
+    def pending(ids: List[str]) -> List[ToolCall]:
         return [ToolCall(i, uses[i].get("name", ""), uses[i].get("input"), None,
                          AbortSignal(), None) for i in ids if i in uses]
 
-    return replay(record, None, pending)
+    return record.replay(None, {}, pending)
 
 
 def _item(message: Message) -> SDKMessage:
@@ -131,12 +148,15 @@ def _extends(messages: List[Message], seen: List[Message]) -> bool:
 def _resume_point(seen: List[Message], position: int, messages: List[Message]) -> int:
     """Where to go on in a rewritten history: after the last message already yielded that
     survived the rewrite (compaction keeps the recent ones, right after its summary: the
-    first match, since a later message may repeat it), else from its start."""
+    first match, since a later message may repeat it), else from its start. A cursor past
+    what was seen (``after`` beyond the history) keeps its distance from that point."""
+    ahead = max(0, position - len(seen))
+    position -= ahead
     for back in range(position - 1, max(position - 4, 0) - 1, -1):  # the last few: cheap
         for index in range(len(messages)):
             if messages[index] == seen[back]:
-                return index + 1
-    return 0
+                return index + 1 + ahead
+    return ahead
 
 
 def _pause(signal: Optional[AbortSignal], seconds: float) -> None:

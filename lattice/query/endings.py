@@ -15,7 +15,6 @@ loop (raised from ``query``/``prompt``; see ``Ending.raised``).
 from __future__ import annotations
 
 from typing import (
-    TYPE_CHECKING,
     Any,
     Callable,
     Dict,
@@ -23,20 +22,23 @@ from typing import (
     Literal,
     NamedTuple,
     Optional,
+    Tuple,
     Union,
     cast,
+    get_args,
 )
 
 from ..messages import ResultMessage, ResultSubtype
+from ..tools.definition import ToolCall
 from ..usage import Usage
 
-if TYPE_CHECKING:  # pragma: no cover
-    from ..tools.definition import ToolCall
-
-__all__ = ["Ending", "KINDS", "Kind", "ResultSubtype", "EndingName"]
+__all__ = ["Ending", "KINDS", "Kind", "ResultSubtype", "EndingName", "RESULT_SUBTYPES"]
 
 
 EndingName = Union[ResultSubtype, Literal["closed", "raised"]]
+
+RESULT_SUBTYPES: Tuple[str, ...] = get_args(ResultSubtype)
+"""The endings that are results (what a recorded result's subtype may be)."""
 
 
 class Kind(NamedTuple):

@@ -19,16 +19,16 @@ interrupt during a model call, the consumer closing) surfaces as ``Stopped`` fro
 from __future__ import annotations
 
 from functools import partial
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
 from ..compaction.compactor import Compactor
 from ..conversation.history import History
-from ..durable.record import Journal
+from ..durable.journal import NO_JOURNAL, Journal
 from ..errors import BudgetExceededError, MaxTurnsExceededError, PromptTooLongError
 from ..messages import AssistantMessage, UserMessage, text_of, tool_uses_of
 from ..observe.observer import ObserverGroup
 from ..tools import approval
-from ..tools.calls import Hooks, Outcome, not_run, resolve_calls, run_batch
+from ..tools.calls import Hooks, not_run, resolve_calls, run_batch
 from ..tools.definition import ToolCall
 from ..usage import Usage
 from .endings import Ending
@@ -39,19 +39,6 @@ from .settings import QuerySettings
 
 __all__ = ["Loop"]
 
-
-def _journaled(journal: Journal, mark: Any, runs: Dict[str, ToolCall], call_id: str
-               ) -> Optional[Outcome]:
-    """``run_batch``'s ``started``: note the call, and journal it if its handler runs. A
-    call of a tool not declared idempotent whose start could not be stored (a lenient store
-    failed) does not run: after a crash it would run again (SPEC 17: at most once)."""
-    mark(call_id)
-    call = runs.get(call_id)
-    if call is None or journal.start(call_id):
-        return None
-    if call.tool is not None and call.tool.idempotent:
-        return None
-    return not_run(call_id, "unjournaled"), False
 
 CONTEXT_EXCEEDED = "model_context_window_exceeded"
 
@@ -66,7 +53,8 @@ class Loop:
     def __init__(self, run: QueryRun, settings: QuerySettings, history: History, *,
                  agent: Any = None, observers: Optional[ObserverGroup] = None,
                  query_token: Any = None, resume: Optional[Dict[str, Any]] = None,
-                 journal: Optional[Journal] = None) -> None:
+                 journal: Journal = NO_JOURNAL, turns: int = 0,
+                 usage: Optional[Usage] = None) -> None:
         self.run = run
         self.settings = settings
         self.history = history
@@ -74,16 +62,16 @@ class Loop:
         # approvals, or a durable run resumed: {"reply": ..., "decisions": ..., "prompt": ...}
         # or {"reply": ..., "final": True} (a stored last reply ends the run) or {"ending": ...}
         self.resume = resume
-        self.journal = journal  # a durable run's call journal (durable/record.py: Journal)
-        self.model = ModelCaller(run, settings, history, observers, query_token)
+        self.journal = journal  # a durable run's call journal (durable/journal.py)
+        self.model = ModelCaller(run, settings, history, observers, query_token, usage)
         self.output = OutputContract.of(settings.output, settings.output_native,
                                         settings.max_output_retries)
         self.compactor = Compactor.of(settings.auto_compact, history, run, self.model,
-                                      journal.compacted if journal is not None else None)
+                                      journal.compacted)
         self.gate = approval.Gate(settings)
         self.hooks = Hooks(settings.before_tool_call, settings.after_tool_call)
         self.watch = partial(observers.watch_tool, query_token) if observers else None
-        self.turns = 0
+        self.turns = turns  # model replies of the run (a resumed run's earlier ones too)
         self.last_reply: Optional[Dict[str, Any]] = None
         self.kind = ANSWER  # what the last reply asks for (``plan``)
         self.uses: List[Dict[str, Any]] = []  # its tool_use blocks
@@ -143,10 +131,6 @@ class Loop:
         """What the query's model calls used so far (the summaries' too)."""
         return self.model.usage
 
-    @usage.setter
-    def usage(self, usage: Usage) -> None:  # a resumed durable run starts from its own
-        self.model.usage = usage
-
     def last_text(self) -> Optional[str]:
         return text_of(self.last_reply["content"]) if self.last_reply is not None else None
 
@@ -163,7 +147,8 @@ class Loop:
             self.compactor.recover(exc)
             return None
         self.plan(reply)
-        self.write(reply, AssistantMessage, self.riding_record())
+        self.write(reply, AssistantMessage,
+                   self.journal.ride(self.calls if self.kind is RUN else [], self.run.lockstep))
         self.last_reply = reply
         self.history.last_usage = self.model.last_usage
         return reply
@@ -213,18 +198,6 @@ class Loop:
             if self.waiting:
                 approval.mark_pending(reply, self.waiting)
 
-    def riding_record(self) -> Optional[Dict[str, Any]]:
-        """A durable run's record with the first call of the reply's batch journaled, to be
-        written with the reply where the store can do both at once (PostgreSQL: a round
-        trip per call saved). Only for a batch that starts at once: not one waiting for
-        approval, nor in lockstep (a consumer holding the reply may never let it start)."""
-        journal = self.journal
-        if journal is None or self.kind is not RUN or self.run.lockstep or \
-                not self.history.writes_with_runs:
-            return None
-        first = next((c for c in self.calls if c.problem is None), None)
-        return journal.ride(first.id) if first is not None else None
-
     def act(self, reply: Dict[str, Any]) -> Optional[Ending]:
         """Answer the reply as ``plan`` found it: run its tools, end, or feed back."""
         kind = self.kind
@@ -242,14 +215,8 @@ class Loop:
         """Run a batch on the tool-call path and write its results as one user message."""
         run = self.run
         run.start_tools()
-        started: Callable[[str], Optional[Outcome]] = run.mark_started
-        journal = self.journal
-        if journal is not None:  # each call that runs is journaled before its handler
-            for call in calls:
-                call.run_id, call.attempt = journal.run_id, journal.attempt(call.id)
-            started = partial(_journaled, journal, run.mark_started,
-                              {c.id: c for c in calls if c.problem is None
-                               and c.id not in answered})
+        # each call that runs is journaled before its handler (nothing without a record)
+        started = self.journal.starting(calls, answered, run.mark_started)
         done = run_batch(calls, self.hooks, answered, parallel=self.settings.parallel_tool_calls,
                          record=run.record, started=started, stop=run.user_aborted,
                          wrap=self.watch)

@@ -50,13 +50,16 @@ class ModelCaller:
                  "usage", "last_usage")
 
     def __init__(self, run: QueryRun, settings: QuerySettings, history: History,
-                 observers: Optional[ObserverGroup], query_token: Any) -> None:
+                 observers: Optional[ObserverGroup], query_token: Any,
+                 usage: Optional[Usage] = None) -> None:
         self.run = run
         self.settings = settings
         self.history = history
         self.observers = observers  # None when nobody watches: one check per event
         self.query_token = query_token
-        self.usage = Usage()  # of every reply of the query (a discarded one is billed too)
+        # of every reply of the query (a discarded one is billed too); a resumed durable
+        # run starts from what its earlier replies used
+        self.usage = usage if usage is not None else Usage()
         self.last_usage = NO_USAGE  # of the last reply (read only after a call)
         system, tools = settings.system, settings.tool_definitions
         self.fixed_marks = (len(tools) - [t.get("cache_control") for t in tools].count(None)

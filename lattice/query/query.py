@@ -5,9 +5,8 @@ lock, approvals, the worker, the repair of the history's tail and the ``ResultMe
 (conversation/conversation.py: history, loader, guard, lock wait), never to the Agent
 itself. The query starts when it is made (the guard is taken, so ``interrupt()`` applies
 from then on); the prompt enters the history and the worker starts at the first
-``next()``. Closing or
-dropping it ends the query however far it got; one never advanced leaves the history as
-it was. Every way out goes through ``_finish``.
+``next()``. Closing or dropping it ends the query however far it got; one never advanced
+leaves the history as it was. Every way out goes through ``_finish``.
 """
 
 from __future__ import annotations
@@ -18,7 +17,8 @@ from typing import Any, Dict, Generator, Iterator, List, Optional
 
 from ..cancellation import AbortSignal
 from ..conversation.conversation import Conversation
-from ..durable import runs as durable
+from ..durable.record import RunRecord
+from ..durable.runs import DurableRun, durable_run
 from ..messages import (
     ResultMessage,
     SDKMessage,
@@ -29,7 +29,6 @@ from ..messages import (
 )
 from ..observe.observer import ObserverGroup
 from ..stores.repair import repair_history
-from ..stores.runs import records_runs
 from ..stores.session import SessionHold
 from ..tools import approval
 from ..tools.calls import resolve_calls
@@ -52,7 +51,7 @@ class Query(Iterator[SDKMessage]):
                  lockstep: bool, owner: Any = None, run_id: Optional[str] = None) -> None:
         self._conversation = conversation
         self._run = conversation.start(signal, lockstep=lockstep)
-        self._keeper: Optional[durable.Keeper] = None
+        self._durable: Optional[DurableRun] = None
         self._owner = owner  # the Agent: only handed to tools (ToolContext.agent)
         self._prompt = prompt
         self._approvals = approvals
@@ -66,9 +65,8 @@ class Query(Iterator[SDKMessage]):
         self._started = 0.0
         self._tail_done = False
         try:
-            home = conversation.history.home
-            if run_id is not None or records_runs(home):  # a bad run fails here, too
-                self._keeper = durable.Keeper(conversation.history, run_id, prompt)
+            # where a run is recorded and resumed (a bad run id or prompt fails here)
+            self._durable = durable_run(conversation.history, run_id, prompt)
             if approvals is not None:  # bad approvals fail here, before a web app answers
                 self._check_approvals()
         except BaseException:
@@ -110,29 +108,29 @@ class Query(Iterator[SDKMessage]):
     # -- the query -------------------------------------------------------------------------
     def _run_query(self) -> Generator[SDKMessage, None, None]:
         run, settings, conversation = self._run, self._settings, self._conversation
-        keeper = self._keeper
+        durable = self._durable
+        assert durable is not None
         try:
-            ended = keeper.record if keeper is not None and keeper.plan is not None and \
-                keeper.plan.kind == "replay" else None
+            ended = durable.replay()
             taken = True
             if ended is None:
-                taken = self._take_session()
+                taken = self._take_session(durable)
                 if taken and conversation.history.home is not None:
-                    ended = self._under_lock()
+                    ended = durable.under_lock(self._approving())
             if ended is not None:  # the run had ended: its result again, nothing else
                 self._finish(Ending("closed"), delivered=False)
-                yield durable.replay(ended, settings.output, self._pending)
+                yield self._replay(ended)
                 return
             if settings.observers:
                 self._observers = ObserverGroup(settings.observers)
                 self._token = self._observers.query_start(settings.model, self._prompt)
             self._started = time.monotonic()
             resume = self._begin() if taken else None
+            # a resumed run counts the replies it stored before (durable.turns, .usage)
             self._loop = Loop(run, settings, conversation.history, agent=self._owner,
                               observers=self._observers, query_token=self._token,
-                              resume=resume, journal=keeper.journal if keeper else None)
-            if keeper is not None:  # a resumed run counts the replies it stored before
-                self._loop.turns, self._loop.usage = keeper.turns, keeper.usage
+                              resume=resume, journal=durable.journal, turns=durable.turns,
+                              usage=durable.usage)
             threading.Thread(target=self._loop, name="lattice-query", daemon=True).start()
             while True:
                 item = run.next_item()
@@ -171,8 +169,8 @@ class Query(Iterator[SDKMessage]):
                         stop_reason=last.get("stop_reason") if last else None,
                         num_turns=loop.turns,
                         duration_ms=int((time.monotonic() - self._started) * 1000))
-                    if self._keeper is not None:
-                        self._keeper.end(result)
+                    if self._durable is not None:
+                        self._durable.end(result)
         finally:
             try:
                 if self._observers is not None:
@@ -182,14 +180,15 @@ class Query(Iterator[SDKMessage]):
                 self._conversation.end(self._lock)
         return result
 
-    def _take_session(self) -> bool:
+    def _take_session(self, durable: DurableRun) -> bool:
         """The store's session lock, and the history caught up with the store (nothing to
         do without a store). False if the query ended while this Agent's own last write
-        was still landing: then it writes nothing, and the loop ends at its first check."""
+        was still landing: then it writes nothing, and the loop ends at its first check.
+        A durable run never runs without the lock (SPEC 21b: a store failure raises)."""
         conversation = self._conversation
         if conversation.history.home is None:
             return True
-        self._lock = conversation.hold_session(self._run)
+        self._lock = conversation.hold_session(self._run, strict=durable.run_id is not None)
         if self._lock is None:
             return False
         conversation.catch_up()
@@ -210,33 +209,32 @@ class Query(Iterator[SDKMessage]):
                               AbortSignal(), self._owner)
         return [c for c in calls if c.id in ids]
 
-    def _under_lock(self) -> Optional[Dict[str, Any]]:
-        """Durable runs, once the session is held: the run's record read again (returned if
-        the run ended meanwhile), other runs left running superseded (SPEC 21a)."""
-        keeper = self._keeper
-        if keeper is None:
+    def _approving(self) -> Optional[Dict[str, Any]]:
+        """The paused reply this query resumes with approvals (None: not such a query)."""
+        if self._approvals is None:
             return None
-        own = keeper.run_id
-        tail = pending_tail(self._conversation.history.messages)
-        if own is None and self._approvals is not None and tail is not None:
-            own = durable.approval_run_id(tail)  # approvals journal in a record of their own
-        return keeper.under_lock(own)
+        return pending_tail(self._conversation.history.messages)
+
+    def _replay(self, record: RunRecord) -> ResultMessage:
+        """An ended run's recorded result, again (SPEC 17)."""
+        return record.replay(self._settings.output, self._settings.tools, self._pending)
 
     def _begin(self) -> Optional[Dict[str, Any]]:
         """Put the prompt in the history; settle calls that wait for approval; continue a
         durable run left running."""
-        prompt, approvals, keeper = self._prompt, self._approvals, self._keeper
+        prompt, approvals, durable = self._prompt, self._approvals, self._durable
+        assert durable is not None
         history = self._conversation.history
-        if keeper is not None and keeper.record is not None and approvals is None:
-            return keeper.resume(self._settings, self._owner)
+        if durable.resumes and approvals is None:
+            return durable.resume(self._settings, self._owner)
         tail = pending_tail(history.messages)
         if approvals is not None:
             pending = self._check_approvals()  # again, under the session lock
             decisions: Dict[str, Any] = dict(approvals)
-            if keeper is not None and tail is not None:
+            if tail is not None:
                 calls = resolve_calls(tool_uses_of(tail["content"]), self._settings.tools,
                                       AbortSignal(), self._owner)
-                decisions = keeper.approve(tail, approvals, [
+                decisions = durable.approve(tail, approvals, [
                     c for c in calls if c.id not in {p.id for p in pending}])
             return {"reply": tail, "decisions": decisions, "prompt": prompt}
         if tail is not None:  # the user moved on: answer the pending calls first
@@ -245,11 +243,8 @@ class Query(Iterator[SDKMessage]):
             messages, _ = repair_history(history.messages)
             for message in messages[len(history.messages):]:
                 history.append(message)
-        message = {"role": "user", "content": prompt}
-        if keeper is not None and keeper.run_id is not None:
-            keeper.start(message)  # the run recorded before (or with) its prompt
-        else:
-            history.append(message)
+        # a durable run is recorded before (or with) its prompt
+        durable.start({"role": "user", "content": prompt})
         return None
 
     def _repair_tail(self, ending: Ending) -> Optional[Dict[str, Any]]:

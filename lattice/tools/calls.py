@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from ..cancellation import AbortSignal
 from ..messages import tool_result
@@ -69,7 +69,7 @@ class Hooks:
         self.after = after
 
 
-def settle(call: ToolCall, started: Dict[str, int]) -> Tuple[str, int]:
+def settle(call: ToolCall, started: Mapping[str, int]) -> Tuple[str, int]:
     """The call journal's rule for a call a stopped run left unanswered (SPEC 17), from
     ``started`` (``{tool_use_id: attempt}``, written before each handler ran):
 

@@ -7,7 +7,7 @@ waiting for approval, and never for a call that cannot run."""
 import pytest
 from durable_world import UNCERTAIN, World, record, reply, use
 
-from lattice import MemoryHistoryStore, Tool, ToolResult
+from lattice import HistoryStoreError, MemoryHistoryStore, Tool, ToolResult
 from lattice.testing import assert_well_formed
 
 
@@ -213,7 +213,11 @@ def test_refusals_given_with_approvals_stand_after_a_crash(run_id):
     store = DyingStore()
     agent, paid = two_payments(store)
     then = "and then tell me" if run_id else None
-    agent().prompt(then, approvals=DECISIONS, run_id=run_id)  # "dies" while p1 runs
+    if run_id is None:
+        agent().prompt(then, approvals=DECISIONS)  # "dies" while p1 runs
+    else:  # a run id is never answered from memory alone (SPEC 21b): the end cannot be
+        with pytest.raises(HistoryStoreError):  # recorded, so the query raises
+            agent().prompt(then, approvals=DECISIONS, run_id=run_id)
     assert paid == ["p1"] and store.messages[-1]["role"] == "assistant"
     store.dead = False  # a new process, the same store
     if run_id is None:  # another query takes the conversation over
@@ -239,7 +243,8 @@ def test_an_approval_run_stopped_after_its_results_stores_its_prompt_once():
     store = DiesAfterResults()
     agent, paid = two_payments(store)
     then = "and then tell me"
-    agent().prompt(then, approvals=DECISIONS, run_id="decided")
+    with pytest.raises(HistoryStoreError):  # the end cannot be recorded (SPEC 21b)
+        agent().prompt(then, approvals=DECISIONS, run_id="decided")
     assert store.messages[-1]["content"][0]["tool_use_id"] == "p1"
     store.dead = False
     assert agent().prompt(then, run_id="decided").subtype == "success"
@@ -261,17 +266,15 @@ class FailsFromTheFirstReply(DyingStore):
         return False
 
 
-def test_a_call_whose_start_cannot_be_journaled_runs_only_if_idempotent(caplog):
-    from lattice.tools.calls import NOT_RUN
-
+def test_a_call_whose_start_cannot_be_journaled_never_runs_with_a_run_id(caplog):
+    """With a run id the journal is written as if fail_on_error were on (SPEC 21b): a
+    lenient store that failed before a call's start could be recorded makes the query
+    raise, and no call runs unrecorded (not even an idempotent one: the run stays running
+    and the next call with its id resumes it)."""
     store = FailsFromTheFirstReply()
     world = World([reply(use("c1"), use("l1", "lookup", key="k"))])
-    result = world.agent(store).prompt("go", run_id="r")
-    assert result.subtype == "success"  # the query goes on, in memory (SPEC 10a)
-    assert [e[0] for e in world.effects] == ["lookup"]  # charge did not run unrecorded
-    history = world.requests[-1].messages
-    answered = {b["tool_use_id"]: b["content"] for m in history
-                if isinstance(m["content"], list) for b in m["content"]
-                if b.get("type") == "tool_result"}
-    assert answered["c1"] == NOT_RUN["unjournaled"] and answered["l1"] == "value k"
-    assert "history store" in caplog.text
+    with pytest.raises(HistoryStoreError, match="save_run"):
+        world.agent(store).prompt("go", run_id="r")
+    assert world.effects == []
+    assert store.load_run("r")["state"] == "running"
+    assert "history store append failed" in caplog.text
