@@ -30,22 +30,21 @@ import threading
 from functools import partial
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
-from .calls import ToolCall
 from .cancellation import AbortSignal
-from .endings import Ending
 from .errors import AbortError, ConcurrentQueryError
 from .messages import ResultMessage, text_of
-from .settings import check_bool
+from .options import check_bool
+from .query.endings import Ending
 from .stores.derived import derived_store
-from .tools import Tool, ToolContext, ToolResult, to_jsonable
+from .tools.definition import Tool, ToolCall, ToolContext, ToolResult, to_jsonable
 
 # The child Agent: never imported here (agent.py imports this module), only used.
 Agent = Any
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .model_call import ModelCaller
-    from .observe import ObserverGroup
-    from .race import QueryRun
+    from .observe.observer import ObserverGroup
+    from .query.model_call import ModelCaller
+    from .query.race import QueryRun
 
 __all__ = ["SubagentTool", "Parentage", "CycleError", "make_tool", "PROMPT_SCHEMA", "OUTPUTS"]
 
@@ -242,9 +241,7 @@ def _template(agent: Any) -> Any:
 
 
 def _records_runs(agent: Agent) -> bool:
-    from .stores.runs import records_runs
-
-    return records_runs(agent._conversation.history.home)
+    return bool(agent._conversation.history.caps.records_runs)
 
 
 def _relay(signal: AbortSignal, run: QueryRun, loop: Any) -> None:

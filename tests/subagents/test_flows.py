@@ -219,7 +219,7 @@ def test_the_childs_invoke_agent_span_is_a_child_of_the_parents_execute_tool_spa
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-    from lattice.tracing import OtelObserver
+    from lattice.observe.tracing import OtelObserver
 
     exporter = InMemorySpanExporter()
     provider = sdk_trace.TracerProvider()
