@@ -179,3 +179,40 @@ def test_a_follower_sees_a_pause_without_a_rewrite():
     items = list(follow(store, run_id="job", wait_s=0))
     assert [m.type for m in items] == ["user", "assistant", "result"]
     assert items[-1].subtype == "awaiting_approval"
+
+
+def test_a_finished_sibling_subagent_is_not_run_again_and_a_child_may_pause_twice():
+    world = World()
+    asked = []
+
+    def twice(request):  # pays twice, one approval each time
+        last = request.messages[-1]["content"]
+        paid = sum(1 for m in request.messages if m["role"] == "assistant")
+        if isinstance(last, str) or paid < 2:
+            return reply(tool_use("pay", {"amount": paid + 1}, id=f"c{paid + 1}"))
+        return "paid twice"
+
+    def quick(request):
+        asked.append(1)
+        return "quick answer"
+
+    payer = Agent(model="c", name="payer", system="Pays.", tools=[world.pay_tool()],
+                  model_client=FunctionModelClient(twice))
+    helper = Agent(model="h", name="helper", system="Helps.",
+                   model_client=FunctionModelClient(quick))
+    parent = Agent(model="p", parallel_tool_calls=True,
+                   tools=[payer.as_tool(), helper.as_tool()],
+                   model_client=FunctionModelClient(
+                       lambda r: reply(delegate(), delegate("helper", id="h1")) if isinstance(
+                           r.messages[-1]["content"], str) else "both done"))
+    first = parent.prompt("go")
+    assert [c.path for c in first.pending_approvals] == [["d1", "c1"]]
+    second = parent.prompt(approvals={"c1": True})
+    assert second.subtype == "awaiting_approval"
+    assert [c.path for c in second.pending_approvals] == [["d1", "c2"]]
+    third = parent.prompt(approvals={"c2": True})
+    assert third.result == "both done"
+    assert world.paid == [1, 2] and len(asked) == 1
+    results = {b["tool_use_id"]: b["content"] for b in parent.get_history()[2]["content"]}
+    assert results == {"d1": "paid twice", "h1": "quick answer"}
+    assert_well_formed(parent.get_history(), strict=True)
