@@ -18,9 +18,12 @@ def token_count(value: Any) -> int:
 
 @dataclass
 class Usage:
-    """Token counts; 0 means "not reported". ``by_model`` splits a query's usage by the
-    model each reply reports (else the request's model), subagents' included (SPEC 22);
-    it takes no part in ``==`` and ``to_dict()``: the counts are the usage."""
+    """Token counts; 0 means "not reported".
+
+    ``by_model`` splits them by model (model id -> ``Usage``): keyed by the model each
+    reply reports, else the request's (SPEC 22/25a); sums keep the split. It is left out
+    of ``==`` and ``to_dict()`` (totals compare as before).
+    """
 
     input_tokens: int = 0
     output_tokens: int = 0
@@ -60,15 +63,18 @@ class Usage:
                       self.output_tokens + other.output_tokens,
                       self.cache_creation_input_tokens + other.cache_creation_input_tokens,
                       self.cache_read_input_tokens + other.cache_read_input_tokens)
-        if self.by_model or other.by_model:  # (most sums are of one reply's usage: none)
-            split = dict(self.by_model)
-            for model, usage in other.by_model.items():
-                split[model] = split[model] + usage if model in split else usage
-            total.by_model = split
+        if other.by_model:
+            merged = dict(self.by_model)
+            for model, part in other.by_model.items():
+                have = merged.get(model)
+                merged[model] = part if have is None else have + part
+            total.by_model = merged
+        elif self.by_model:
+            total.by_model = dict(self.by_model)
         return total
 
-    def counted_as(self, model: Optional[str]) -> Usage:
-        """This usage (one reply's, without a split) split as all ``model``'s."""
+    def of_model(self, model: Optional[str]) -> Usage:
+        """These totals, split as all ``model``'s (a reply's usage; no model: no split)."""
         if model:
             self.by_model = {model: Usage(self.input_tokens, self.output_tokens,
                                           self.cache_creation_input_tokens,

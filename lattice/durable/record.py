@@ -302,7 +302,7 @@ def totals(messages: List[Dict[str, Any]], index: int, model: Optional[str] = No
     for message in messages[index + 1:]:
         if message.get("role") == "assistant":
             turns += 1
-            usage += Usage.from_dict(message.get("usage")).counted_as(
+            usage += Usage.from_dict(message.get("usage")).of_model(
                 message.get("model") or model)
         if "subagent_usage" in message:
             usage += Usage.from_dict(message.get("subagent_usage"))

@@ -34,9 +34,9 @@ def test_the_new_names_exist():
 
 
 def test_by_model_adds_up_and_takes_no_part_in_equality():
-    a = Usage(1, 2).counted_as("m1")
-    b = Usage(3, 4).counted_as("m2")
-    c = Usage(5, 6).counted_as("m1")
+    a = Usage(1, 2).of_model("m1")
+    b = Usage(3, 4).of_model("m2")
+    c = Usage(5, 6).of_model("m1")
     total = a + b + c
     assert total == Usage(9, 12)
     assert total.by_model == {"m1": Usage(6, 8), "m2": Usage(3, 4)}
