@@ -11,7 +11,8 @@ candidate. ``GeminiReply.feed(chunk)`` takes them in order; ``message()`` builds
   display), ``functionCall`` parts ``tool_use`` blocks (the model's ``id``, else one made
   from the response id and the part's index, never sent back as ``id``).
 * ``gemini_parts`` (``gemini_wire.py`` says how it goes back): kept when a part carries
-  what the blocks do not (a signature, a thought, a made-up call id, code execution).
+  what the blocks do not (a signature, a thought, code execution) and whenever the reply
+  has a function call (whether its id was the model's; its turn is not foreign history).
 * ``stop_reason``: ``STOP`` -> ``end_turn`` (``tool_use`` with calls), ``MAX_TOKENS`` ->
   ``max_tokens``, the safety family and a blocked prompt -> ``refusal`` with a text saying
   why, ``MALFORMED_FUNCTION_CALL``/``UNEXPECTED_TOOL_CALL`` without a call to answer ->
@@ -197,7 +198,7 @@ def _content(parts: List[Dict[str, Any]], response_id: Optional[str]
             if given:
                 entry["id"] = given
             kept.append(entry)
-            needed = needed or bool(signed) or not given
+            needed = True  # its id (given or not) and signature: never "foreign" history
         elif part.keys() == {"text"}:
             continue  # an empty text: nothing to show or send back
         else:  # code execution, server tool calls, media, an empty signed text
