@@ -142,7 +142,9 @@ def gemini_view(body: Mapping[str, Any], model: str) -> Dict[str, Any]:
             elif isinstance(part.get("text"), str) and not part.get("thought"):
                 blocks.append({"type": "text", "text": part["text"]})
         role = "assistant" if content.get("role") == "model" else "user"
-        messages.append({"role": role, "content": blocks})
+        text_only = role == "user" and blocks and all(b["type"] == "text" for b in blocks)
+        messages.append({"role": role, "content": "".join(b["text"] for b in blocks)
+                         if text_only else blocks})
     system = get(body, "systemInstruction")
     tools = [{"name": d.get("name"), "description": d.get("description", ""),
               "input_schema": get(d, "parametersJsonSchema") or d.get("parameters") or {}}

@@ -282,3 +282,11 @@ def test_vertex_token_provider_is_asked_again_after_a_401() -> None:
         reply = client.create(ModelRequest(model="gemini-2.5-flash", messages=[
             {"role": "user", "content": "hi"}]))
         assert reply["content"][0]["text"] == "ok"
+
+
+def test_otel_provider_names() -> None:
+    from lattice.tracing_content import provider_name
+
+    assert provider_name(GeminiClient(api_key=KEY)) == "gcp.gemini"
+    assert provider_name(VertexGeminiClient(project_id="p", access_token=TOKEN)) == \
+        "gcp.vertex_ai"
