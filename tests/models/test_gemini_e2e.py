@@ -290,3 +290,20 @@ def test_otel_provider_names() -> None:
     assert provider_name(GeminiClient(api_key=KEY)) == "gcp.gemini"
     assert provider_name(VertexGeminiClient(project_id="p", access_token=TOKEN)) == \
         "gcp.vertex_ai"
+
+
+def test_signatures_survive_a_store(tmp_path: Any) -> None:
+    path = str(tmp_path / "conversation.jsonl")
+    pending = {"content": [{"type": "tool_use", "name": "add", "input": {"a": 1, "b": 2}}]}
+    with MockMessagesServer([pending, "3.", "Still 3."]) as server:
+        def agent() -> Agent:
+            return Agent(model=MODEL, tools=[add],
+                         model_client=GeminiClient(api_key=KEY, base_url=server.base_url),
+                         history_store=lattice.create_jsonl_history_store(path))
+
+        agent().prompt("1+2?")
+        # a new Agent, loaded from disk: the mock's gemini-3 check passes only if the
+        # stored signature goes back with the call
+        assert agent().prompt("Sure?").result == "Still 3."
+        call = server.requests[-1]["contents"][1]["parts"][0]
+        assert call["thoughtSignature"] != "skip_thought_signature_validator"
