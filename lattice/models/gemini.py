@@ -22,7 +22,7 @@ from .codec import EventCallback
 from .entries import dump
 from .gemini_reply import GeminiReply, reply_from_gemini
 from .gemini_status import gemini_error
-from .gemini_wire import count_body, gemini_body
+from .gemini_wire import count_body, gemini_request
 from .options import check_secret, resolve_base_url, secret_from_env
 from .retry import RetryPolicy
 from .sse import json_scanner, load_data, sse_events
@@ -96,10 +96,10 @@ class _GeminiBase(HTTPModelClient):
     def create(self, request: ModelRequest) -> ReplyDict:
         """Send one request; return the assistant dict (nothing partial)."""
         request.signal.throw_if_aborted()
-        body = gemini_body(request)
+        body = gemini_request(request, self._entries)
         url = self._model_url(request.model or "", "streamGenerateContent?alt=sse"
                               if self.stream else "generateContent")
-        return self._send(request, dump(body), self.stream, url=url)
+        return self._send(request, body, self.stream, url=url)
 
     def count_tokens(self, request: ModelRequest) -> int:
         """The input tokens ``request`` would use (``:countTokens``; nothing generated)."""

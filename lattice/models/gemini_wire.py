@@ -28,8 +28,10 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from .base import ModelRequest
 from .chat_wire import system_text
+from .entries import MARK, EntryBytes, dump
 
-__all__ = ["PARTS_KEY", "PLACEHOLDER_SIGNATURE", "gemini_body", "gemini_contents",
+__all__ = ["PARTS_KEY", "PLACEHOLDER_SIGNATURE", "gemini_request", "gemini_body",
+           "gemini_contents",
            "gemini_tools", "count_body"]
 
 PARTS_KEY = "gemini_parts"
@@ -39,15 +41,45 @@ _STUB_KEYS = ("part", "call", "id")  # a stub's own keys, not sent on the part
 Calls = Dict[str, Tuple[Any, Optional[str]]]  # tool_use id -> (name, the model's id or None)
 
 
-def gemini_body(request: ModelRequest) -> Dict[str, Any]:
-    """The JSON body of ``request`` (the model is in the URL, not the body).
+def gemini_request(request: ModelRequest, entries: Optional[EntryBytes] = None) -> bytes:
+    """The JSON body of ``request``; with ``entries`` (the client's), each history
+    message's ``contents`` bytes are encoded once and joined in (``entries.py``)."""
+    if entries is None or type(request.messages) is not list:
+        return dump(gemini_body(request))
+    messages = request.messages
+    calls: Calls = {}
+    found: List[bool] = []
+
+    def translate(message: Dict[str, Any]) -> List[Dict[str, Any]]:
+        if message.get("role") != "assistant" and not found and _answers_unseen(
+                message, calls):  # a result whose call was encoded earlier: look it up
+            found.append(True)
+            for earlier in messages:
+                if earlier.get("role") == "assistant":
+                    _model_parts(earlier, calls)
+        return _contents(message, calls)
+
+    return entries.dump(gemini_body(request, contents=MARK), "contents", messages, translate)
+
+
+def _answers_unseen(message: Dict[str, Any], calls: Calls) -> bool:
+    content = message.get("content")
+    return isinstance(content, list) and any(
+        isinstance(b, dict) and b.get("type") == "tool_result"
+        and b.get("tool_use_id") not in calls for b in content)
+
+
+def gemini_body(request: ModelRequest, *, contents: Any = None) -> Dict[str, Any]:
+    """The JSON body of ``request`` as a dict (the model is in the URL, not the body);
+    ``contents`` stands in for the translated history when given.
 
     ``request.extra`` is merged in: its ``generationConfig`` keys join ours (theirs win),
     its ``tools`` (built-in tools such as ``{"googleSearch": {}}``) follow ours, anything
     else replaces ours."""
     if not request.model:
         raise ValueError("GeminiClient needs ModelRequest.model (the model name)")
-    body: Dict[str, Any] = {"contents": gemini_contents(request.messages)}
+    body: Dict[str, Any] = {"contents": gemini_contents(request.messages)
+                            if contents is None else contents}
     system = system_text(request.system) if request.system is not None else ""
     if system:
         body["systemInstruction"] = {"parts": [{"text": system}]}
@@ -95,17 +127,16 @@ def gemini_contents(messages: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
     """The history as ``contents``; a message with nothing to send is left out (the API
     refuses a content without parts)."""
     calls: Calls = {}
-    out = []
-    for message in messages:
-        if message.get("role") == "assistant":
-            parts = _model_parts(message, calls)
-            role = "model"
-        else:
-            parts = _user_parts(message.get("content"), calls)
-            role = "user"
-        if parts:
-            out.append({"role": role, "parts": parts})
-    return out
+    return [content for message in messages for content in _contents(message, calls)]
+
+
+def _contents(message: Dict[str, Any], calls: Calls) -> List[Dict[str, Any]]:
+    """One history message as ``contents`` items (none when it has nothing to send)."""
+    if message.get("role") == "assistant":
+        parts, role = _model_parts(message, calls), "model"
+    else:
+        parts, role = _user_parts(message.get("content"), calls), "user"
+    return [{"role": role, "parts": parts}] if parts else []
 
 
 # -- model turns ---------------------------------------------------------------------------

@@ -309,7 +309,7 @@ def expected(chunks: List[Dict[str, Any]]) -> Dict[str, Any]:
         usage.update(chunk.get("usageMetadata") or {})
         if (chunk.get("promptFeedback") or {}).get("blockReason"):
             blocked = chunk["promptFeedback"]["blockReason"]
-        for candidate in chunk.get("candidates") or ()[:1]:
+        for candidate in (chunk.get("candidates") or [])[:1]:
             reason = candidate.get("finishReason")
             finish = _FINISH[reason] if isinstance(reason, int) else reason or finish
             message = candidate.get("finishMessage") or message

@@ -228,3 +228,26 @@ def test_vertex_urls_and_versions(monkeypatch: Any) -> None:
     with pytest.raises(ValueError, match="project_id"):
         monkeypatch.delenv("GOOGLE_CLOUD_PROJECT", raising=False)
         VertexGeminiClient(access_token="ya29.abcdefgh")
+
+
+def test_encoded_once_bodies_equal_whole_bodies() -> None:
+    from lattice.models.entries import EntryBytes, dump
+    from lattice.models.gemini_wire import gemini_request
+
+    entries = EntryBytes()
+    history: List[Dict[str, Any]] = [{"role": "user", "content": "go"}]
+    for turn in range(4):
+        reply = reply_from_gemini(_chunk([{"text": f"step {turn}"}, {"functionCall": {
+            "name": "f", "args": {"n": turn}}, "thoughtSignature": "c2ln"}],
+            finishReason="STOP", responseId=f"r{turn}"))
+        history = history + [reply, {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": reply["content"][1]["id"],
+             "content": str(turn)}]}]
+        request = ModelRequest(model="m", messages=history)
+        assert gemini_request(request, entries) == dump(gemini_body(request))
+        # the last message a copy (a hook's), its call encoded in an earlier request
+        copied = history[:-1] + [json.loads(json.dumps(history[-1]))]
+        request = ModelRequest(model="m", messages=copied)
+        sent = gemini_request(request, entries)
+        assert sent == dump(gemini_body(request))
+        assert b'"name":"f"' in sent and b"unknown_tool" not in sent
