@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Mapping, 
 
 from ..errors import APIConnectionError, APIStatusError
 from .base import ModelRequest, ReplyDict
-from .body import DEFAULT_MAX_RESPONSE_BYTES
+from .body import DEFAULT_MAX_RESPONSE_BYTES, too_large
 from .client import HTTPModelClient
 from .codec import EventCallback
 from .entries import dump
@@ -46,7 +46,11 @@ def parse_gemini_stream(chunks: Iterator[bytes], on_event: Optional[EventCallbac
     ``finishReason`` (or a blocked prompt's feedback) was cut: ``APIConnectionError``."""
     reply = GeminiReply()
     scan = json_scanner()
+    total = 0  # the reply is bounded as a whole, not only each event (SPEC 21b)
     for sse in sse_events(chunks, limit):
+        total += len(sse.data)
+        if total > limit:
+            raise too_large("the streamed reply", limit)
         chunk = load_data(sse, scan)
         if chunk is None:
             continue

@@ -128,6 +128,8 @@ class GeminiReply:
         if too_deep(self.parts, MAX_DEPTH - 3):
             raise APIConnectionError(f"the reply's parts are nested deeper than {MAX_DEPTH} "
                                      "levels; refused")
+        if not self.parts and self.finish is None and self.blocked is None:
+            raise APIConnectionError("the reply had no content")  # a gateway's {}
         content, kept, needed = _content(self.parts, self.response_id)
         calls = any(b["type"] == "tool_use" for b in content)
         finish = self.finish

@@ -251,3 +251,12 @@ def test_encoded_once_bodies_equal_whole_bodies() -> None:
         sent = gemini_request(request, entries)
         assert sent == dump(gemini_body(request))
         assert b'"name":"f"' in sent and b"unknown_tool" not in sent
+
+
+def test_an_empty_reply_is_an_error_and_a_stream_is_bounded_as_a_whole() -> None:
+    with pytest.raises(APIConnectionError, match="no content"):
+        reply_from_gemini({})
+    events = "".join(f"data: {json.dumps(_chunk([{'text': 'x' * 300}]))}\r\n\r\n"
+                     for _ in range(10))
+    with pytest.raises(APIConnectionError, match="max_response_bytes"):
+        parse_gemini_stream(iter([events.encode()]), limit=1000)
