@@ -19,10 +19,10 @@ from .base import ModelRequest, ReplyDict
 from .body import DEFAULT_MAX_RESPONSE_BYTES, too_large
 from .client import HTTPModelClient
 from .codec import EventCallback
-from .entries import dump
+from .entries import EntryBytes, dump
 from .gemini_reply import GeminiReply, reply_from_gemini
 from .gemini_status import gemini_error
-from .gemini_wire import count_body, gemini_request
+from .gemini_wire import count_body, gemini_request, nests_media
 from .options import check_secret, resolve_base_url, secret_from_env
 from .retry import RetryPolicy
 from .sse import json_scanner, load_data, sse_events
@@ -100,10 +100,19 @@ class _GeminiBase(HTTPModelClient):
     def create(self, request: ModelRequest) -> ReplyDict:
         """Send one request; return the assistant dict (nothing partial)."""
         request.signal.throw_if_aborted()
-        body = gemini_request(request, self._entries)
+        body = gemini_request(request, self._entries if nests_media(request.model)
+                              else self._entries_older)
         url = self._model_url(request.model or "", "streamGenerateContent?alt=sse"
                               if self.stream else "generateContent")
         return self._send(request, body, self.stream, url=url)
+
+    @property
+    def _entries_older(self) -> EntryBytes:
+        """The encoded entries for models before Gemini 3 (a tool's images go apart)."""
+        entries = self.__dict__.get("_older_entry_bytes")
+        if entries is None:  # setdefault: two threads' first requests keep one
+            entries = self.__dict__.setdefault("_older_entry_bytes", EntryBytes())
+        return entries  # type: ignore[no-any-return]
 
     def count_tokens(self, request: ModelRequest) -> int:
         """The input tokens ``request`` would use (``:countTokens``; nothing generated)."""

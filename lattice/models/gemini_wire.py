@@ -49,6 +49,7 @@ def gemini_request(request: ModelRequest, entries: Optional[EntryBytes] = None) 
     messages = request.messages
     calls: Calls = {}
     found: List[bool] = []
+    nested = nests_media(request.model)
 
     def translate(message: Dict[str, Any]) -> List[Dict[str, Any]]:
         if message.get("role") != "assistant" and not found and _answers_unseen(
@@ -57,7 +58,7 @@ def gemini_request(request: ModelRequest, entries: Optional[EntryBytes] = None) 
             for earlier in messages:
                 if earlier.get("role") == "assistant":
                     _model_parts(earlier, calls)
-        return _contents(message, calls)
+        return _contents(message, calls, nested)
 
     return entries.dump(gemini_body(request, contents=MARK), "contents", messages, translate)
 
@@ -78,8 +79,9 @@ def gemini_body(request: ModelRequest, *, contents: Any = None) -> Dict[str, Any
     else replaces ours."""
     if not request.model:
         raise ValueError("GeminiClient needs ModelRequest.model (the model name)")
-    body: Dict[str, Any] = {"contents": gemini_contents(request.messages)
-                            if contents is None else contents}
+    body: Dict[str, Any] = {"contents": gemini_contents(
+        request.messages, nested_media=nests_media(request.model))
+        if contents is None else contents}
     system = system_text(request.system) if request.system is not None else ""
     if system:
         body["systemInstruction"] = {"parts": [{"text": system}]}
@@ -123,19 +125,29 @@ def gemini_tools(tools: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
     return [{"functionDeclarations": declarations}]
 
 
-def gemini_contents(messages: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+def nests_media(model: Any) -> bool:
+    """Whether ``model`` reads images a tool returned inside its ``functionResponse``
+    (``parts``: Gemini 3); older models get them as parts of their own after the results."""
+    name = str(model or "")
+    return name.startswith("gemini-3") or name.startswith("models/gemini-3")
+
+
+def gemini_contents(messages: List[Dict[str, Any]], *, nested_media: bool = True
+                    ) -> List[Dict[str, Any]]:
     """The history as ``contents``; a message with nothing to send is left out (the API
     refuses a content without parts)."""
     calls: Calls = {}
-    return [content for message in messages for content in _contents(message, calls)]
+    return [content for message in messages
+            for content in _contents(message, calls, nested_media)]
 
 
-def _contents(message: Dict[str, Any], calls: Calls) -> List[Dict[str, Any]]:
+def _contents(message: Dict[str, Any], calls: Calls, nested: bool = True
+              ) -> List[Dict[str, Any]]:
     """One history message as ``contents`` items (none when it has nothing to send)."""
     if message.get("role") == "assistant":
         parts, role = _model_parts(message, calls), "model"
     else:
-        parts, role = _user_parts(message.get("content"), calls), "user"
+        parts, role = _user_parts(message.get("content"), calls, nested), "user"
     return [{"role": role, "parts": parts}] if parts else []
 
 
@@ -201,23 +213,30 @@ def _call(block: Dict[str, Any], given: Optional[str], calls: Calls) -> Dict[str
 # -- user turns ----------------------------------------------------------------------------
 
 
-def _user_parts(content: Any, calls: Calls) -> List[Dict[str, Any]]:
+def _user_parts(content: Any, calls: Calls, nested: bool) -> List[Dict[str, Any]]:
     if isinstance(content, str):
         return [{"text": content}] if content else []
     out = []
+    after: List[Dict[str, Any]] = []  # tool results' media, for a model that cannot nest it
     for block in content or ():
         if not isinstance(block, dict):
             continue
         if block.get("type") == "tool_result":
-            out.append(_function_response(block, calls))
+            response, media = _function_response(block, calls)
+            if media and nested:
+                response["functionResponse"]["parts"] = media
+            elif media:
+                after += media
+            out.append(response)
         else:
             part = _part(block)
             if part is not None:
                 out.append(part)
-    return out
+    return out + after
 
 
-def _function_response(block: Dict[str, Any], calls: Calls) -> Dict[str, Any]:
+def _function_response(block: Dict[str, Any], calls: Calls
+                       ) -> Tuple[Dict[str, Any], List[Dict[str, Any]]]:
     name, given = calls.get(block.get("tool_use_id"), (None, None))  # type: ignore[arg-type]
     content = block.get("content")
     texts: List[str] = []
@@ -241,9 +260,7 @@ def _function_response(block: Dict[str, Any], calls: Calls) -> Dict[str, Any]:
                                 "response": {key: "\n".join(texts)}}
     if given:
         response["id"] = given
-    if media:  # images a tool returned (Gemini 3 reads them with the result)
-        response["parts"] = media
-    return {"functionResponse": response}
+    return {"functionResponse": response}, media
 
 
 def _part(block: Dict[str, Any]) -> Optional[Dict[str, Any]]:

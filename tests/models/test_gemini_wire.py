@@ -260,3 +260,24 @@ def test_an_empty_reply_is_an_error_and_a_stream_is_bounded_as_a_whole() -> None
                      for _ in range(10))
     with pytest.raises(APIConnectionError, match="max_response_bytes"):
         parse_gemini_stream(iter([events.encode()]), limit=1000)
+
+
+@pytest.mark.parametrize("model,nested", [("gemini-3-pro-preview", True),
+                                          ("gemini-2.5-flash", False)])
+def test_a_tools_images_go_in_the_result_for_gemini_3_else_after_it(model: str,
+                                                                     nested: bool) -> None:
+    image = {"type": "image", "source": {"type": "base64", "media_type": "image/png",
+                                         "data": "iVBO"}}
+    history = [{"role": "user", "content": "look"},
+               {"role": "assistant", "content": [{"type": "tool_use", "id": "t1",
+                                                  "name": "shot", "input": {}}]},
+               {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1",
+                                             "content": [{"type": "text", "text": "here"},
+                                                         image]}]}]
+    parts = gemini_body(ModelRequest(model=model, messages=history))["contents"][2]["parts"]
+    inline = {"inlineData": {"mimeType": "image/png", "data": "iVBO"}}
+    response = {"name": "shot", "response": {"result": "here"}}
+    if nested:
+        assert parts == [{"functionResponse": {**response, "parts": [inline]}}]
+    else:
+        assert parts == [{"functionResponse": response}, inline]
