@@ -103,7 +103,7 @@ def missing_credentials(provider: str) -> Optional[str]:
 
 
 def _missing_gemini(provider: str) -> Optional[str]:
-    from .models.vertex import _has_google_auth
+    from ..models.vertex import _has_google_auth
 
     if provider == "gemini":
         found = any(os.environ.get(n, "").strip() for n in ("GEMINI_API_KEY", "GOOGLE_API_KEY"))
@@ -116,7 +116,7 @@ def _missing_gemini(provider: str) -> Optional[str]:
 
 
 def _gemini_client(provider: str, base_url: Optional[str], mock: bool) -> Any:
-    from .models.gemini import GeminiClient, VertexGeminiClient
+    from ..models.gemini import GeminiClient, VertexGeminiClient
 
     if provider == "gemini":
         return GeminiClient(base_url=base_url, api_key="offline-mock-key" if mock else None)

@@ -285,7 +285,7 @@ def test_vertex_token_provider_is_asked_again_after_a_401() -> None:
 
 
 def test_otel_provider_names() -> None:
-    from lattice.tracing_content import provider_name
+    from lattice.observe.genai import provider_name
 
     assert provider_name(GeminiClient(api_key=KEY)) == "gcp.gemini"
     assert provider_name(VertexGeminiClient(project_id="p", access_token=TOKEN)) == \
