@@ -18,6 +18,12 @@ block ``{"part": "functionCall", "call": <block id>, "id": <the model's id, if a
 a part sent back exactly as it came. An assistant message without ``gemini_parts`` came
 from another provider: its first function call gets the placeholder signature Google
 documents for such history (``skip_thought_signature_validator``).
+
+A tool's images go inside its ``functionResponse`` (``parts``) for Gemini 3 and as parts
+after the results for older models. ``gemini_request`` encodes each history message's
+``contents`` once (``entries.py``): a message's translation depends on nothing but the
+calls before it, whose names a result looks up (scanning the history when its call was
+encoded in an earlier request).
 """
 
 from __future__ import annotations
