@@ -307,3 +307,19 @@ def test_signatures_survive_a_store(tmp_path: Any) -> None:
         assert agent().prompt("Sure?").result == "Still 3."
         call = server.requests[-1]["contents"][1]["parts"][0]
         assert call["thoughtSignature"] != "skip_thought_signature_validator"
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_timeout_and_abort_while_waiting_for_a_json_reply(kind: str) -> None:
+    with MockMessagesServer([MockMessagesServer.hang(), MockMessagesServer.hang()]) as server:
+        client = _client(kind, server, stream=False, max_retries=0)
+        started = time.monotonic()
+        with pytest.raises(RequestTimeoutError):
+            client.create(ModelRequest(model=MODEL, timeout_ms=300, messages=[
+                {"role": "user", "content": "hang"}]))
+        controller = AbortController()
+        threading.Timer(0.3, controller.abort).start()
+        result = Agent(model=MODEL, model_client=client).prompt("hang",
+                                                                signal=controller.signal)
+        assert result.subtype == "error_abort"
+        assert time.monotonic() - started < 10
