@@ -5,8 +5,9 @@ events or the items of one JSON array), each carrying the next parts of the firs
 candidate. ``GeminiReply.feed(chunk)`` takes them in order; ``message()`` builds the reply:
 
 * parts: a chunk's first text part continues the previous chunk's last one when both are
-  plain text of the same kind (thought or not) and the earlier carries no signature, so a
-  streamed text is one part, as a whole reply has it; any other part is kept as it came.
+  plain text of the same kind (thought or not) and not both carry a signature (Google
+  sends a text's signature on its first or on its last piece), so a streamed text is one
+  part with its signature, as a whole reply has it; any other part is kept as it came.
 * content: text parts are text blocks, ``thought: true`` parts a ``thinking`` block (for
   display), ``functionCall`` parts ``tool_use`` blocks (the model's ``id``, else one made
   from the response id and the part's index, never sent back as ``id``).
@@ -162,7 +163,8 @@ class GeminiReply:
 
 def _continues(last: Dict[str, Any], part: Dict[str, Any]) -> bool:
     """``part`` (a chunk's first) is the rest of ``last`` (the previous chunk's last)."""
-    return ("text" in part and "text" in last and "thoughtSignature" not in last
+    return ("text" in part and "text" in last
+            and not ("thoughtSignature" in last and "thoughtSignature" in part)
             and part.keys() <= _TEXT_KEYS and last.keys() <= _TEXT_KEYS
             and bool(part.get("thought")) == bool(last.get("thought")))
 

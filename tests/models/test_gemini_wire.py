@@ -281,3 +281,14 @@ def test_a_tools_images_go_in_the_result_for_gemini_3_else_after_it(model: str,
         assert parts == [{"functionResponse": {**response, "parts": [inline]}}]
     else:
         assert parts == [{"functionResponse": response}, inline]
+
+
+def test_a_signature_on_the_first_piece_of_a_streamed_text_stays_on_the_whole_text() -> None:
+    reply = reply_from_gemini([_chunk([{"text": "Hel", "thoughtSignature": "c2ln"}]),
+                               _chunk([{"text": "lo"}]),
+                               _chunk([{"text": "", "thoughtSignature": "bW9yZQ=="}],
+                                      finishReason="STOP")])
+    assert reply["content"] == [{"type": "text", "text": "Hello"}]
+    assert gemini_contents([reply])[0]["parts"] == [
+        {"text": "Hello", "thoughtSignature": "c2ln"},
+        {"text": "", "thoughtSignature": "bW9yZQ=="}]
