@@ -107,7 +107,8 @@ def gemini_problem(body: Any, model: str, issued: Set[str]) -> Optional[Problem]
         found = _content(system, "system_instruction", system=True)
         if found is not None:
             return found
-    for n, tool in enumerate(_get(body, "tools") or ()):
+    tools = _get(body, "tools")
+    for n, tool in enumerate([tools] if isinstance(tools, dict) else tools or ()):
         found = _unknown(tool, _TOOL, f"tools[{n}]")
         for m, declaration in enumerate(_get(tool, "functionDeclarations") or ()
                                         if found is None else ()):

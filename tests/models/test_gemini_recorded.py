@@ -479,3 +479,30 @@ def test_replay_counts() -> None:
     print(f"\nGemini replay: {len(cases) - sum(skipped.values())} covered, skipped: "
           f"{dict(skipped)}")
     assert sum(skipped.values()) <= len(cases) // 5
+
+
+def _signatures(value: Any) -> Any:
+    if isinstance(value, dict):
+        found = {value[k] for k in ("thoughtSignature", "thought_signature") if k in value}
+        return found.union(*(_signatures(v) for v in value.values()))
+    if isinstance(value, list):
+        return set().union(*(_signatures(v) for v in value))
+    return set()
+
+
+def test_the_mock_accepts_what_google_accepted_and_refuses_what_it_refused() -> None:
+    """The mock's checks against real traffic: every request Google answered is accepted
+    (its signatures counted as issued), and the invalid role refused in Google's words."""
+    from lattice.testing._mock_gemini_checks import gemini_problem
+
+    cases = [p.values[0] for p in CASES if isinstance(p.values[0], Case)]
+    if not cases:
+        pytest.skip("../shared data absent")
+    for case in cases:
+        recorded, response = case.interaction["request"], case.interaction["response"]
+        model = re.search(r"/models/([^/:]+):", recorded["url"]).group(1)  # type: ignore
+        problem = gemini_problem(recorded["body"], model, _signatures(recorded["body"]))
+        if response["status"] == 200:
+            assert problem is None, (case.name, problem)
+        elif "valid role" in response["body"]["error"]["message"]:
+            assert problem is not None and problem[1] == response["body"]["error"]["message"]
