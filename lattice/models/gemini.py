@@ -188,7 +188,8 @@ class VertexGeminiClient(VertexCredentials, _GeminiBase):
         access_token, token_provider: as ``AnthropicVertexClient`` (without either,
             Google application-default credentials through ``google-auth``).
         api_version: ``"v1"`` (default) or ``"v1beta1"``.
-        base_url: default ``https://{region}-aiplatform.googleapis.com``.
+        base_url: default ``VERTEX_GEMINI_BASE_URL``, else
+            ``https://{region}-aiplatform.googleapis.com``; with or without the version.
         stream, max_retries, default_headers, session, timeout_ms, retry_policy,
             max_response_bytes: as ``GeminiClient``.
     """
