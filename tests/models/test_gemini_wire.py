@@ -292,3 +292,14 @@ def test_a_signature_on_the_first_piece_of_a_streamed_text_stays_on_the_whole_te
     assert gemini_contents([reply])[0]["parts"] == [
         {"text": "Hello", "thoughtSignature": "c2ln"},
         {"text": "", "thoughtSignature": "bW9yZQ=="}]
+
+
+def test_vertex_without_credentials_says_what_to_install(monkeypatch: Any) -> None:
+    import lattice.models.vertex as vertex
+
+    monkeypatch.setattr(vertex, "_has_google_auth", lambda: False)
+    with pytest.raises(ValueError, match="VertexGeminiClient needs access_token=.*google-auth"):
+        VertexGeminiClient(project_id="p")
+    with pytest.raises(ValueError, match="not both"):
+        VertexGeminiClient(project_id="p", access_token="ya29.abcdefgh",
+                           token_provider=lambda: "t")
