@@ -17,10 +17,12 @@ from lattice.errors import (
     RateLimitError,
 )
 from lattice.models.base import ModelRequest
+from lattice.models.chat_wire import chat_body
 from lattice.models.gemini import GeminiClient, VertexGeminiClient, parse_gemini_stream
 from lattice.models.gemini_reply import reply_from_gemini
 from lattice.models.gemini_status import gemini_error
 from lattice.models.gemini_wire import gemini_body, gemini_contents
+from lattice.models.responses_wire import responses_body
 from lattice.models.retry import RetryPolicy
 from lattice.models.wire import request_body
 
@@ -118,9 +120,12 @@ def test_thought_parts_and_signatures_go_back_in_order_and_never_elsewhere() -> 
                                 {"type": "text", "text": "Answer"}]
     assert gemini_contents([reply])[0]["parts"] == parts
     history = [{"role": "user", "content": "q"}, reply, {"role": "user", "content": "q2"}]
-    anthropic = json.loads(request_body(ModelRequest(model="claude", messages=history),
-                                        stream=False)[0])
-    assert "gemini_parts" not in json.dumps(anthropic)
+    request = ModelRequest(model="claude", messages=history)
+    bodies = [request_body(request, stream=False)[0],
+              chat_body(request, stream=False, max_tokens_field="max_tokens")[0],
+              responses_body(request, stream=False, store=False)[0]]
+    for body in bodies:  # the Messages, Chat Completions and Responses wires
+        assert b"gemini_parts" not in body and b"AAA=" not in body
 
 
 def test_foreign_history_gets_the_placeholder_on_each_turns_first_call() -> None:
