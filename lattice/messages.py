@@ -8,7 +8,7 @@ wrap them for the caller with shortcuts. Assistant entries may carry SDK keys (`
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, List, Literal, Optional, Union
+from typing import TYPE_CHECKING, Any, Dict, Generic, List, Literal, Optional, Union
 
 from .tools.definition import ToolCall
 from .usage import Usage
@@ -20,6 +20,7 @@ __all__ = [
     "StreamEvent",
     "ResultMessage",
     "ResultSubtype",
+    "OutputT",
     "SDKMessage",
     "text_of",
     "tool_uses_of",
@@ -34,6 +35,17 @@ __all__ = [
 ]
 
 Message = Dict[str, Any]
+
+if TYPE_CHECKING:  # for the type checker, Any unless an output schema says (PEP 696)
+    from typing_extensions import TypeVar
+
+    OutputT = TypeVar("OutputT", default=Any)
+else:
+    from typing import TypeVar
+
+    OutputT = TypeVar("OutputT")
+"""The structured output's type: ``Agent(output_schema=Forecast)`` is an ``Agent[Forecast]``,
+whose ``prompt()`` returns a ``ResultMessage[Forecast]``."""
 
 ResultSubtype = Literal[
     "success", "interrupted", "awaiting_approval", "error_max_turns", "error_abort",
@@ -297,8 +309,10 @@ class StreamEvent:
         return f"<StreamEvent {self.event.get('type')}>"
 
 
-class ResultMessage:
-    """How a query ended; always the last message."""
+class ResultMessage(Generic[OutputT]):
+    """How a query ended; always the last message. ``structured_result`` is the output
+    schema's value (an ``OutputT``) on a success of a query with an output schema, else
+    None."""
 
     type = "result"
     __slots__ = ("subtype", "is_error", "result", "structured_result", "usage", "stop_reason",
@@ -312,7 +326,7 @@ class ResultMessage:
         self.subtype: ResultSubtype = subtype
         self.is_error = is_error
         self.result = result
-        self.structured_result = structured_result
+        self.structured_result: OutputT = structured_result
         self.usage = usage if usage is not None else Usage()
         self.stop_reason = stop_reason
         self.num_turns = num_turns
@@ -371,5 +385,6 @@ class ResultMessage:
         return f"{head}  \n{meta}\n\n{body}".rstrip() + "\n"
 
 
-SDKMessage = Union[AssistantMessage, UserMessage, SystemMessage, StreamEvent, ResultMessage]
+SDKMessage = Union[AssistantMessage, UserMessage, SystemMessage, StreamEvent,
+                   "ResultMessage[Any]"]
 """What ``Agent.query()`` yields."""
