@@ -205,14 +205,9 @@ class Agent(Generic[OutputT]):
         ``SystemMessage``, ``StreamEvent`` and, last, the ``ResultMessage``. The query
         starts now: the Agent is busy until the iterator ends or is closed. With a
         ``run_id`` it runs at most once to its end (SPEC 17: docs/durable-runs.md)."""
-        signal = as_signal(signal)
-        run_id = check_run_id(run_id)
-        settings = self._prepare(prompt, approvals, {
+        return self._start(prompt, signal, approvals, run_id, {
             "request_timeout_ms": request_timeout_ms, "max_turns": max_turns,
-            "max_tokens": max_tokens, "max_budget_tokens": max_budget_tokens},
-            partial_messages=True)
-        return Query(self._conversation, settings, prompt, approvals, signal, lockstep=True,
-                     owner=self, run_id=run_id)
+            "max_tokens": max_tokens, "max_budget_tokens": max_budget_tokens}, lockstep=True)
 
     def prompt(self, prompt: Optional[Prompt] = None, *, signal: Optional[SignalLike] = None,
                request_timeout_ms: Union[int, None, Unset] = UNSET, max_turns: Optional[int] = None,
@@ -221,14 +216,20 @@ class Agent(Generic[OutputT]):
                run_id: Optional[str] = None) -> ResultMessage[OutputT]:
         """Run one query to its end and return the ``ResultMessage`` (``run_id``: see
         ``query``)."""
-        signal = as_signal(signal)
-        run_id = check_run_id(run_id)
-        settings = self._prepare(prompt, approvals, {
+        return self._start(prompt, signal, approvals, run_id, {
             "request_timeout_ms": request_timeout_ms, "max_turns": max_turns,
             "max_tokens": max_tokens, "max_budget_tokens": max_budget_tokens},
-            partial_messages=False)
-        return Query(self._conversation, settings, prompt, approvals, signal, lockstep=False,
-                     owner=self, run_id=run_id).result()
+            lockstep=False).result()
+
+    def _start(self, prompt: Any, signal: Optional[SignalLike], approvals: Any, run_id: Any,
+               overrides: Mapping[str, Any], *, lockstep: bool) -> Query:
+        """The one body of ``query()`` and ``prompt()``: the options checked, the query
+        started. ``lockstep``: the caller takes each message as it comes (``query()``),
+        else only the result (``prompt()``: no partial messages, one handoff)."""
+        checked_signal, checked_run_id = as_signal(signal), check_run_id(run_id)
+        settings = self._prepare(prompt, approvals, overrides, partial_messages=lockstep)
+        return Query(self._conversation, settings, prompt, approvals, checked_signal,
+                     lockstep=lockstep, owner=self, run_id=checked_run_id)
 
     def interrupt(self) -> None:
         """End the running query as ``"interrupted"``; nothing when idle."""

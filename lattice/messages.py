@@ -322,7 +322,9 @@ class ResultMessage(Generic[OutputT]):
                  result: Optional[str] = None,
                  structured_result: Any = None, usage: Optional[Usage] = None,
                  stop_reason: Optional[str] = None, num_turns: int = 0,
-                 duration_ms: int = 0, error: Optional[BaseException] = None) -> None:
+                 duration_ms: int = 0, error: Optional[BaseException] = None,
+                 pending_approvals: Optional[List[ToolCall]] = None,
+                 run_id: Optional[str] = None, replayed: bool = False) -> None:
         self.subtype: ResultSubtype = subtype
         self.is_error = is_error
         self.result = result
@@ -332,9 +334,10 @@ class ResultMessage(Generic[OutputT]):
         self.num_turns = num_turns
         self.duration_ms = duration_ms
         self.error = error
-        self.pending_approvals: List[ToolCall] = []  # for "awaiting_approval"
-        self.run_id: Optional[str] = None  # the durable run's id (SPEC 17)
-        self.replayed = False  # True: the recorded result of a run that had ended
+        # for "awaiting_approval": the calls waiting for a decision
+        self.pending_approvals: List[ToolCall] = list(pending_approvals or ())
+        self.run_id = run_id  # the durable run's id (SPEC 17)
+        self.replayed = replayed  # True: the recorded result of a run that had ended
 
     def to_dict(self) -> Dict[str, Any]:
         """A JSON-ready dict (the error as its type and message; a structured result

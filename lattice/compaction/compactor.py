@@ -73,7 +73,7 @@ class Compactor:
             raise  # fail_on_error: the history stays uncompacted and the error propagates
         except Exception:
             log.warning("compaction failed; continuing without it", exc_info=True)
-            self.history.last_usage = Usage()  # try again after the next reply
+            self.history.forget_usage()  # try again after the next reply
             return False
 
     def recover(self, error: PromptTooLongError) -> None:
@@ -107,10 +107,10 @@ class Compactor:
 
         def keep() -> None:
             history.keep_all(rebuilt)
-            history.last_usage = Usage()
+            history.forget_usage()
 
         def diverged() -> None:  # stored, but the query ended first: resynced next time
-            history.diverged = True
+            history.mark_diverged()
 
         if self.before_replace is not None:
             self.before_replace(messages, cut, rebuilt, model.last_usage)

@@ -27,7 +27,6 @@ from ..stores.repair import repair_history
 from ..stores.session import SessionHold
 from ..tools import approval
 from ..tools.definition import ToolCall
-from ..usage import Usage
 from .history import History
 
 __all__ = ["Conversation"]
@@ -167,7 +166,7 @@ class Conversation:
             with self._load_lock:
                 self._loaded = True
             self.history.replace(copy.deepcopy(messages))
-            self.history.last_usage = Usage()
+            self.history.forget_usage()
         finally:
             self.guard.release()
 

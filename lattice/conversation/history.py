@@ -101,6 +101,25 @@ class History:
     def snapshot(self) -> List[Message]:
         return copy.deepcopy(self.messages)
 
+    def note_usage(self, usage: Usage) -> None:
+        """The last reply's usage: what compaction's threshold looks at."""
+        self.last_usage = usage
+
+    def forget_usage(self) -> None:
+        """The history changed under the last usage (compacted, replaced)."""
+        self.last_usage = Usage()
+
+    def mark_diverged(self) -> None:
+        """A write landed after its query ended: the next store operation rewrites the
+        store from memory."""
+        self.diverged = True
+
+    def runs_closed(self, closed: bool) -> None:
+        """Whether the store is now known to hold no durable run left running (each other
+        was superseded or ended): then the next query need not look again until the store
+        is loaded again."""
+        self.no_running_runs_at = self.loads if closed else None
+
     # -- the failure policy ----------------------------------------------------------------
     def _failed(self, action: str, exc: Exception, strict: bool = False) -> None:
         """The one store-failure rule: raise (``fail_on_error``, or ``strict``: a durable

@@ -99,7 +99,7 @@ class RunJournal(Journal):
     def starting(self, calls: List[ToolCall], answered: Dict[str, Any],
                  mark: Started) -> Started:
         for call in calls:
-            call.run_id, call.attempt = self.run_id, self.attempt(call.id)
+            call.in_run(self.run_id, self.attempt(call.id))
         runs = {c.id: c for c in calls if c.problem is None and c.id not in answered}
         return partial(self._started, mark, runs)
 

@@ -182,7 +182,7 @@ class RecordedRun(DurableRun):
             for other in running_runs(history):
                 if other.run_id != own:
                     self.supersede(other)
-        history.no_running_runs_at = None if own is not None else history.loads
+        history.runs_closed(own is None)
         return None
 
     def supersede(self, record: RunRecord) -> None:
@@ -301,11 +301,9 @@ class RecordedRun(DurableRun):
         record = journal.record if isinstance(journal, RunJournal) else self.record
         if record is None:
             return
-        result.run_id = self.run_id
         self._save(record.ended(result, len(self.history.messages)))
-        history = self.history
-        history.settle_version()
-        history.no_running_runs_at = history.loads  # the others were closed first
+        self.history.settle_version()
+        self.history.runs_closed(True)  # the others were closed first
 
     def _save(self, record: RunRecord) -> None:
         self.history.save("save_run", record.to_dict(), strict=self.strict)

@@ -89,8 +89,8 @@ class Ending:
         return KINDS[self.subtype]
 
     def to_result(self, *, last_text: Callable[[], Optional[str]], usage: Usage,
-                  stop_reason: Optional[str], num_turns: int,
-                  duration_ms: int) -> ResultMessage:
+                  stop_reason: Optional[str], num_turns: int, duration_ms: int,
+                  run_id: Optional[str] = None) -> ResultMessage:
         """The public ``ResultMessage`` (raises the error of a ``raised`` ending)."""
         if self.subtype == "raised":
             assert self.error is not None
@@ -99,9 +99,8 @@ class Ending:
             cast(ResultSubtype, self.subtype), is_error=self.kind.is_error,
             result=self.result if self.result is not None else last_text(),
             structured_result=self.structured_result, usage=usage, stop_reason=stop_reason,
-            num_turns=num_turns, duration_ms=duration_ms, error=self.error)
-        if self.pending is not None:
-            result.pending_approvals = list(self.pending)
+            num_turns=num_turns, duration_ms=duration_ms, error=self.error,
+            pending_approvals=self.pending, run_id=run_id)
         return result
 
     def __repr__(self) -> str:

@@ -150,7 +150,7 @@ class Loop:
         self.write(reply, AssistantMessage,
                    self.journal.ride(self.calls if self.kind is RUN else [], self.run.lockstep))
         self.last_reply = reply
-        self.history.last_usage = self.model.last_usage
+        self.history.note_usage(self.model.last_usage)
         return reply
 
     # -- writing ---------------------------------------------------------------------------
@@ -169,7 +169,7 @@ class Loop:
 
     def diverged(self) -> None:
         """Stored, but the query ended first: the next store operation resyncs it."""
-        self.history.diverged = True
+        self.history.mark_diverged()
 
     def decide(self, verdict: Verdict) -> Optional[Ending]:
         """Act on the output contract's answer: feed back, end, or both."""

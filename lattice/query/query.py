@@ -164,13 +164,15 @@ class Query(Iterator[SDKMessage]):
                 self._repair_tail(ending)
                 if delivered and ending.subtype != "closed":
                     last = loop.last_reply
+                    durable = self._durable
+                    assert durable is not None
                     result = ending.to_result(
                         last_text=loop.last_text, usage=loop.usage,
                         stop_reason=last.get("stop_reason") if last else None,
                         num_turns=loop.turns,
-                        duration_ms=int((time.monotonic() - self._started) * 1000))
-                    if self._durable is not None:
-                        self._durable.end(result)
+                        duration_ms=int((time.monotonic() - self._started) * 1000),
+                        run_id=durable.run_id)
+                    durable.end(result)
         finally:
             try:
                 if self._observers is not None:

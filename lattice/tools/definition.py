@@ -283,6 +283,10 @@ class ToolCall:
         self._agent = agent
         self._context: Optional[ToolContext] = None
 
+    def in_run(self, run_id: str, attempt: int) -> None:
+        """The call is part of durable run ``run_id``, at ``attempt`` (its context says so)."""
+        self.run_id, self.attempt = run_id, attempt
+
     @property
     def context(self) -> ToolContext:
         """The ``ToolContext`` its handler gets (made when first asked for: most handlers
