@@ -233,9 +233,9 @@ class Agent(Generic[OutputT]):
 
     def interrupt(self) -> None:
         """End the running query as ``"interrupted"``; nothing when idle."""
-        run = self._conversation.run
-        if run is not None:
-            run.interrupt()
+        race = self._conversation.race
+        if race is not None:
+            race.interrupt()
 
     def __repr__(self) -> str:
         s = self._settings

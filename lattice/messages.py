@@ -52,7 +52,7 @@ ResultSubtype = Literal[
     "error_timeout", "error_missing_output", "error_max_output_retries", "error_max_budget",
 ]
 """``ResultMessage.subtype``: the endings that are results (the rows of
-``lattice/query/endings.py``'s ``KINDS`` above "Not results"; a test holds the two to each
+``lattice/query/endings.py``'s ``ENDINGS`` above "Not results"; a test holds the two to each
 other)."""
 
 

@@ -21,7 +21,7 @@ from .summary_request import summary_messages
 if TYPE_CHECKING:  # pragma: no cover
     from ..conversation.history import History
     from ..query.model_call import ModelCaller
-    from ..query.race import QueryRun
+    from ..query.race import QueryRace
 
 __all__ = ["Compactor", "BeforeReplace"]
 
@@ -35,17 +35,17 @@ class Compactor:
 
     The summary call goes through the query's ``ModelCaller`` (raced against the query's
     signal, its usage billed to the query's). The new history goes through
-    ``run.commit``: the store gets ``replace``, memory the new list, the consumer a
+    ``race.commit``: the store gets ``replace``, memory the new list, the consumer a
     ``SystemMessage("compaction")``.
     """
 
-    __slots__ = ("policy", "history", "run", "model", "recovered", "before_replace")
+    __slots__ = ("policy", "history", "race", "model", "recovered", "before_replace")
 
-    def __init__(self, policy: Optional[AutoCompact], history: History, run: QueryRun,
+    def __init__(self, policy: Optional[AutoCompact], history: History, race: QueryRace,
                  model: ModelCaller, before_replace: Optional[BeforeReplace] = None) -> None:
         self.policy = policy
         self.history = history
-        self.run = run
+        self.race = race
         self.model = model
         self.recovered = False  # overflow recovery happens once per query
         # Told (old history, cut, new history, the summary's usage) before the store is
@@ -53,13 +53,13 @@ class Compactor:
         self.before_replace = before_replace
 
     @classmethod
-    def of(cls, policy: Optional[AutoCompact], history: History, run: QueryRun,
+    def of(cls, policy: Optional[AutoCompact], history: History, race: QueryRace,
            model: ModelCaller, before_replace: Optional[BeforeReplace] = None) -> Compactor:
         """The query's compactor; without a policy, one that never compacts (shared: it
         has no state)."""
         if policy is None:
             return _NEVER
-        return cls(policy, history, run, model, before_replace)
+        return cls(policy, history, race, model, before_replace)
 
     def between_turns(self) -> bool:
         """Compact if the last reply's prompt size passed the threshold; True if it did.
@@ -115,8 +115,8 @@ class Compactor:
         if self.before_replace is not None:
             self.before_replace(messages, cut, rebuilt, model.last_usage)
         item = SystemMessage("compaction", cut, model.last_usage)
-        self.run.commit(partial(history.save, "replace", rebuilt), keep,
-                        item if self.run.lockstep else None, late=diverged)
+        self.race.commit(partial(history.save, "replace", rebuilt), keep,
+                        item if self.race.lockstep else None, late=diverged)
         return True
 
 

@@ -2,7 +2,7 @@
 
 A ``Query`` (query.py) talks only to this object, never to the Agent: the history and the
 store behind it (history.py), loading the store once, the one-query guard, the store's
-session lock and how long to wait for it, and the running query's ``QueryRun`` (so that
+session lock and how long to wait for it, and the running query's ``QueryRace`` (so that
 ``interrupt()`` and ``get_history()`` reach it). The Agent keeps its options and tools.
 
 Start and end, in order: ``start`` (the guard; a busy Agent raises
@@ -21,7 +21,7 @@ from typing import Any, Dict, List, Optional
 from ..cancellation import AbortSignal
 from ..durable.runs import running_runs
 from ..errors import ConcurrentQueryError
-from ..query.race import EVENT_POLL_S, QueryRun
+from ..query.race import EVENT_POLL_S, QueryRace
 from ..query.settings import QuerySettings
 from ..stores.repair import repair_history
 from ..stores.session import SessionHold
@@ -45,7 +45,7 @@ class Conversation:
         self.history = History(store)
         self.lock_wait_s = lock_wait_s
         self.guard = threading.Lock()
-        self.run: Optional[QueryRun] = None
+        self.race: Optional[QueryRace] = None
         self._loaded = store is None
         self._load_lock = threading.Lock()
         # Set when the last query's session lock was given back (after its last write).
@@ -54,21 +54,21 @@ class Conversation:
         self._landed: Optional[Any] = None
 
     # -- a query's start and end ---------------------------------------------------------
-    def start(self, signal: Optional[AbortSignal], *, lockstep: bool) -> QueryRun:
-        """Take the guard and make the query's ``QueryRun`` (``interrupt()`` applies from
+    def start(self, signal: Optional[AbortSignal], *, lockstep: bool) -> QueryRace:
+        """Take the guard and make the query's ``QueryRace`` (``interrupt()`` applies from
         now). Raises ``ConcurrentQueryError`` when a query is running."""
         if not self.guard.acquire(blocking=False):
             raise ConcurrentQueryError("this Agent is already running a query; create one "
                                        "Agent per conversation")
         try:
-            self.run = QueryRun(signal, lockstep=lockstep)
+            self.race = QueryRace(signal, lockstep=lockstep)
         except BaseException:
             self.guard.release()
             raise
         self.history.new_query()
-        return self.run
+        return self.race
 
-    def hold_session(self, run: QueryRun, *, strict: bool = False) -> Optional[SessionHold]:
+    def hold_session(self, race: QueryRace, *, strict: bool = False) -> Optional[SessionHold]:
         """The store's session lock (SPEC 14), held until ``end``. This Agent's own last
         write, still in flight after an early end, is not another query: wait for it to
         land (it gives the lock back) instead of raising ``ConcurrentQueryError``. The
@@ -76,9 +76,9 @@ class Conversation:
         landed = self._landed
         if landed is not None:
             while not landed.acquire(timeout=EVENT_POLL_S):
-                if run.user_aborted():  # a polled Event: nobody else would notice
-                    run.abort_from_user()
-                if run.ended is not None:
+                if race.user_aborted():  # a polled Event: nobody else would notice
+                    race.abort_from_user()
+                if race.ended is not None:
                     return None
             landed.release()  # (it stays landed for whoever looks next)
         return self.history.hold_session(self.lock_wait_s, strict=strict)
@@ -98,16 +98,16 @@ class Conversation:
     def end(self, lock: Optional[SessionHold]) -> None:
         """Give back the session lock once no store write of the query is in flight (the
         caller does not wait for it), then the guard."""
-        run = self.run
+        race = self.race
         try:
-            if run is not None:
-                run.release()
+            if race is not None:
+                race.release()
                 if lock is not None and lock.held:
                     landed = threading.Lock()
                     landed.acquire()
                     self._landed = landed
-                    ended, history = run.ended, self.history
-                    read = ended is None or not ended.kind.cancels
+                    ended, history = race.ended, self.history
+                    read = ended is None or not ended.traits.cancels
 
                     def give_back() -> None:
                         try:
@@ -116,9 +116,9 @@ class Conversation:
                         finally:
                             landed.release()
 
-                    run.after_writes(give_back)
+                    race.after_writes(give_back)
         finally:  # even if a KeyboardInterrupt lands above
-            self.run = None
+            self.race = None
             self.guard.release()
 
     # -- the history ---------------------------------------------------------------------
@@ -152,10 +152,10 @@ class Conversation:
     def snapshot(self) -> List[Message]:
         """A deep copy of the history (consistent even while a query writes it)."""
         self.ensure_loaded()
-        run = self.run
-        if run is None:
+        race = self.race
+        if race is None:
             return self.history.snapshot()
-        with run.cond:
+        with race.cond:
             return self.history.snapshot()
 
     def replace(self, messages: List[Message]) -> None:

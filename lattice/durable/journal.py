@@ -32,7 +32,7 @@ from .record import RunRecord
 __all__ = ["Journal", "RunJournal", "NO_JOURNAL", "Started"]
 
 Started = Callable[[str], Optional[Outcome]]
-"""``run_batch``'s hook, called as each call is about to start: None lets it run; an
+"""``execute_batch``'s hook, called as each call is about to start: None lets it run; an
 ``Outcome`` answers it instead."""
 
 

@@ -50,7 +50,7 @@ class Query(Iterator[SDKMessage]):
                  approvals: Optional[Dict[str, Any]], signal: Optional[AbortSignal], *,
                  lockstep: bool, owner: Any = None, run_id: Optional[str] = None) -> None:
         self._conversation = conversation
-        self._run = conversation.start(signal, lockstep=lockstep)
+        self._race = conversation.start(signal, lockstep=lockstep)
         self._durable: Optional[DurableRun] = None
         self._owner = owner  # the Agent: only handed to tools (ToolContext.agent)
         self._prompt = prompt
@@ -107,7 +107,7 @@ class Query(Iterator[SDKMessage]):
 
     # -- the query -------------------------------------------------------------------------
     def _run_query(self) -> Generator[SDKMessage, None, None]:
-        run, settings, conversation = self._run, self._settings, self._conversation
+        race, settings, conversation = self._race, self._settings, self._conversation
         durable = self._durable
         assert durable is not None
         try:
@@ -127,29 +127,29 @@ class Query(Iterator[SDKMessage]):
             self._started = time.monotonic()
             resume = self._begin() if taken else None
             # a resumed run counts the replies it stored before (durable.turns, .usage)
-            self._loop = Loop(run, settings, conversation.history, agent=self._owner,
+            self._loop = Loop(race, settings, conversation.history, agent=self._owner,
                               observers=self._observers, query_token=self._token,
                               resume=resume, journal=durable.journal, turns=durable.turns,
                               usage=durable.usage)
             threading.Thread(target=self._loop, name="lattice-query", daemon=True).start()
             while True:
-                item = run.next_item()
+                item = race.next_item()
                 if item is None:
                     break
                 yield item
-            ending = run.ended
+            ending = race.ended
             assert ending is not None
             repair = self._repair_tail(ending)
-            if repair is not None and run.lockstep:
+            if repair is not None and race.lockstep:
                 yield UserMessage(repair)  # copies when read
             result = self._finish(ending)
             assert result is not None
             yield result
         finally:
             if not self._done:  # closed, dropped, or an exception (e.g. Ctrl-C) in here
-                run.end(Ending("closed"))  # a no-op if the query had ended
-                assert run.ended is not None
-                self._finish(run.ended, delivered=False)
+                race.end(Ending("closed"))  # a no-op if the query had ended
+                assert race.ended is not None
+                self._finish(race.ended, delivered=False)
 
     def _finish(self, ending: Ending, *, delivered: bool = True) -> Optional[ResultMessage]:
         """The one end of every query, however it ends: the tail repaired, the result made
@@ -190,7 +190,7 @@ class Query(Iterator[SDKMessage]):
         conversation = self._conversation
         if conversation.history.home is None:
             return True
-        self._lock = conversation.hold_session(self._run, strict=durable.run_id is not None)
+        self._lock = conversation.hold_session(self._race, strict=durable.run_id is not None)
         if self._lock is None:
             return False
         conversation.catch_up()
@@ -258,11 +258,11 @@ class Query(Iterator[SDKMessage]):
         if ending.subtype == "awaiting_approval":
             return None
         history = self._conversation.history
-        # The query has ended: the worker can no longer change the history (QueryRun.commit).
+        # The query has ended: the worker can no longer change the history (QueryRace.commit).
         uses = unanswered_tool_uses(history.messages)
         if not uses:
             return None
-        message = {"role": "user", "content": self._run.unanswered(uses, ending.kind.why)}
+        message = {"role": "user", "content": self._race.unanswered(uses, ending.traits.why)}
         history.keep(message)
         history.save_later("append", message)  # never holds up the end (SPEC 10a)
         return message

@@ -181,7 +181,7 @@ def test_a_late_write_is_accounted_for_before_the_session_is_given_back(tmp_path
 
     def land_once_the_next_query_started():
         deadline = time.monotonic() + 20
-        while a._conversation.run is None and time.monotonic() < deadline:
+        while a._conversation.race is None and time.monotonic() < deadline:
             time.sleep(0.005)
         go.set()
 
