@@ -19,7 +19,7 @@ from .rules import AutoCompact, Message, find_cut, rebuild, should_compact, summ
 from .summary_request import summary_messages
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..conversation.history import History
+    from ..conversation.store_link import StoreLink
     from ..query.model_call import ModelCaller
     from ..query.race import QueryRace
 
@@ -39,12 +39,13 @@ class Compactor:
     ``SystemMessage("compaction")``.
     """
 
-    __slots__ = ("policy", "history", "race", "model", "recovered", "before_replace")
+    __slots__ = ("policy", "link", "history", "race", "model", "recovered", "before_replace")
 
-    def __init__(self, policy: Optional[AutoCompact], history: History, race: QueryRace,
+    def __init__(self, policy: Optional[AutoCompact], link: StoreLink, race: QueryRace,
                  model: ModelCaller, before_replace: Optional[BeforeReplace] = None) -> None:
         self.policy = policy
-        self.history = history
+        self.link = link  # writes: the store first, then the history
+        self.history = link.history
         self.race = race
         self.model = model
         self.recovered = False  # overflow recovery happens once per query
@@ -53,13 +54,13 @@ class Compactor:
         self.before_replace = before_replace
 
     @classmethod
-    def of(cls, policy: Optional[AutoCompact], history: History, race: QueryRace,
+    def of(cls, policy: Optional[AutoCompact], link: StoreLink, race: QueryRace,
            model: ModelCaller, before_replace: Optional[BeforeReplace] = None) -> Compactor:
         """The query's compactor; without a policy, one that never compacts (shared: it
         has no state)."""
         if policy is None:
             return _NEVER
-        return cls(policy, history, race, model, before_replace)
+        return cls(policy, link, race, model, before_replace)
 
     def between_turns(self) -> bool:
         """Compact if the last reply's prompt size passed the threshold; True if it did.
@@ -95,7 +96,7 @@ class Compactor:
     def compact(self, policy: AutoCompact) -> bool:
         """Summarise all but the recent messages with one model call; False if there is
         nothing safe to summarise."""
-        history = self.history
+        history, link = self.history, self.link
         messages = history.messages
         cut = find_cut(messages, policy.keep_recent_messages)
         if cut is None:
@@ -106,16 +107,16 @@ class Compactor:
         rebuilt = rebuild(summary_text(reply), messages[cut:])
 
         def keep() -> None:
-            history.keep_all(rebuilt)
+            link.keep_all(rebuilt)
             history.forget_usage()
 
         def diverged() -> None:  # stored, but the query ended first: resynced next time
-            history.mark_diverged()
+            link.mark_diverged()
 
         if self.before_replace is not None:
             self.before_replace(messages, cut, rebuilt, model.last_usage)
         item = SystemMessage("compaction", cut, model.last_usage)
-        self.race.commit(partial(history.save, "replace", rebuilt), keep,
+        self.race.commit(partial(link.save, "replace", rebuilt), keep,
                         item if self.race.lockstep else None, late=diverged)
         return True
 

@@ -1,9 +1,10 @@
 """Where a query starts and ends: the conversation one ``Agent`` holds, as a ``Query`` sees it.
 
-A ``Query`` (query.py) talks only to this object, never to the Agent: the history and the
-store behind it (history.py), loading the store once, the one-query guard, the store's
-session lock and how long to wait for it, and the running query's ``QueryRace`` (so that
-``interrupt()`` and ``get_history()`` reach it). The Agent keeps its options and tools.
+A ``Query`` (query.py) talks only to this object, never to the Agent: the history
+(history.py) and its link to the store (store_link.py), loading the store once, the
+one-query guard, the store's session lock and how long to wait for it, and the running
+query's ``QueryRace`` (so that ``interrupt()`` and ``get_history()`` reach it). The Agent
+keeps its options and tools.
 
 Start and end, in order: ``start`` (the guard; a busy Agent raises
 ``ConcurrentQueryError``), ``hold_session`` (the store's lock, once this Agent's own last
@@ -28,6 +29,7 @@ from ..stores.session import SessionHold
 from ..tools import approval
 from ..tools.definition import ToolCall
 from .history import History
+from .store_link import StoreLink
 
 __all__ = ["Conversation"]
 
@@ -42,7 +44,8 @@ class Conversation:
     """
 
     def __init__(self, store: Any, lock_wait_s: float) -> None:
-        self.history = History(store)
+        self.history = History()
+        self.link = StoreLink(store, self.history)
         self.lock_wait_s = lock_wait_s
         self.guard = threading.Lock()
         self.race: Optional[QueryRace] = None
@@ -65,7 +68,7 @@ class Conversation:
         except BaseException:
             self.guard.release()
             raise
-        self.history.new_query()
+        self.link.new_query()
         return self.race
 
     def hold_session(self, race: QueryRace, *, strict: bool = False) -> Optional[SessionHold]:
@@ -81,19 +84,19 @@ class Conversation:
                 if race.ended is not None:
                     return None
             landed.release()  # (it stays landed for whoever looks next)
-        return self.history.hold_session(self.lock_wait_s, strict=strict)
+        return self.link.hold_session(self.lock_wait_s, strict=strict)
 
     def catch_up(self) -> None:
         """Under the session lock, before the query writes: load the store if not yet done
         or someone else wrote it; a lenient store left behind by a failure is tried again
-        (history.py: rewritten from memory, or it wins)."""
-        history = self.history
-        if history.behind:
-            loaded = history.rejoin()
+        (store_link.py: rewritten from memory, or it wins)."""
+        link = self.link
+        if link.behind:
+            loaded = link.rejoin()
             if loaded is not None:
                 self._keep_loaded(loaded)
             return
-        self.ensure_loaded(again=history.stale())
+        self.ensure_loaded(again=link.stale())
 
     def end(self, lock: Optional[SessionHold]) -> None:
         """Give back the session lock once no store write of the query is in flight (the
@@ -106,12 +109,12 @@ class Conversation:
                     landed = threading.Lock()
                     landed.acquire()
                     self._landed = landed
-                    ended, history = race.ended, self.history
+                    ended, link = race.ended, self.link
                     read = ended is None or not ended.traits.cancels
 
                     def give_back() -> None:
                         try:
-                            history.settle_version(read=read)
+                            link.settle_version(read=read)
                             lock.release()
                         finally:
                             landed.release()
@@ -130,22 +133,22 @@ class Conversation:
         with self._load_lock:
             if self._loaded and not again:
                 return
-            loaded = self.history.load()  # a fail_on_error store raises: retried next time
+            loaded = self.link.load()  # a fail_on_error store raises: retried next time
             self._loaded = True
-            if loaded is not None or not self.history.behind:  # failed: memory goes on
+            if loaded is not None or not self.link.behind:  # failed: memory goes on
                 self._keep_loaded(loaded or [])
 
     def _keep_loaded(self, loaded: List[Message]) -> None:
         messages, changed = repair_history(loaded)
-        self.history.keep_all(messages)
+        self.link.keep_all(messages)
         # The store gets the repair, unless a durable run left running owns the tail: reads
         # never write (SPEC 21a); its resume settles it, or another query supersedes it.
         if changed and not self._run_left_running():
-            self.history.save("replace", list(messages))
+            self.link.save("replace", list(messages))
 
     def _run_left_running(self) -> bool:
         try:
-            return bool(running_runs(self.history))
+            return bool(running_runs(self.link))
         except Exception:  # noqa: BLE001 - cannot tell: then do not write (reads never write)
             return True
 
@@ -165,7 +168,7 @@ class Conversation:
         try:
             with self._load_lock:
                 self._loaded = True
-            self.history.replace(copy.deepcopy(messages))
+            self.link.replace(copy.deepcopy(messages))
             self.history.forget_usage()
         finally:
             self.guard.release()
@@ -175,9 +178,9 @@ class Conversation:
         ``owner`` (the Agent) is what their ``ToolContext.agent`` holds."""
         self.ensure_loaded()
         pending = approval.pending_calls(self.history.messages, settings, owner)
-        if pending and self.history.caps.records_runs:
+        if pending and self.link.caps.records_runs:
             # An approved call journaled as started is no longer pending (SPEC 17): after a
             # crash, the next query settles it by the journal instead.
-            started = {i for r in running_runs(self.history) for i in r.started_calls}
+            started = {i for r in running_runs(self.link) for i in r.started_calls}
             pending = [c for c in pending if c.id not in started]
         return pending

@@ -22,7 +22,7 @@ from functools import partial
 from typing import Any, Dict, List, Optional
 
 from ..compaction.compactor import Compactor
-from ..conversation.history import History
+from ..conversation.store_link import StoreLink
 from ..durable.journal import NO_JOURNAL, Journal
 from ..errors import BudgetExceededError, MaxTurnsExceededError, PromptTooLongError
 from ..messages import AssistantMessage, UserMessage, text_of, tool_uses_of
@@ -50,23 +50,24 @@ ANSWER, TOOLS, TRUNCATED, SUBMIT, WAIT = "answer", "run", "truncated", "submit",
 class Loop:
     """One query's loop. ``__call__`` is the worker thread's target."""
 
-    def __init__(self, race: QueryRace, settings: QuerySettings, history: History, *,
+    def __init__(self, race: QueryRace, settings: QuerySettings, link: StoreLink, *,
                  agent: Any = None, observers: Optional[ObserverGroup] = None,
                  query_token: Any = None, resume: Optional[Dict[str, Any]] = None,
                  journal: Journal = NO_JOURNAL, turns: int = 0,
                  usage: Optional[Usage] = None) -> None:
         self.race = race
         self.settings = settings
-        self.history = history
+        self.link = link  # writes: the store first, then the history
+        self.history = link.history
         self.agent = agent  # only handed to tools, in ToolContext
         # approvals, or a durable run resumed: {"reply": ..., "decisions": ..., "prompt": ...}
         # or {"reply": ..., "final": True} (a stored last reply ends the run) or {"ending": ...}
         self.resume = resume
         self.journal = journal  # a durable run's call journal (durable/journal.py)
-        self.model = ModelCaller(race, settings, history, observers, query_token, usage)
+        self.model = ModelCaller(race, settings, self.history, observers, query_token, usage)
         self.output = OutputContract.of(settings.output, settings.output_native,
                                         settings.max_output_retries)
-        self.compactor = Compactor.of(settings.auto_compact, history, race, self.model,
+        self.compactor = Compactor.of(settings.auto_compact, link, race, self.model,
                                       journal.compacted)
         self.gate = approval.Gate(settings)
         self.hooks = Hooks(settings.before_tool_call, settings.after_tool_call)
@@ -99,7 +100,7 @@ class Loop:
     def step(self) -> Optional[Ending]:
         """One turn: limits, compaction, a model request, then its answer or its tools."""
         self.race.check()
-        self.history.check_hold()  # a lock found taken over ends the query here (SPEC 18)
+        self.link.check_hold()  # a lock found taken over ends the query here (SPEC 18)
         limit = self.limit()
         if limit is None and self.compactor.between_turns():
             limit = self.limit()  # the summary may have spent the budget
@@ -159,17 +160,17 @@ class Loop:
         """Append ``message`` (store first, then memory) and yield it as ``cls`` (which
         copies when read, so a consumer's edits never reach the history); with ``record``
         (a run record), both in one store write."""
-        history = self.history
+        history, link = self.history, self.link
         save = None
-        if history.store is not None:
-            save = partial(history.save, "append", message) if record is None else \
-                partial(history.save, "append_and_save_run", message, record)
+        if link.store is not None:
+            save = partial(link.save, "append", message) if record is None else \
+                partial(link.save, "append_and_save_run", message, record)
         item = cls(message) if self.race.lockstep and cls is not None else None
         self.race.commit(save, partial(history.keep, message), item, late=self.diverged)
 
     def diverged(self) -> None:
         """Stored, but the query ended first: the next store operation resyncs it."""
-        self.history.mark_diverged()
+        self.link.mark_diverged()
 
     def decide(self, verdict: Verdict) -> Optional[Ending]:
         """Act on the output contract's answer: feed back, end, or both."""

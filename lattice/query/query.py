@@ -66,7 +66,7 @@ class Query(Iterator[SDKMessage]):
         self._tail_done = False
         try:
             # where a run is recorded and resumed (a bad run id or prompt fails here)
-            self._durable = durable_run(conversation.history, run_id, prompt)
+            self._durable = durable_run(conversation.link, run_id, prompt)
             if approvals is not None:  # bad approvals fail here, before a web app answers
                 self._check_approvals()
         except BaseException:
@@ -115,7 +115,7 @@ class Query(Iterator[SDKMessage]):
             taken = True
             if ended is None:
                 taken = self._take_session(durable)
-                if taken and conversation.history.home is not None:
+                if taken and conversation.link.home is not None:
                     ended = durable.under_lock(self._approving())
             if ended is not None:  # the run had ended: its result again, nothing else
                 self._finish(Ending("closed"), delivered=False)
@@ -127,7 +127,7 @@ class Query(Iterator[SDKMessage]):
             self._started = time.monotonic()
             resume = self._begin() if taken else None
             # a resumed run counts the replies it stored before (durable.turns, .usage)
-            self._loop = Loop(race, settings, conversation.history, agent=self._owner,
+            self._loop = Loop(race, settings, conversation.link, agent=self._owner,
                               observers=self._observers, query_token=self._token,
                               resume=resume, journal=durable.journal, turns=durable.turns,
                               usage=durable.usage)
@@ -188,7 +188,7 @@ class Query(Iterator[SDKMessage]):
         was still landing: then it writes nothing, and the loop ends at its first check.
         A durable run never runs without the lock (SPEC 21b: a store failure raises)."""
         conversation = self._conversation
-        if conversation.history.home is None:
+        if conversation.link.home is None:
             return True
         self._lock = conversation.hold_session(self._race, strict=durable.run_id is not None)
         if self._lock is None:
@@ -226,7 +226,7 @@ class Query(Iterator[SDKMessage]):
         durable run left running."""
         prompt, approvals, durable = self._prompt, self._approvals, self._durable
         assert durable is not None
-        history = self._conversation.history
+        history, link = self._conversation.history, self._conversation.link
         if durable.resumes and approvals is None:
             return durable.resume(self._settings, self._owner)
         tail = pending_tail(history.messages)
@@ -240,11 +240,11 @@ class Query(Iterator[SDKMessage]):
                     c for c in calls if c.id not in {p.id for p in pending}])
             return {"reply": tail, "decisions": decisions, "prompt": prompt}
         if tail is not None:  # the user moved on: answer the pending calls first
-            history.append(approval.moved_on(tail))
+            link.append(approval.moved_on(tail))
         elif unanswered_tool_uses(history.messages):  # e.g. a store failed mid-batch
             messages, _ = repair_history(history.messages)
             for message in messages[len(history.messages):]:
-                history.append(message)
+                link.append(message)
         # a durable run is recorded before (or with) its prompt
         durable.start({"role": "user", "content": prompt})
         return None
@@ -257,12 +257,12 @@ class Query(Iterator[SDKMessage]):
         self._tail_done = True
         if ending.subtype == "awaiting_approval":
             return None
-        history = self._conversation.history
+        history, link = self._conversation.history, self._conversation.link
         # The query has ended: the worker can no longer change the history (QueryRace.commit).
         uses = unanswered_tool_uses(history.messages)
         if not uses:
             return None
         message = {"role": "user", "content": self._race.unanswered(uses, ending.traits.why)}
         history.keep(message)
-        history.save_later("append", message)  # never holds up the end (SPEC 10a)
+        link.save_later("append", message)  # never holds up the end (SPEC 10a)
         return message

@@ -128,7 +128,7 @@ def test_the_session_stays_held_until_a_write_in_flight_at_the_end_lands(tmp_pat
     a = Agent(model="m", model_client=ScriptedModelClient(["slow reply"]),
               history_store=make(kind, tmp_path, SlowAppend))
     if where != "in the store":
-        a._conversation.history.io = SlowIo(entered, go)
+        a._conversation.link.io = SlowIo(entered, go)
     controller = AbortController()
     results = []
     worker = threading.Thread(target=lambda: results.append(
