@@ -149,7 +149,7 @@ class Loop:
             return None
         self.plan(reply)
         self.write(reply, AssistantMessage,
-                   self.journal.ride(self.calls if self.asks is TOOLS else [], self.race.lockstep))
+                   self.journal.ride(self.calls if self.asks is TOOLS else (), self.race.lockstep))
         self.last_reply = reply
         self.history.note_usage(self.model.last_usage)
         return reply
