@@ -51,7 +51,7 @@ class Query(Iterator[SDKMessage]):
                  lockstep: bool, owner: Any = None, run_id: Optional[str] = None) -> None:
         self._conversation = conversation
         self._race = conversation.start(signal, lockstep=lockstep)
-        self._durable: Optional[DurableRun] = None
+        self._durable: DurableRun  # set below: where a run is recorded and resumed
         self._owner = owner  # the Agent: only handed to tools (ToolContext.agent)
         self._prompt = prompt
         self._approvals = approvals
@@ -109,7 +109,6 @@ class Query(Iterator[SDKMessage]):
     def _run_query(self) -> Generator[SDKMessage, None, None]:
         race, settings, conversation = self._race, self._settings, self._conversation
         durable = self._durable
-        assert durable is not None
         try:
             ended = durable.replay()
             taken = True
@@ -165,7 +164,6 @@ class Query(Iterator[SDKMessage]):
                 if delivered and ending.subtype != "closed":
                     last = loop.last_reply
                     durable = self._durable
-                    assert durable is not None
                     result = ending.to_result(
                         last_text=loop.last_text, usage=loop.usage,
                         stop_reason=last.get("stop_reason") if last else None,
@@ -225,7 +223,6 @@ class Query(Iterator[SDKMessage]):
         """Put the prompt in the history; settle calls that wait for approval; continue a
         durable run left running."""
         prompt, approvals, durable = self._prompt, self._approvals, self._durable
-        assert durable is not None
         history, link = self._conversation.history, self._conversation.link
         if durable.resumes and approvals is None:
             return durable.resume(self._settings, self._owner)
