@@ -186,7 +186,7 @@ class Loop:
 
     # -- tools -----------------------------------------------------------------------------
     def plan(self, reply: Dict[str, Any]) -> None:
-        """What kind of turn the reply makes (``kind``), its batch (``calls``) and those of
+        """What kind of turn the reply makes (``asks``), its batch (``calls``) and those of
         its calls that wait for approval (``waiting``: they mark the reply before it is
         written)."""
         uses = self.uses = tool_uses_of(reply["content"])
