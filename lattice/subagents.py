@@ -44,7 +44,7 @@ Agent = Any
 if TYPE_CHECKING:  # pragma: no cover
     from .observe.observer import ObserverGroup
     from .query.model_call import ModelCaller
-    from .query.race import QueryRun
+    from .query.race import QueryRace
 
 __all__ = ["SubagentTool", "Parentage", "CycleError", "make_tool", "PROMPT_SCHEMA", "OUTPUTS"]
 
@@ -147,7 +147,7 @@ class SubagentTool(Tool):
             loop.model.observers if loop is not None else None,
             call.trace if call is not None else None, chain,
             bool(loop is not None and loop.settings.include_subagent_messages
-                 and loop.run.lockstep))
+                 and loop.race.lockstep))
         if loop is not None:
             loop.delegated = True
         run_id = None
@@ -164,10 +164,10 @@ class SubagentTool(Tool):
                               is_error=True)
         # The parent's signal (abort, interrupt, its end) reaches the child's query at
         # once (started: an interrupt applies to it; a fired signal ends it right here).
-        relay = partial(_relay, context.signal, query._run, loop)
+        relay = partial(_relay, context.signal, query._race, loop)
         context.signal.add_callback(relay)
         try:
-            result = self._run(query, call_id, loop if parentage.forward else None)
+            result = self._result_of(query, call_id, loop if parentage.forward else None)
         except Exception as exc:
             if getattr(exc, "escapes_tools", False):
                 raise
@@ -179,12 +179,12 @@ class SubagentTool(Tool):
             parentage.caller.add_child(result.usage)  # what the ended child run spent
         return self._answer(result, agent, call_id, loop)
 
-    def _run(self, query: Any, call_id: str, loop: Any) -> ResultMessage:
+    def _result_of(self, query: Any, call_id: str, loop: Any) -> ResultMessage:
         """The child's query to its end; its messages handed to the parent's caller when
         it asked for them (each with the id of the call that ran its agent)."""
         if loop is None:
             return query.result()  # type: ignore[no-any-return]
-        emit = loop.run.emit
+        emit = loop.race.emit
         result: Optional[ResultMessage] = None
         for item in query:
             if isinstance(item, ResultMessage):
@@ -203,7 +203,7 @@ class SubagentTool(Tool):
                                   f"{[c.name for c in result.pending_approvals]}.",
                                   is_error=True)
             loop.paused[call_id] = list(result.pending_approvals)
-            if self.isolated and agent._conversation.history.home is None:
+            if self.isolated and agent._conversation.link.home is None:
                 with self._shelf_lock:
                     self._shelf[call_id] = agent
             return ToolResult(WAITING)
@@ -229,9 +229,9 @@ class SubagentTool(Tool):
                 kept = self._shelf.pop(call_id, None)
             if kept is not None:
                 return kept
-        home = template._conversation.history.home
+        home = template._conversation.link.home
         if home is None and loop is not None:
-            home = loop.history.home
+            home = loop.link.home
         store = derived_store(home, call_id) if home is not None else None
         return template._fork(store)
 
@@ -241,15 +241,15 @@ def _template(agent: Any) -> Any:
 
 
 def _records_runs(agent: Agent) -> bool:
-    return bool(agent._conversation.history.caps.records_runs)
+    return bool(agent._conversation.link.caps.records_runs)
 
 
-def _relay(signal: AbortSignal, run: QueryRun, loop: Any) -> None:
+def _relay(signal: AbortSignal, race: QueryRace, loop: Any) -> None:
     """The parent's signal fired: an interrupt interrupts the child; anything else (an
     abort, the parent ending) ends it ``error_abort`` with the same reason."""
-    if loop is not None and loop.run.interrupted:
-        run.interrupt()
+    if loop is not None and loop.race.interrupted:
+        race.interrupt()
         return
     reason = signal.reason
-    run.end(Ending("error_abort", error=reason if isinstance(reason, AbortError) else
+    race.end(Ending("error_abort", error=reason if isinstance(reason, AbortError) else
                    AbortError(str(reason) if reason is not None else "aborted")))
