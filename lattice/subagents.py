@@ -56,7 +56,7 @@ WAITING = "(waiting for approval)"  # a paused child's result: never stored, the
 
 class CycleError(ValueError):
     """An agent called as its own descendant: raised from the parent's query, not turned
-    into a tool result (``calls.run_call`` lets it through)."""
+    into a tool result (``tools.calls.execute_call`` lets it through)."""
 
     escapes_tools = True
 
