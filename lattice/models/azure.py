@@ -19,6 +19,8 @@ from urllib.parse import quote
 
 from ..errors import APIStatusError, AuthenticationError
 from .base import ModelRequest
+from .body import DEFAULT_MAX_RESPONSE_BYTES
+from .budget import DEFAULT_IDLE_TIMEOUT_MS
 from .chat_wire import chat_body
 from .openai import ChatCodec, OpenAIChatClient
 from .options import check_secret, resolve_base_url, secret_from_env
@@ -130,6 +132,8 @@ class AzureOpenAIChatClient(_AzureAuth, OpenAIChatClient):
         timeout_ms: Optional[float] = None,
         max_tokens_field: str = "max_completion_tokens",
         retry_policy: Optional[RetryPolicy] = None,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        stream_idle_timeout_ms: Optional[float] = DEFAULT_IDLE_TIMEOUT_MS,
     ) -> None:
         self.deployment = _name("deployment", deployment)
         self.api_version = _name("api_version", api_version)
@@ -140,7 +144,8 @@ class AzureOpenAIChatClient(_AzureAuth, OpenAIChatClient):
                          default_headers=default_headers,
                          default_query={"api-version": self.api_version}, session=session,
                          timeout_ms=timeout_ms, max_tokens_field=max_tokens_field,
-                         retry_policy=retry_policy)
+                         retry_policy=retry_policy, max_response_bytes=max_response_bytes,
+                         stream_idle_timeout_ms=stream_idle_timeout_ms)
         self._transport.codec = _AzureChatCodec(self.base_url, base + "/chat/completions")
 
     def _body(self, request: ModelRequest) -> Tuple[bytes, bool]:
@@ -180,6 +185,8 @@ class AzureOpenAIResponsesClient(_AzureAuth, OpenAIResponsesClient):
         session: Optional[requests.Session] = None,
         timeout_ms: Optional[float] = None,
         retry_policy: Optional[RetryPolicy] = None,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        stream_idle_timeout_ms: Optional[float] = DEFAULT_IDLE_TIMEOUT_MS,
     ) -> None:
         self.api_version = None if api_version is None else _name("api_version", api_version)
         self._endpoint = _endpoint(endpoint)
@@ -188,6 +195,8 @@ class AzureOpenAIResponsesClient(_AzureAuth, OpenAIResponsesClient):
                          default_headers=default_headers, session=session,
                          timeout_ms=timeout_ms, retry_policy=retry_policy,
                          token_provider=_provider(token_provider),
+                         max_response_bytes=max_response_bytes,
+                         stream_idle_timeout_ms=stream_idle_timeout_ms,
                          default_query=None if self.api_version is None
                          else {"api-version": self.api_version})
 

@@ -24,6 +24,7 @@ from .bedrock_wire import (
     parse_event_stream,
 )
 from .body import DEFAULT_MAX_RESPONSE_BYTES
+from .budget import DEFAULT_IDLE_TIMEOUT_MS
 from .client import HTTPModelClient
 from .http import EventCallback
 from .options import check_secret, resolve_base_url, secrets_of
@@ -74,9 +75,9 @@ class AnthropicBedrockClient(HTTPModelClient):
         base_url: default ``ANTHROPIC_BEDROCK_BASE_URL``, else
             ``https://bedrock-runtime.{region}.amazonaws.com`` (a VPC endpoint or the mock).
         stream, max_retries, default_headers, session, timeout_ms, retry_policy,
-            max_response_bytes: as ``AnthropicClient``. Every retry is signed again. An
-            ``anthropic-beta`` default header goes in the body as ``anthropic_beta``
-            (where Bedrock reads betas).
+            max_response_bytes, stream_idle_timeout_ms: as ``AnthropicClient``. Every
+            retry is signed again. An ``anthropic-beta`` default header goes in the body
+            as ``anthropic_beta`` (where Bedrock reads betas).
 
     The model is a Bedrock model id (``anthropic.claude-sonnet-4-5-20250929-v1:0``), an
     inference profile id (``us.anthropic...``) or an inference profile ARN.
@@ -100,6 +101,7 @@ class AnthropicBedrockClient(HTTPModelClient):
         timeout_ms: Optional[float] = None,
         retry_policy: Optional[RetryPolicy] = None,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        stream_idle_timeout_ms: Optional[float] = DEFAULT_IDLE_TIMEOUT_MS,
     ) -> None:
         self._credentials = _given_credentials(access_key_id, secret_access_key,
                                                session_token)
@@ -107,7 +109,8 @@ class AnthropicBedrockClient(HTTPModelClient):
         options = self._check_options(
             stream=stream, max_retries=max_retries, default_headers=default_headers,
             session=session, timeout_ms=timeout_ms, retry_policy=retry_policy,
-            max_response_bytes=max_response_bytes)
+            max_response_bytes=max_response_bytes,
+            stream_idle_timeout_ms=stream_idle_timeout_ms)
         if region is not None and (not isinstance(region, str) or not region.strip()):
             raise ValueError(f"region must be a non-empty str or None, got {region!r}")
         found = resolve_region(region, self._profile)

@@ -14,6 +14,7 @@ from .._version import __version__
 from ..errors import AuthenticationError, RequestTimeoutError
 from .base import ModelRequest, ReplyDict
 from .body import DEFAULT_MAX_RESPONSE_BYTES
+from .budget import DEFAULT_IDLE_TIMEOUT_MS
 from .entries import EntryBytes
 from .http import Codec, Transport
 from .options import check_client_options, clean_headers, require_requests, secrets_of
@@ -37,6 +38,7 @@ class TransportOptions(NamedTuple):
     retry_policy: RetryPolicy
     timeout_ms: Optional[float]
     max_response_bytes: int
+    stream_idle_timeout_ms: Optional[float]
 
 
 class HTTPModelClient:
@@ -52,23 +54,26 @@ class HTTPModelClient:
         self, *, stream: Any, max_retries: Any, default_headers: Optional[Mapping[str, str]],
         session: Any, timeout_ms: Any, retry_policy: Any,
         max_response_bytes: Any = DEFAULT_MAX_RESPONSE_BYTES,
+        stream_idle_timeout_ms: Any = DEFAULT_IDLE_TIMEOUT_MS,
     ) -> TransportOptions:
         """Check the options every client takes (ValueError naming the first bad one),
         keep ``stream`` and the cleaned ``default_headers``, and return what the transport
         is made with (``_make_transport``, once the client knows its URL and codec)."""
         check_client_options(max_retries=max_retries, stream=stream, timeout_ms=timeout_ms,
-                             session=session, retry_policy=retry_policy)
+                             session=session, retry_policy=retry_policy,
+                             stream_idle_timeout_ms=stream_idle_timeout_ms)
         limit = check_max_bytes(max_response_bytes)
         self._default_headers = clean_headers(default_headers)
         require_requests(type(self).__name__)  # at construction, not at the first prompt
         self.stream = stream
         return TransportOptions(session, retry_policy or RetryPolicy(max_retries=max_retries),
-                                timeout_ms, limit)
+                                timeout_ms, limit, stream_idle_timeout_ms)
 
     def _make_transport(self, url: str, codec: Codec, options: TransportOptions) -> None:
         self._transport = Transport(
             url, codec, session=options.session, retry_policy=options.retry_policy,
-            timeout_ms=options.timeout_ms, max_response_bytes=options.max_response_bytes)
+            timeout_ms=options.timeout_ms, max_response_bytes=options.max_response_bytes,
+            stream_idle_timeout_ms=options.stream_idle_timeout_ms)
 
     @property
     def _entries(self) -> EntryBytes:
@@ -80,8 +85,14 @@ class HTTPModelClient:
 
     @property
     def max_response_bytes(self) -> int:
-        """The most one response body, SSE line or event may hold (decoded bytes)."""
+        """The most one response body, SSE line or event may hold (decoded bytes), and
+        the most a streamed reply's content may add up to."""
         return self._transport.max_response_bytes
+
+    @property
+    def stream_idle_timeout_ms(self) -> Optional[float]:
+        """How long a stream may go without progressing (None: no such limit)."""
+        return self._transport.stream_idle_timeout_ms
 
     def create(self, request: ModelRequest) -> ReplyDict:
         """Send one request; return the assistant dict (nothing partial)."""

@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, 
 from urllib.parse import urlsplit
 
 from .base import ModelRequest
+from .body import DEFAULT_MAX_RESPONSE_BYTES
+from .budget import DEFAULT_IDLE_TIMEOUT_MS
 from .chat_wire import Translations
 from .client import HTTPModelClient
 from .openai import DEFAULT_OPENAI_BASE_URL, OpenAICodec, _check_query
@@ -84,6 +86,7 @@ class OpenAIResponsesClient(HTTPModelClient):
         token_provider: a callable returning a bearer token, called for every request
             (Microsoft Entra ID on Azure; the provider caches; after a 401 it is called
             once more and the request sent once more); ``api_key`` wins over it.
+        max_response_bytes, stream_idle_timeout_ms: as ``OpenAIChatClient``.
     """
 
     provider_name = "openai"  # gen_ai.provider.name in traces
@@ -102,11 +105,15 @@ class OpenAIResponsesClient(HTTPModelClient):
         timeout_ms: Optional[float] = None,
         retry_policy: Optional[RetryPolicy] = None,
         token_provider: Optional[TokenProvider] = None,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        stream_idle_timeout_ms: Optional[float] = DEFAULT_IDLE_TIMEOUT_MS,
     ) -> None:
         self._api_key = check_secret("api_key", api_key)
         options = self._check_options(
             stream=stream, max_retries=max_retries, default_headers=default_headers,
-            session=session, timeout_ms=timeout_ms, retry_policy=retry_policy)
+            session=session, timeout_ms=timeout_ms, retry_policy=retry_policy,
+            max_response_bytes=max_response_bytes,
+            stream_idle_timeout_ms=stream_idle_timeout_ms)
         if not isinstance(store, bool):
             raise ValueError(f"store must be True or False, got {store!r}")
         if token_provider is not None and not callable(token_provider):

@@ -20,6 +20,7 @@ from ..errors import APIStatusError, AuthenticationError
 from .anthropic import MessagesCodec
 from .base import ModelRequest, ReplyDict
 from .body import DEFAULT_MAX_RESPONSE_BYTES
+from .budget import DEFAULT_IDLE_TIMEOUT_MS
 from .client import HTTPModelClient
 from .options import check_secret, resolve_base_url, secrets_of
 from .retry import RetryPolicy
@@ -71,7 +72,7 @@ class AnthropicVertexClient(HTTPModelClient):
             ``https://{region}-aiplatform.googleapis.com`` (``https://aiplatform.googleapis.com``
             for ``global``); with or without ``/v1``.
         stream, max_retries, default_headers, session, timeout_ms, retry_policy,
-            max_response_bytes: as ``AnthropicClient``.
+            max_response_bytes, stream_idle_timeout_ms: as ``AnthropicClient``.
 
     Without ``access_token`` and ``token_provider``, Google application-default
     credentials are used through ``google-auth`` (the ``vertex`` extra).
@@ -94,6 +95,7 @@ class AnthropicVertexClient(HTTPModelClient):
         timeout_ms: Optional[float] = None,
         retry_policy: Optional[RetryPolicy] = None,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        stream_idle_timeout_ms: Optional[float] = DEFAULT_IDLE_TIMEOUT_MS,
     ) -> None:
         self._access_token = check_secret("access_token", access_token)
         if token_provider is not None and not callable(token_provider):
@@ -111,7 +113,8 @@ class AnthropicVertexClient(HTTPModelClient):
         options = self._check_options(
             stream=stream, max_retries=max_retries, default_headers=default_headers,
             session=session, timeout_ms=timeout_ms, retry_policy=retry_policy,
-            max_response_bytes=max_response_bytes)
+            max_response_bytes=max_response_bytes,
+            stream_idle_timeout_ms=stream_idle_timeout_ms)
         host = ("https://aiplatform.googleapis.com" if self.region == "global"
                 else f"https://{self.region}-aiplatform.googleapis.com")
         url = resolve_base_url(base_url, "ANTHROPIC_VERTEX_BASE_URL", host)
