@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import traceback
 from typing import TYPE_CHECKING, Any, Dict, Optional
 
 from . import tracing_content as genai
@@ -117,8 +118,11 @@ class OtelObserver(Observer):
 
     def _fail(self, span: Any, error_type: str, error: Optional[BaseException]) -> None:
         span.set_attribute("error.type", error_type)
-        if error is not None:
-            span.record_exception(error)
+        if error is not None:  # the stacktrace of the error alone: its causes may hold
+            # what it was redacted of (SPEC 21b)
+            trace = traceback.format_exception(type(error), error, error.__traceback__,
+                                               chain=False)
+            span.record_exception(error, attributes={"exception.stacktrace": "".join(trace)})
         span.set_status(self._status(self._error, str(error) if error is not None else error_type))
 
     def _content(self, span: Any, name: str, value: Any) -> None:

@@ -175,6 +175,12 @@ class Transport:
                     else:
                         signal.wait(delay)  # an abort ends the wait at once
                     signal.throw_if_aborted()
+        except (APIError, RequestTimeoutError, AbortError, ValueError) as error:
+            # SPEC 21b: what caused it (a requests exception naming the URL whole, query
+            # secrets and all) does not travel with it; its type name is in the message.
+            error.__cause__ = error.__context__ = None
+            error.__suppress_context__ = True
+            raise
         finally:
             signal.remove_callback(call.abort)
             if cancel_timer is not None:
@@ -300,15 +306,15 @@ def transport_failure(exc: BaseException, *, api: str, shown_url: str, secrets: 
     if isinstance(exc, requests.exceptions.InvalidHeader):
         # requests quotes the header value (a key!) in its message: never shown.
         names = [k for k, v in (headers or {}).items() if not valid_header_value(v)]
-        return ValueError(f"{api} request not sent: header(s) {names or '?'} "
-                          "have a value HTTP cannot carry, such as a line break or "
-                          "surrounding whitespace (value not shown)")
+        return ValueError(f"{api} request not sent ({type(exc).__name__}): header(s) "
+                          f"{names or '?'} have a value HTTP cannot carry, such as a line "
+                          "break or surrounding whitespace (value not shown)")
     if isinstance(exc, (requests.exceptions.InvalidURL, requests.exceptions.InvalidSchema,
                         requests.exceptions.MissingSchema)):
-        return ValueError(f"{api} request not sent: {shown_url!r} is not "
-                          f"a URL requests can use ({redact(str(exc), secrets)})")
+        return ValueError(f"{api} request not sent ({type(exc).__name__}): {shown_url!r} "
+                          f"is not a URL requests can use ({redact(str(exc), secrets)})")
     reason = redact(readable(exc), secrets)
-    return APIConnectionError(f"{what} ({shown_url}): {reason}")
+    return APIConnectionError(f"{what} ({shown_url}): {type(exc).__name__}: {reason}")
 
 
 class _Retry(Exception):
