@@ -23,7 +23,8 @@ from typing import Any, Callable, Iterable, Iterator, Optional
 from ..errors import APIConnectionError
 from .body import too_large
 
-__all__ = ["ReplyBudget", "budget_of", "watch_idle", "idle_error", "DEFAULT_IDLE_TIMEOUT_MS"]
+__all__ = ["ReplyBudget", "budget_of", "watch_idle", "bound_silence", "idle_error",
+           "DEFAULT_IDLE_TIMEOUT_MS"]
 
 DEFAULT_IDLE_TIMEOUT_MS = 300_000
 
@@ -94,3 +95,17 @@ def watch_idle(chunks: Iterable[bytes], budget: ReplyBudget, idle_ms: Optional[f
         elif now - last > idle_s:
             raise idle_error(idle_ms)
         yield chunk
+
+
+def bound_silence(response: Any, idle_ms: Optional[float]) -> None:
+    """A stream that sends nothing at all ends after ``idle_ms`` too: the socket's read
+    timeout, from now on (the headers came; until then the usual read timeout held)."""
+    sock = getattr(getattr(response.raw, "_connection", None), "sock", None)
+    if sock is None or idle_ms is None:
+        return
+    try:
+        current = sock.gettimeout()
+        if current is None or current > idle_ms / 1000.0:
+            sock.settimeout(idle_ms / 1000.0)
+    except OSError:  # closed under us: the read that follows says so
+        pass

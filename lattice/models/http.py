@@ -51,7 +51,7 @@ from ..cancellation import call_later
 from ..errors import AbortError, APIConnectionError, APIError, APIStatusError, RequestTimeoutError
 from .base import ModelRequest, ReplyDict
 from .body import DEFAULT_MAX_RESPONSE_BYTES, finish_stream, read_body, read_chunks
-from .budget import DEFAULT_IDLE_TIMEOUT_MS, ReplyBudget, idle_error, watch_idle
+from .budget import DEFAULT_IDLE_TIMEOUT_MS, ReplyBudget, bound_silence, idle_error, watch_idle
 from .codec import Codec, EventCallback, Signer
 from .cutoff import HeldCall, attach, cut_if_needed, detach
 from .retry import RetryPolicy, status_is_retryable
@@ -224,7 +224,7 @@ class Transport:
             kind = response.headers.get("content-type", "")
             if streaming and getattr(codec, "stream_type", _SSE) in kind:
                 budget, idle_ms = ReplyBudget(limit), self.stream_idle_timeout_ms
-                _bound_silence(response, idle_ms)
+                bound_silence(response, idle_ms)
                 chunks = read_chunks(response, deadline, clock)
                 on_event = call.request.on_event if call.request is not None else None
                 reply = codec.read_stream(watch_idle(chunks, budget, idle_ms, clock),
@@ -269,20 +269,6 @@ class Transport:
         every = {**(dict(session.headers) if session is not None else {}), **(headers or {})}
         return transport_failure(exc, api=self.codec.api, shown_url=shown,
                                  secrets=call.secrets, headers=every, what=what)
-
-
-def _bound_silence(response: Any, idle_ms: Optional[float]) -> None:
-    """A stream that sends nothing at all ends after ``idle_ms`` too: the socket's read
-    timeout, from now on (the headers came; until then the usual read timeout held)."""
-    sock = getattr(getattr(response.raw, "_connection", None), "sock", None)
-    if sock is None or idle_ms is None:
-        return
-    try:
-        current = sock.gettimeout()
-        if current is None or current > idle_ms / 1000.0:
-            sock.settimeout(idle_ms / 1000.0)
-    except OSError:  # closed under us: the read that follows says so
-        pass
 
 
 def transport_failure(exc: BaseException, *, api: str, shown_url: str, secrets: Sequence[str],
