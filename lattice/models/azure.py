@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 from urllib.parse import quote
 
 from ..errors import APIStatusError, AuthenticationError
@@ -62,12 +62,14 @@ def _provider(token_provider: Any) -> Optional[TokenProvider]:
     return token_provider  # type: ignore[no-any-return]
 
 
-def azure_credentials(api_key: Optional[str], token_provider: Optional[TokenProvider]
+def azure_credentials(api_key: Optional[str], token_provider: Optional[TokenProvider],
+                      ask: Callable[[TokenProvider], str] = bearer_token
                       ) -> Tuple[Dict[str, str], List[str]]:
     """The auth header and its secret: ``api-key`` (the argument, which wins), else a
-    bearer token from ``token_provider()``, else ``AZURE_OPENAI_API_KEY``."""
+    bearer token from ``token_provider()`` (asked with ``ask``), else
+    ``AZURE_OPENAI_API_KEY``."""
     if api_key is None and token_provider is not None:
-        token = bearer_token(token_provider)
+        token = ask(token_provider)
         return {"authorization": f"Bearer {token}"}, [token]
     key = api_key or secret_from_env("AZURE_OPENAI_API_KEY")
     if key is None:
@@ -81,12 +83,13 @@ class _AzureAuth:
 
     _azure_key: Optional[str]
     _token_provider: Optional[TokenProvider]
+    _ask_token: Callable[[TokenProvider], str]  # HTTPModelClient's
 
     def _asks_provider(self) -> bool:
         return self._azure_key is None and self._token_provider is not None
 
     def _credentials(self) -> Tuple[Dict[str, str], List[str]]:
-        return azure_credentials(self._azure_key, self._token_provider)
+        return azure_credentials(self._azure_key, self._token_provider, self._ask_token)
 
 
 class _AzureChatCodec(ChatCodec):

@@ -6,9 +6,23 @@ becomes a request body."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
-from typing import TYPE_CHECKING, Any, Dict, List, Mapping, NamedTuple, Optional, Tuple, TypeVar
+import threading
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Callable,
+    Dict,
+    Iterator,
+    List,
+    Mapping,
+    NamedTuple,
+    Optional,
+    Tuple,
+    TypeVar,
+)
 
 from .._version import __version__
 from ..errors import AuthenticationError, RequestTimeoutError
@@ -19,6 +33,7 @@ from .entries import EntryBytes
 from .http import Codec, Transport
 from .options import check_client_options, clean_headers, require_requests, secrets_of
 from .retry import RetryPolicy
+from .tokens import ask_provider
 from .urls import shown_url
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -29,6 +44,10 @@ __all__ = ["HTTPModelClient", "TransportOptions", "check_max_bytes", "DEFAULT_MA
 C = TypeVar("C", bound="HTTPModelClient")
 _log = logging.getLogger("lattice")
 _USER_AGENT = f"agent-lattice/{__version__}"
+# The deadline and signal of the request whose headers this thread is making: what a
+# token provider's call is bounded by (``_ask_token``), without every ``_headers`` taking
+# the request.
+_asking = threading.local()
 
 
 class TransportOptions(NamedTuple):
@@ -106,19 +125,22 @@ class HTTPModelClient:
         answered by asking for headers again (``_headers_after_401``: the provider asked
         once more) and sending once more, within what is left of the request's deadline;
         not a retry under the policy: a token that went stale under us is no server fault."""
-        headers, secrets = self._headers()
         started = self.retry_policy.clock()
+        limit = request.timeout_ms or self.timeout_ms
+        deadline = started + limit / 1000.0 if limit else None
+        with _bounded_by(deadline, request):
+            headers, secrets = self._headers()
         try:
             return self._transport.send(request, body, headers, secrets, streaming, url=url)
         except AuthenticationError as exc:
             if exc.status_code != 401:
                 raise
-            fresh = self._headers_after_401()
+            with _bounded_by(deadline, request):
+                fresh = self._headers_after_401()
             if fresh is None:  # a fixed key or token: a second try would fail the same way
                 raise
             _log.info("%s: 401 to the token provider's token; sending once more with the "
                       "token it gives now", type(self).__name__)
-        limit = request.timeout_ms or self.timeout_ms
         if limit:
             left = limit - (self.retry_policy.clock() - started) * 1000.0
             if left <= 0:
@@ -138,6 +160,14 @@ class HTTPModelClient:
         """The credential comes from a token provider (no key wins over it): the default,
         no."""
         return False
+
+    def _ask_token(self, provider: Callable[[], Any]) -> str:
+        """``provider()``'s token (``tokens.py``), bounded by the deadline and signal of
+        the request being sent on this thread."""
+        deadline, request = getattr(_asking, "limits", (None, None))
+        return ask_provider(provider, deadline=deadline,
+                            signal=request.signal if request is not None else None,
+                            clock=self.retry_policy.clock)
 
     def _json_headers(self, auth: Dict[str, str], *secrets: Optional[str]
                       ) -> Tuple[Dict[str, str], List[str]]:
@@ -184,6 +214,16 @@ class HTTPModelClient:
         return (f"{type(self).__name__}(base_url={shown_url(self.base_url)!r}, "
                 f"stream={self.stream}, "
                 f"max_retries={self.retry_policy.max_retries}, timeout_ms={self.timeout_ms!r})")
+
+
+@contextlib.contextmanager
+def _bounded_by(deadline: Optional[float], request: ModelRequest) -> Iterator[None]:
+    before = getattr(_asking, "limits", None)
+    _asking.limits = (deadline, request)
+    try:
+        yield
+    finally:
+        _asking.limits = before if before is not None else (None, None)
 
 
 def check_max_bytes(value: Any, option: str = "max_response_bytes") -> int:

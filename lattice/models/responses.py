@@ -20,6 +20,7 @@ from .options import check_secret, resolve_base_url, secret_from_env, secrets_of
 from .responses_stream import parse_responses_stream
 from .responses_wire import reply_from_response, responses_body
 from .retry import RetryPolicy
+from .tokens import ask_provider
 from .urls import endpoint
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -53,11 +54,8 @@ def responses_url(base_url: str) -> str:
 
 
 def bearer_token(provider: TokenProvider) -> str:
-    """What ``provider()`` returns, checked (never shown in an error)."""
-    token = check_secret("token_provider()", provider())
-    if token is None:
-        raise ValueError("token_provider() returned None; it must return a token (str)")
-    return token
+    """What ``provider()`` returns, checked (never shown in an error; ``tokens.py``)."""
+    return ask_provider(provider)
 
 
 class OpenAIResponsesClient(HTTPModelClient):
@@ -147,7 +145,7 @@ class OpenAIResponsesClient(HTTPModelClient):
         (not when an ``api-key`` header is configured: that key is for another host)."""
         key = self._api_key
         if self._token_provider is not None and self._asks_provider():
-            token = bearer_token(self._token_provider)
+            token = self._ask_token(self._token_provider)
             return {"authorization": f"Bearer {token}"}, [token]
         if key is None and not any(k.lower() == "api-key" for k in self._default_headers):
             key = secret_from_env("OPENAI_API_KEY")

@@ -143,12 +143,7 @@ class AnthropicVertexClient(HTTPModelClient):
         if self._access_token is not None:
             return self._access_token
         if self._token_provider is not None:
-            token = self._token_provider()
-            if not isinstance(token, str):
-                raise AuthenticationError("token_provider() must return the access token as "
-                                          f"a str, got {type(token).__name__}",
-                                          status_code=None)
-            return check_secret("token", token, "the token token_provider() returned") or ""
+            return self._ask_token(self._token_provider)
         return self._google_token(refresh)
 
     def _google_token(self, refresh: bool) -> str:
