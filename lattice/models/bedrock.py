@@ -11,6 +11,7 @@ arguments, the environment or the shared AWS files (``aws_config.py``).
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 from urllib.parse import quote
 
@@ -39,6 +40,9 @@ __all__ = ["AnthropicBedrockClient", "BEDROCK_VERSION", "EVENT_STREAM"]
 
 BEDROCK_VERSION = "bedrock-2023-05-31"
 EVENT_STREAM = "application/vnd.amazon.eventstream"
+
+
+_REGION = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*", re.IGNORECASE)
 
 
 class BedrockCodec:
@@ -117,6 +121,9 @@ class AnthropicBedrockClient(HTTPModelClient):
         if found is None:
             raise ValueError("region: pass region= or set AWS_REGION (or AWS_DEFAULT_REGION,"
                              " or region in the AWS config file)")
+        if not _REGION.fullmatch(found):  # it goes in the host name: nothing else may
+            raise ValueError(f"region must be an AWS region name (letters, digits and "
+                             f"dashes, such as us-east-1), got {found!r}")
         self.region = found
         headers = self._default_headers
         # Bedrock reads betas from the body (anthropic_beta), not from a header.

@@ -102,8 +102,12 @@ class MockMessagesServer:
         bedrock_credentials: Tuple[str, str] = DEFAULT_BEDROCK_CREDENTIALS,
         vertex_token: Optional[str] = None,
     ) -> None:
-        if not isinstance(repeat, bool):
-            raise ValueError(f"MockMessagesServer: repeat must be a bool, got {repeat!r}")
+        for name, value in (("repeat", repeat), ("record", record), ("strict", strict)):
+            if not isinstance(value, bool):
+                raise ValueError(f"MockMessagesServer: {name} must be a bool, got {value!r}")
+        if stream is not None and not isinstance(stream, bool):
+            raise ValueError(f"MockMessagesServer: stream must be a bool or None, got "
+                             f"{stream!r}")
         self.repeat = repeat
         # Bedrock routes check SigV4 against these; Vertex routes want this bearer token
         # (None: any). See _mock_bedrock.py.
