@@ -31,7 +31,7 @@ from .chat_wire import (
     finished,
     stop_reason_from_finish,
 )
-from .shape import malformed, optional
+from .shape import malformed, no_content, optional
 from .sse import json_scanner, load_data, sse_events
 
 __all__ = ["ChatStreamAccumulator", "parse_chat_stream"]
@@ -178,6 +178,8 @@ class ChatStreamAccumulator:
         if stop == "end_turn" and refusal and not "".join(self._texts):
             stop = "refusal"
         content = assemble(self._texts, self._reasoning, calls, refusal)
+        if not content and not self._finish:
+            raise no_content(self._head or None)
         return finished(self._head, content, stop, self._usage)
 
 

@@ -29,6 +29,7 @@ from .chat_wire import Translations, cached_tools, call_block
 from .chat_wire import system_text as text_of_system
 from .entries import MARK, EntryBytes, dump
 from .responses_status import error_from_responses, usage_from_responses
+from .shape import no_content
 
 __all__ = ["ITEMS_KEY", "responses_body", "responses_input", "responses_tools",
            "reply_from_response", "usage_from_responses", "error_from_responses",
@@ -235,6 +236,8 @@ def reply_from_response(body: Any) -> Dict[str, Any]:
     if status == "failed" or (body.get("error") and "output" not in body):
         raise error_from_responses(body.get("error"))
     output = body.get("output")
+    if output is None and status is None:  # a gateway's {}
+        raise no_content(body)
     if not isinstance(output, list):
         raise APIConnectionError(
             f"the reply has no output list (not a response?): {json.dumps(body)[:200]}")
@@ -243,6 +246,8 @@ def reply_from_response(body: Any) -> Dict[str, Any]:
             raise APIConnectionError(f"the reply's {field} is not a string: "
                                      f"{str(body[field])[:100]!r}")
     content, kept, refused = _content(output)
+    if not content and not kept and status is None:
+        raise no_content(body)
     if kept and too_deep(kept, MAX_DEPTH - 2):
         raise APIConnectionError(f"the reply's output items are nested deeper than "
                                  f"{MAX_DEPTH} levels; refused")
