@@ -38,7 +38,7 @@ __all__ = ["ITEMS_KEY", "responses_body", "responses_input", "responses_tools",
 ITEMS_KEY = "openai_items"
 _ENCRYPTED = "reasoning.encrypted_content"
 # Parts of a tool_use / text block the stub does not repeat.
-_CARRIED = {"function_call": ("name", "arguments", "status", "type"), "message": ()}
+_USUAL_CALL = frozenset(("type", "id", "call_id", "status"))  # sent with every call
 
 
 # -- requests ------------------------------------------------------------------------------
@@ -298,7 +298,13 @@ def _content(output: List[Any]) -> Tuple[List[Dict[str, Any]], List[Dict[str, An
         elif kind == "function_call":
             block = call_block(item.get("call_id"), item.get("name"), item.get("arguments"))
             blocks.append(block)
-            kept.append(dict(_stub(item), call_id=block["id"]))
+            # Every field the API sent but the two the block carries goes back as sent
+            # (SPEC 21b: ``namespace`` and any field added later); one beyond the usual
+            # ones makes the items worth keeping.
+            stub = {k: v for k, v in item.items()
+                    if v is not None and k not in ("name", "arguments")}
+            kept.append(dict(stub, call_id=block["id"]))
+            needed = needed or any(k not in _USUAL_CALL for k in stub)
             continue
         elif kind == "reasoning":
             thinking += _reasoning_text(item)
@@ -310,9 +316,9 @@ def _content(output: List[Any]) -> Tuple[List[Dict[str, Any]], List[Dict[str, An
 
 
 def _stub(item: Dict[str, Any]) -> Dict[str, Any]:
-    drop = _CARRIED.get(item.get("type"), ())  # type: ignore[arg-type]
-    return {k: v for k, v in item.items() if v is not None and (k not in drop and k not in (
-        "content", "role", "status") or k == "type")}
+    """What stands for a message item: all but its text, role and status."""
+    return {k: v for k, v in item.items()
+            if v is not None and k not in ("content", "role", "status")}
 
 
 def _message_text(item: Dict[str, Any]) -> Tuple[str, str]:
