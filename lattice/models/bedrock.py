@@ -28,7 +28,7 @@ from .body import DEFAULT_MAX_RESPONSE_BYTES
 from .budget import DEFAULT_IDLE_TIMEOUT_MS
 from .client import HTTPModelClient
 from .http import EventCallback
-from .options import check_secret, resolve_base_url, secrets_of
+from .options import check_secret, check_version, resolve_base_url, secrets_of
 from .retry import RetryPolicy
 from .sigv4 import Credentials, sign_headers
 from .wire import dump_body, message_from_json, reply_from_message, request_dict
@@ -82,6 +82,8 @@ class AnthropicBedrockClient(HTTPModelClient):
             max_response_bytes, stream_idle_timeout_ms: as ``AnthropicClient``. Every
             retry is signed again. An ``anthropic-beta`` default header goes in the body
             as ``anthropic_beta`` (where Bedrock reads betas).
+        anthropic_version: the body's ``anthropic_version``: ``"bedrock-2023-05-31"``
+            (the default) or a dated one (``"2023-06-01"``), as newer SDKs send.
 
     The model is a Bedrock model id (``anthropic.claude-sonnet-4-5-20250929-v1:0``), an
     inference profile id (``us.anthropic...``) or an inference profile ARN.
@@ -106,7 +108,9 @@ class AnthropicBedrockClient(HTTPModelClient):
         retry_policy: Optional[RetryPolicy] = None,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         stream_idle_timeout_ms: Optional[float] = DEFAULT_IDLE_TIMEOUT_MS,
+        anthropic_version: str = BEDROCK_VERSION,
     ) -> None:
+        self.anthropic_version = check_version(anthropic_version)
         self._credentials = _given_credentials(access_key_id, secret_access_key,
                                                session_token)
         self._profile = _given_profile(profile, self._credentials is None)
@@ -167,7 +171,7 @@ class AnthropicBedrockClient(HTTPModelClient):
         body = request_dict(request, stream=self.stream)
         body.pop("model", None)
         streaming = body.pop("stream", None) is True
-        body.setdefault("anthropic_version", BEDROCK_VERSION)
+        body.setdefault("anthropic_version", self.anthropic_version)
         if self._betas:
             body.setdefault("anthropic_beta", self._betas)
         return dump_body(body, self._entries), streaming

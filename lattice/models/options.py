@@ -21,6 +21,7 @@ from .urls import shown_url
 __all__ = [
     "check_client_options",
     "check_secret",
+    "check_version",
     "secret_from_env",
     "clean_headers",
     "resolve_base_url",
@@ -122,6 +123,14 @@ def check_client_options(
     for name, value, wanted, bad in problems:
         if bad:
             raise ValueError(f"{name} must be {wanted}, got {value!r}")
+
+
+def check_version(value: Any, option: str = "anthropic_version") -> str:
+    """``value`` if it is a non-empty str without whitespace or control characters."""
+    if not isinstance(value, str) or not value or not re.fullmatch(r"[\x21-\x7e]+", value):
+        raise ValueError(f"{option} must be a non-empty str such as '2023-06-01', "
+                         f"got {value!r}")
+    return value
 
 
 def resolve_base_url(base_url: Optional[str], variable: str, default: str) -> str:

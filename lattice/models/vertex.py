@@ -22,7 +22,7 @@ from .base import ModelRequest, ReplyDict
 from .body import DEFAULT_MAX_RESPONSE_BYTES
 from .budget import DEFAULT_IDLE_TIMEOUT_MS
 from .client import HTTPModelClient
-from .options import check_secret, resolve_base_url, secrets_of
+from .options import check_secret, check_version, resolve_base_url, secrets_of
 from .retry import RetryPolicy
 from .status import error_from_response
 from .wire import dump_body, request_dict
@@ -73,6 +73,8 @@ class AnthropicVertexClient(HTTPModelClient):
             for ``global``); with or without ``/v1``.
         stream, max_retries, default_headers, session, timeout_ms, retry_policy,
             max_response_bytes, stream_idle_timeout_ms: as ``AnthropicClient``.
+        anthropic_version: the body's ``anthropic_version``: ``"vertex-2023-10-16"`` (the
+            default) or a dated one (``"2023-06-01"``), as newer SDKs send.
 
     Without ``access_token`` and ``token_provider``, Google application-default
     credentials are used through ``google-auth`` (the ``vertex`` extra).
@@ -96,7 +98,9 @@ class AnthropicVertexClient(HTTPModelClient):
         retry_policy: Optional[RetryPolicy] = None,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         stream_idle_timeout_ms: Optional[float] = DEFAULT_IDLE_TIMEOUT_MS,
+        anthropic_version: str = VERTEX_VERSION,
     ) -> None:
+        self.anthropic_version = check_version(anthropic_version)
         self._access_token = check_secret("access_token", access_token)
         if token_provider is not None and not callable(token_provider):
             raise ValueError(f"token_provider must be a callable or None, got "
@@ -172,7 +176,7 @@ class AnthropicVertexClient(HTTPModelClient):
     def _body(self, request: ModelRequest) -> Tuple[bytes, bool]:
         body = request_dict(request, stream=self.stream)
         body.pop("model", None)
-        body.setdefault("anthropic_version", VERTEX_VERSION)
+        body.setdefault("anthropic_version", self.anthropic_version)
         return dump_body(body, self._entries), body.get("stream") is True
 
     def __repr__(self) -> str:

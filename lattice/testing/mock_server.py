@@ -85,6 +85,7 @@ class MockMessagesServer:
             check signatures against (default ``("mock-access-key-id",
             "mock-secret-access-key")``).
         vertex_token: the bearer token the Vertex routes want (None: any).
+        azure_api_key: the ``api-key`` the Azure routes want (None: any non-empty key).
     """
 
     __test__ = False  # not a pytest test class
@@ -101,6 +102,7 @@ class MockMessagesServer:
         repeat: bool = False,
         bedrock_credentials: Tuple[str, str] = DEFAULT_BEDROCK_CREDENTIALS,
         vertex_token: Optional[str] = None,
+        azure_api_key: Optional[str] = None,
     ) -> None:
         for name, value in (("repeat", repeat), ("record", record), ("strict", strict)):
             if not isinstance(value, bool):
@@ -113,6 +115,11 @@ class MockMessagesServer:
         # (None: any). See _mock_bedrock.py.
         self.bedrock_credentials = tuple(bedrock_credentials)
         self.vertex_token = vertex_token
+        if azure_api_key is not None and (not isinstance(azure_api_key, str)
+                                          or not azure_api_key):
+            raise ValueError("MockMessagesServer: azure_api_key must be a non-empty str or "
+                             f"None, got {type(azure_api_key).__name__}")
+        self.azure_api_key = azure_api_key  # what Azure routes want as api-key (None: any)
         self.stream = stream
         self.strict = strict
         self.model = model
