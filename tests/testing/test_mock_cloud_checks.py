@@ -59,7 +59,7 @@ def test_lattice_sends_the_legacy_version_by_default(cloud: str, stream: bool) -
 
 
 @pytest.mark.parametrize("cloud", sorted(MAKERS))
-@pytest.mark.parametrize("version", ["2023-06-01", "2025-11-30"])
+@pytest.mark.parametrize("version", ["2023-06-01", "2026-10-21"])  # the SDK 2.17 sends
 def test_a_dated_version_is_accepted_and_sent_when_asked_for(cloud: str, version: str
                                                              ) -> None:
     with MockMessagesServer(["fine"]) as server:
