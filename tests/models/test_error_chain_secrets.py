@@ -17,7 +17,7 @@ import pytest
 from lattice import Agent, AnthropicClient, OpenAIChatClient
 from lattice.errors import APIConnectionError
 from lattice.models.base import ModelRequest
-from lattice.tracing import OtelObserver
+from lattice.observe.tracing import OtelObserver
 
 SECRET = "qs-SECRET-0123456789"
 
