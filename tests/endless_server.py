@@ -109,8 +109,8 @@ class EndlessServer:
     def _endless(self):  # type: ignore[no-untyped-def]
         mode = self.mode
         status = "500 Internal Server Error" if mode == "error-json" else "200 OK"
-        kind = "text/event-stream" if mode.startswith(("sse", "keep", "silent")) else (
-            self.kind if mode == "body" else "application/json")
+        kind = "text/event-stream" if mode.startswith(("sse", "keep")) else (
+            self.kind if mode in ("body", "silent") else "application/json")
         head = f"HTTP/1.1 {status}\r\nContent-Type: {kind}\r\n"
         if mode == "gzip":
             head += "Content-Encoding: gzip\r\n"
