@@ -61,10 +61,10 @@ def tool_uses_of(content: Any) -> List[Dict[str, Any]]:
     return [b for b in content if isinstance(b, dict) and b.get("type") == "tool_use"]
 
 
-PROVIDER_KEYS = ("openai_items",)
-"""Reply keys one codec needs back next turn (the Responses API's reasoning items, kept
-with the reply that made them): ``sendable`` keeps them, and every other codec leaves
-them out of what it sends."""
+PROVIDER_KEYS = ("openai_items", "gemini_parts")
+"""Reply keys one codec needs back next turn (the Responses API's reasoning items,
+Gemini's parts with their thought signatures, kept with the reply that made them):
+``sendable`` keeps them, and every other codec leaves them out of what it sends."""
 
 
 def sendable(message: Message) -> Message:
@@ -73,6 +73,8 @@ def sendable(message: Message) -> Message:
     ready = {"role": message["role"], "content": message["content"]}
     if "openai_items" in message:
         ready["openai_items"] = message["openai_items"]
+    if "gemini_parts" in message:
+        ready["gemini_parts"] = message["gemini_parts"]
     return ready
 
 
@@ -158,7 +160,8 @@ def normalize_reply(raw: Any) -> Message:
     return entry
 
 
-_REPLY_KEYS = ("model", "provider_response_id", "stop_reason", "usage", "openai_items")
+_REPLY_KEYS = ("model", "provider_response_id", "stop_reason", "usage", "openai_items",
+               "gemini_parts")
 
 
 def tool_result(tool_use_id: str, content: Any, *, is_error: bool = False) -> Dict[str, Any]:

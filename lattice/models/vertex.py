@@ -30,7 +30,7 @@ from .wire import dump_body, request_dict
 if TYPE_CHECKING:  # pragma: no cover
     import requests
 
-__all__ = ["AnthropicVertexClient", "VERTEX_VERSION"]
+__all__ = ["AnthropicVertexClient", "VERTEX_VERSION", "VertexCredentials", "vertex_setting"]
 
 VERTEX_VERSION = "vertex-2023-10-16"
 _SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
@@ -47,7 +47,7 @@ class VertexCodec(MessagesCodec):
         return error_from_response(status, headers, content, secrets)
 
 
-def _setting(value: Optional[str], option: str, variable: str) -> str:
+def vertex_setting(value: Optional[str], option: str, variable: str) -> str:
     if value is not None and (not isinstance(value, str) or not value.strip()):
         raise ValueError(f"{option} must be a non-empty str or None, got {value!r}")
     found = (value or os.environ.get(variable) or "").strip()
@@ -58,7 +58,70 @@ def _setting(value: Optional[str], option: str, variable: str) -> str:
     return found
 
 
-class AnthropicVertexClient(HTTPModelClient):
+class VertexCredentials:
+    """The credentials of both Vertex clients: a fixed ``access_token``, a
+    ``token_provider()`` called for every request (after a 401 it is called once more), or
+    Google application-default credentials through ``google-auth``."""
+
+    _default_headers: Dict[str, str]
+    _json_headers: Callable[..., Tuple[Dict[str, str], List[str]]]
+    _ask_token: Callable[[Callable[[], Any]], str]  # HTTPModelClient's (tokens.py)
+
+    def _init_credentials(self, access_token: Optional[str],
+                          token_provider: Optional[Callable[[], str]]) -> None:
+        self._access_token = check_secret("access_token", access_token)
+        if token_provider is not None and not callable(token_provider):
+            raise ValueError(f"token_provider must be a callable or None, got "
+                             f"{type(token_provider).__name__}")
+        if token_provider is not None and self._access_token is not None:
+            raise ValueError("pass access_token or token_provider, not both")
+        self._token_provider = token_provider
+        if self._access_token is None and token_provider is None and not _has_google_auth():
+            raise ValueError(f"{type(self).__name__} needs access_token=, token_provider=, or "
+                             "google-auth for application-default credentials: pip install "
+                             "'agent-lattice[vertex]'")
+        self._google: Any = None
+        self._google_lock = threading.Lock()
+
+    def _headers(self) -> Tuple[Dict[str, str], List[str]]:
+        return self._signed(self._token(refresh=False))
+
+    def _headers_after_401(self) -> Optional[Tuple[Dict[str, str], List[str]]]:
+        # The token went stale under us: a provider's or Google's new one, not a fixed one.
+        return None if self._access_token is not None else self._signed(self._token(refresh=True))
+
+    def _token(self, *, refresh: bool) -> str:
+        if self._access_token is not None:
+            return self._access_token
+        if self._token_provider is not None:
+            return self._ask_token(self._token_provider)
+        return self._google_token(refresh)
+
+    def _google_token(self, refresh: bool) -> str:
+        # the vertex extra; only this path needs it (no stubs: imported by name)
+        google_auth: Any = importlib.import_module("google.auth")
+        transport: Any = importlib.import_module("google.auth.transport.requests")
+        with self._google_lock:
+            if self._google is None:
+                self._google, _ = google_auth.default(scopes=_SCOPES)
+            credentials = self._google
+            if refresh or not credentials.valid:
+                credentials.refresh(transport.Request())
+            token = credentials.token
+        if not isinstance(token, str) or not token:
+            raise AuthenticationError("Google application-default credentials gave no access "
+                                      "token", status_code=None)
+        return token
+
+    def _signed(self, token: str) -> Tuple[Dict[str, str], List[str]]:
+        headers, secrets = self._json_headers({})
+        headers["authorization"] = f"Bearer {token}"
+        headers.update(self._default_headers)
+        return headers, sorted(set(secrets) | set(secrets_of({}, token)), key=len,
+                               reverse=True)
+
+
+class AnthropicVertexClient(VertexCredentials, HTTPModelClient):
     """Claude on Google Vertex AI; a ``ModelClient`` for ``lattice.Agent``. Thread-safe.
 
     Args:
@@ -101,19 +164,9 @@ class AnthropicVertexClient(HTTPModelClient):
         anthropic_version: str = VERTEX_VERSION,
     ) -> None:
         self.anthropic_version = check_version(anthropic_version)
-        self._access_token = check_secret("access_token", access_token)
-        if token_provider is not None and not callable(token_provider):
-            raise ValueError(f"token_provider must be a callable or None, got "
-                             f"{type(token_provider).__name__}")
-        if token_provider is not None and self._access_token is not None:
-            raise ValueError("pass access_token or token_provider, not both")
-        self._token_provider = token_provider
-        if self._access_token is None and token_provider is None and not _has_google_auth():
-            raise ValueError("AnthropicVertexClient needs access_token=, token_provider=, or "
-                             "google-auth for application-default credentials: pip install "
-                             "'agent-lattice[vertex]'")
-        self.project_id = _setting(project_id, "project_id", "ANTHROPIC_VERTEX_PROJECT_ID")
-        self.region = _setting(region, "region", "CLOUD_ML_REGION")
+        self._init_credentials(access_token, token_provider)
+        self.project_id = vertex_setting(project_id, "project_id", "ANTHROPIC_VERTEX_PROJECT_ID")
+        self.region = vertex_setting(region, "region", "CLOUD_ML_REGION")
         options = self._check_options(
             stream=stream, max_retries=max_retries, default_headers=default_headers,
             session=session, timeout_ms=timeout_ms, retry_policy=retry_policy,
@@ -123,8 +176,6 @@ class AnthropicVertexClient(HTTPModelClient):
                 else f"https://{self.region}-aiplatform.googleapis.com")
         url = resolve_base_url(base_url, "ANTHROPIC_VERTEX_BASE_URL", host)
         self.base_url = url[:-3] if url.endswith("/v1") else url
-        self._google: Any = None
-        self._google_lock = threading.Lock()
         self._make_transport(self.base_url, VertexCodec(self.base_url), options)
 
     def create(self, request: ModelRequest) -> ReplyDict:
@@ -135,43 +186,6 @@ class AnthropicVertexClient(HTTPModelClient):
                f"publishers/anthropic/models/{request.model}:"
                f"{'streamRawPredict' if streaming else 'rawPredict'}")
         return self._send(request, body, streaming, url=url)
-
-    def _headers(self) -> Tuple[Dict[str, str], List[str]]:
-        return self._signed(self._token(refresh=False))
-
-    def _headers_after_401(self) -> Optional[Tuple[Dict[str, str], List[str]]]:
-        # The token went stale under us: a provider's or Google's new one, not a fixed one.
-        return None if self._access_token is not None else self._signed(self._token(refresh=True))
-
-    def _token(self, *, refresh: bool) -> str:
-        if self._access_token is not None:
-            return self._access_token
-        if self._token_provider is not None:
-            return self._ask_token(self._token_provider)
-        return self._google_token(refresh)
-
-    def _google_token(self, refresh: bool) -> str:
-        # the vertex extra; only this path needs it (no stubs: imported by name)
-        google_auth: Any = importlib.import_module("google.auth")
-        transport: Any = importlib.import_module("google.auth.transport.requests")
-        with self._google_lock:
-            if self._google is None:
-                self._google, _ = google_auth.default(scopes=_SCOPES)
-            credentials = self._google
-            if refresh or not credentials.valid:
-                credentials.refresh(transport.Request())
-            token = credentials.token
-        if not isinstance(token, str) or not token:
-            raise AuthenticationError("Google application-default credentials gave no access "
-                                      "token", status_code=None)
-        return token
-
-    def _signed(self, token: str) -> Tuple[Dict[str, str], List[str]]:
-        headers, secrets = self._json_headers({})
-        headers["authorization"] = f"Bearer {token}"
-        headers.update(self._default_headers)
-        return headers, sorted(set(secrets) | set(secrets_of({}, token)), key=len,
-                               reverse=True)
 
     def _body(self, request: ModelRequest) -> Tuple[bytes, bool]:
         body = request_dict(request, stream=self.stream)

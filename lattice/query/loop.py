@@ -41,10 +41,16 @@ __all__ = ["Loop"]
 
 
 CONTEXT_EXCEEDED = "model_context_window_exceeded"
+# Gemini's MALFORMED_FUNCTION_CALL / UNEXPECTED_TOOL_CALL with no call to answer: the model
+# is asked to call again (SPEC 25a), a turn like any other (counted by max_turns).
+MALFORMED_CALL = "malformed_function_call"
+MALFORMED_TEXT = ("Your function call was malformed and was not run. Call the function again "
+                  "with valid arguments (a JSON object matching its schema).")
 
 # What a reply asks for (``Loop.plan``): the final answer, its batch run, calls cut off at
-# max_tokens, a submit_output, or a person's approval.
+# max_tokens, a submit_output, a person's approval, or a malformed call made again.
 ANSWER, RUN, TRUNCATED, SUBMIT, WAIT = "answer", "run", "truncated", "submit", "wait"
+AGAIN = "again"
 
 
 class Loop:
@@ -185,7 +191,7 @@ class Loop:
         uses = self.uses = tool_uses_of(reply["content"])
         self.calls = self.waiting = []  # replaced when the reply asks for tools
         if not uses:
-            self.kind = ANSWER
+            self.kind = AGAIN if reply.get("stop_reason") == MALFORMED_CALL else ANSWER
         elif reply.get("stop_reason") == "max_tokens":
             self.kind = TRUNCATED
         elif self.output.submits(uses):
@@ -207,6 +213,8 @@ class Loop:
             return self.decide(self.output.final(reply))
         if kind is TRUNCATED:
             return self.decide(Verdict([not_run(u["id"], "truncated") for u in self.uses]))
+        if kind is AGAIN:
+            return self.decide(Verdict([{"type": "text", "text": MALFORMED_TEXT}]))
         if kind is SUBMIT:
             return self.decide(self.output.submission(self.uses))
         return Ending("awaiting_approval", pending=self.waiting)
