@@ -135,6 +135,7 @@ class EndlessServer:
         elif mode == "body" and self.body is not None:
             for piece in self.body():
                 yield _chunk(piece)
+            yield b"0\r\n\r\n"  # a body that ends (most never do)
         elif mode == "silent":
             while not self._stop.wait(0.05):
                 pass

@@ -23,6 +23,7 @@ from endless_server import EndlessServer
 from lattice import (
     AnthropicBedrockClient,
     AnthropicClient,
+    GeminiClient,
     OpenAIChatClient,
     OpenAIResponsesClient,
 )
@@ -115,12 +116,21 @@ def _client(provider: str, url: str, **options: Any) -> Any:
         return OpenAIChatClient(KEY, base_url=url + "/v1", **options)
     if provider == "responses":
         return OpenAIResponsesClient(api_key=KEY, base_url=url, **options)
+    if provider == "gemini":
+        return GeminiClient(api_key=KEY, base_url=url, **options)
     return AnthropicBedrockClient(region="us-east-1", access_key_id="AKIDEXAMPLE",
                                   secret_access_key="secret-0123456789", base_url=url,
                                   **options)
 
 
+def gemini_text() -> Iterator[bytes]:
+    while True:
+        yield sse({"candidates": [{"content": {"role": "model",
+                                               "parts": [{"text": "y" * 1000}]}}]})
+
+
 STREAMS = {
+    "gemini": ("gemini", gemini_text, "text/event-stream"),
     "anthropic": ("anthropic", anthropic_text, "text/event-stream"),
     "chat": ("chat", chat_text, "text/event-stream"),
     "responses": ("responses", responses_text, "text/event-stream"),
@@ -211,7 +221,7 @@ def anthropic_pings() -> Iterator[bytes]:
 
 @pytest.mark.parametrize("provider,mode", [
     ("anthropic", "pings"), ("chat", "keep-alive"), ("anthropic", "silent"),
-    ("responses", "silent"), ("bedrock", "silent"),
+    ("responses", "silent"), ("bedrock", "silent"), ("gemini", "keep-alive"),
 ])
 def test_a_stream_that_sends_nothing_useful_ends_after_the_idle_limit(
         provider: str, mode: str) -> None:
@@ -228,6 +238,22 @@ def test_a_stream_that_sends_nothing_useful_ends_after_the_idle_limit(
         assert ("the stream sent nothing useful for stream_idle_timeout_ms (600 ms); the "
                 "response was closed") in str(info.value)
         assert 0.5 < took < DEADLINE_MS / 2000
+        client.close()
+
+
+def test_a_slow_gemini_stream_that_progresses_is_not_idle() -> None:
+    def slow() -> Iterator[bytes]:
+        for text in ("o", "k", "!"):  # 0.2 s apart: 0.6 s in all, over the idle limit
+            time.sleep(0.2)
+            yield sse({"candidates": [{"content": {"role": "model",
+                                                   "parts": [{"text": text}]}}]})
+        yield sse({"candidates": [{"content": {"role": "model", "parts": [{"text": ""}]},
+                                   "finishReason": "STOP"}]})  # and the body ends
+
+    with EndlessServer("body", body=slow) as server:
+        client = _client("gemini", server.url, stream_idle_timeout_ms=400)
+        reply = client.create(request())
+        assert reply["content"][0]["text"] == "ok!"
         client.close()
 
 

@@ -21,8 +21,10 @@ from lattice import (
     AnthropicVertexClient,
     AzureOpenAIChatClient,
     AzureOpenAIResponsesClient,
+    GeminiClient,
     OpenAIChatClient,
     OpenAIResponsesClient,
+    VertexGeminiClient,
 )
 from lattice.errors import APIConnectionError
 from lattice.models.base import ModelRequest
@@ -41,6 +43,9 @@ MAKERS: Dict[str, Callable[..., Any]] = {
     "responses": lambda url, **o: OpenAIResponsesClient(api_key=KEY, base_url=url, **o),
     "azure-responses": lambda url, **o: AzureOpenAIResponsesClient(endpoint=url,
                                                                    api_key=KEY, **o),
+    "gemini": lambda url, **o: GeminiClient(api_key=KEY, base_url=url, **o),
+    "vertex-gemini": lambda url, **o: VertexGeminiClient(
+        project_id="p", region="us-east5", access_token=KEY, base_url=url, **o),
 }
 
 

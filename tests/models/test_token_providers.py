@@ -22,6 +22,7 @@ from lattice import (
     AzureOpenAIChatClient,
     AzureOpenAIResponsesClient,
     OpenAIResponsesClient,
+    VertexGeminiClient,
 )
 from lattice.errors import AbortError, AuthenticationError, RequestTimeoutError
 from lattice.models.base import ModelRequest
@@ -38,12 +39,15 @@ def make(name: str, provider: Callable[[], Any], **options: Any) -> Any:
     if name == "azure-chat":
         return AzureOpenAIChatClient(endpoint=URL, deployment="d", api_version="2024-10-21",
                                      token_provider=provider, **options)
+    if name == "vertex-gemini":
+        return VertexGeminiClient(project_id="p", region="us-east5", base_url=URL,
+                                  token_provider=provider, **options)
     if name == "azure-responses":
         return AzureOpenAIResponsesClient(endpoint=URL, token_provider=provider, **options)
     return OpenAIResponsesClient(base_url=URL, token_provider=provider, **options)
 
 
-CLIENTS = ["vertex", "azure-chat", "azure-responses", "openai-responses"]
+CLIENTS = ["vertex", "vertex-gemini", "azure-chat", "azure-responses", "openai-responses"]
 
 
 def request(**fields: Any) -> ModelRequest:
