@@ -106,3 +106,20 @@ def test_the_name_option_is_checked(name: Any) -> None:
 def test_the_name_is_kept() -> None:
     assert Agent(model="m", name="bot").name == "bot"
     assert Agent(model="m").name is None
+
+
+def test_an_observer_of_ones_own_reads_the_details_in_query_start() -> None:
+    from lattice.observe import Observer, query_details
+    from lattice.testing import ScriptedModelClient
+
+    seen: List[Any] = []
+
+    class Watcher(Observer):
+        def query_start(self, model: Any, prompt: Any) -> Any:
+            seen.append(query_details())
+
+    agent = Agent(model="m", name="helper", model_client=ScriptedModelClient(["hi"]),
+                  observers=[Watcher()])
+    agent.prompt("go")
+    assert seen[0].agent_name == "helper" and seen[0].agent_id
+    assert query_details() is None  # only during query_start
