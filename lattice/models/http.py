@@ -60,6 +60,8 @@ from .urls import hide_queries_from_urllib3, redact, shown_url, url_secrets
 
 if TYPE_CHECKING:  # pragma: no cover
     import requests
+else:  # annotations only (get_type_hints): requests is imported when a request is made
+    from .annotations import requests
 
 __all__ = ["Codec", "Transport", "EventCallback", "Signer", "new_session",
            "transport_failure", "transport_errors", "DEFAULT_MAX_RESPONSE_BYTES"]

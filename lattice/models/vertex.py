@@ -29,6 +29,8 @@ from .wire import dump_body, request_dict
 
 if TYPE_CHECKING:  # pragma: no cover
     import requests
+else:  # annotations only (get_type_hints): requests is imported when a request is made
+    from .annotations import requests
 
 __all__ = ["AnthropicVertexClient", "VERTEX_VERSION", "VertexCredentials", "vertex_setting"]
 
