@@ -108,7 +108,7 @@ class Query(Iterator[SDKMessage]):
     def _details(self) -> QueryDetails:
         """Who runs this query and where it talks, for observers (tracing)."""
         owner = self._owner
-        session = getattr(self._conversation.history.store, "session_id", None)
+        session = getattr(self._conversation.link.home, "session_id", None)  # the store's
         run_id = self._durable.run_id if self._durable is not None else None
         address, port = getattr(owner, "_server", (None, None))
         return QueryDetails(getattr(owner, "name", None), getattr(owner, "_agent_id", None),
