@@ -247,8 +247,10 @@ def check_runs(kind, where, session, log_path, run_ids):
     for run_id in run_ids:
         mine = [e for e in events if e[0] == run_id]
         children = [f"{run_id}/d-{run_id}-{c}" for c in CHILDREN]
-        for rid in [run_id] + children:  # each run ended exactly once
-            assert [e[2] for e in mine if e[1] == "ended"].count(rid) == 1, (rid, mine[-4:])
+        for rid in [run_id] + children:  # each run ended exactly once: its record says
+            # ended, and one attempt at most recorded the end (an attempt killed between
+            # that write and its log line leaves no line: the next one replays the run)
+            assert [e[2] for e in mine if e[1] == "ended"].count(rid) <= 1, (rid, mine[-4:])
             assert records[rid]["state"] == "ended"
         for rid in children:
             assert records[rid]["session_id"] == f"{session}/{rid.split('/', 1)[1]}"
