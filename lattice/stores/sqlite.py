@@ -283,7 +283,8 @@ class SqliteHistoryStore:
 
     def lock(self, *, wait_s: float = 0.0) -> SqliteLease:
         """Hold this session for one query, across threads and processes: a lease row
-        renewed every second while held, free 5 s after a holder dies. Entering raises
+        renewed every second while held, free 5 s after a holder dies (at once for a holder
+        of this host known to be dead). Entering raises
         ``ConcurrentQueryError`` if another holder keeps it past ``wait_s`` seconds. Each
         acquisition gets a fencing token; while held, this store's writes are refused
         (``LockLostError``) once another holder has taken the session over."""
