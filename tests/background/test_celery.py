@@ -21,8 +21,9 @@ import sys
 import time
 
 import pytest
+import real_parts
 
-pytest.importorskip("celery")
+real_parts.require("celery")
 from background_checks import (  # noqa: E402
     check_runs,
     kill,

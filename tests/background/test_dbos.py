@@ -18,8 +18,9 @@ import sys
 import time
 
 import pytest
+import real_parts
 
-pytest.importorskip("dbos")
+real_parts.require("dbos")
 from background_checks import check_runs, read_events  # noqa: E402
 from helpers import ROOT  # noqa: E402
 

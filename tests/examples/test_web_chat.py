@@ -22,6 +22,7 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 from wsgiref.simple_server import WSGIRequestHandler, make_server
 
 import pytest
+import real_parts
 
 from lattice import SqliteHistoryStore
 from lattice.testing import assert_well_formed
@@ -318,8 +319,8 @@ def test_a_run_whose_worker_was_killed_does_not_freeze_the_conversation(tmp_path
 
 ROOT = APP_PATH.parents[2]
 needs_gunicorn = pytest.mark.skipif(importlib.util.find_spec("gunicorn") is None,
-                                    reason="gunicorn is not installed "
-                                    "(pip install -e '.[test]')")
+                                    reason=real_parts.reason("gunicorn is not installed",
+                                                             real_parts.PIP_TEST))
 
 
 def documented_command() -> List[str]:

@@ -8,7 +8,8 @@ cannot be reached, a stale approval. No response of the app may be a 5xx. When a
 it saves a screenshot of every tab in ``LATTICE_SCREENSHOTS`` (default: the test's tmp dir).
 
 Needs the Debian packages ``chromium`` and ``chromium-driver`` (.ci/run installs them) and
-the ``selenium`` test extra; skips, saying which is missing, without them."""
+the ``selenium`` test extra; skips, saying which is missing and how to get it, without them
+(fails instead in CI: tests/real_parts.py)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterator, List
 
 import pytest
+import real_parts
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = ROOT / "examples" / "web_chat" / "app.py"
@@ -31,12 +33,10 @@ CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
 WAIT_S = 60  # generous: the machine may be busy; the waits end as soon as the page is ready
 
-webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed "
-                                "(pip install -e '.[test]')")
+webdriver = real_parts.require("selenium.webdriver")
 for _binary, _package in ((CHROMIUM, "chromium"), (CHROMEDRIVER, "chromium-driver")):
     if not os.access(_binary, os.X_OK):
-        pytest.skip(f"{_binary} is missing (apt-get install {_package})",
-                    allow_module_level=True)
+        real_parts.skip(f"{_binary} is missing", f"apt-get install {_package}")
 
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
@@ -292,7 +292,7 @@ def celery_workers(env: Dict[str, str], logs: Path, count: int = 2) -> Iterator[
 
 def test_a_celery_worker_killed_mid_run_and_the_page_still_gets_the_answer(
         tmp_path: Path, browser: Any, request: pytest.FixtureRequest) -> None:
-    pytest.importorskip("celery")
+    real_parts.require("celery")
     redis_server = request.getfixturevalue("redis_server")
     server = App(tmp_path, CELERY_BROKER_URL=redis_server.url, WEB_CHAT_MODEL_DELAY_S="1.5",
                  WEB_CHAT_VISIBILITY_S="4")
@@ -373,7 +373,7 @@ def test_a_busy_refusal_in_a_second_tab_keeps_the_text(slow_app: App, browser: A
 
 def test_a_whole_celery_worker_killed_does_not_freeze_the_page(
         tmp_path: Path, browser: Any, request: pytest.FixtureRequest) -> None:
-    pytest.importorskip("celery")
+    real_parts.require("celery")
     redis_server = request.getfixturevalue("redis_server")
     # The visibility timeout is an hour: the killed worker's job does not come back.
     server = App(tmp_path, CELERY_BROKER_URL=redis_server.url, WEB_CHAT_MODEL_DELAY_S="1.5",

@@ -16,6 +16,7 @@ import time
 import uuid
 
 import pytest
+import real_parts
 from store_kinds import child, make_store
 
 from lattice import Agent, ConcurrentQueryError
@@ -44,7 +45,7 @@ KINDS = ("jsonl", "sqlite", "postgres-psycopg")
 
 def where_for(kind, tmp_path, request):
     if kind.startswith("postgres-"):
-        pytest.importorskip("psycopg")
+        real_parts.require("psycopg")
         return request.getfixturevalue("postgres_server").conninfo
     return str(tmp_path)
 
