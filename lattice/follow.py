@@ -55,8 +55,12 @@ def follow(store: Any, *, after: int = 0, run_id: Optional[str] = None, poll_s: 
     (compaction, ``replace_history``), and with ``run_id`` last the run's result.
 
     Raises:
+        TypeError: ``store`` is not a history store (None, a path, ...).
         ValueError: a bad option, or ``run_id`` with a store that does not record runs.
     """
+    if not callable(getattr(store, "load", None)):
+        raise TypeError(f"follow() takes a history store (an object with load()), "
+                        f"got {type(store).__name__}: {store!r:.80}")
     if isinstance(after, bool) or not isinstance(after, int) or after < 0:
         raise ValueError(f"after must be an int >= 0, got {after!r}")
     if isinstance(poll_s, bool) or not isinstance(poll_s, (int, float)) or not poll_s > 0:

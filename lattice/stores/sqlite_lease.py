@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Dict, Optional
 from .base import logger
 from .holder import describe, is_dead
 from .locks import poll
-from .sqlite_runs import bump_fence
+from .sqlite_runs import Naming, bump_fence
 
 if TYPE_CHECKING:
     import sqlite3
@@ -93,7 +93,8 @@ class SqliteLease:
         self._failures = 0
 
     def __enter__(self) -> SqliteLease:
-        poll(self._try_take, self.wait_s, self.what)
+        with Naming(self.what):
+            poll(self._try_take, self.wait_s, self.what)
         self.held = True
         self.store._hold = self
         _renewer.add(self)
