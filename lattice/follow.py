@@ -92,7 +92,9 @@ def _follow(store: Any, position: int, run_id: Optional[str], poll_s: float,
                 yield SystemMessage("compaction", compacted_messages=max(0, position - kept))
                 position = kept
             seen = messages
-            end = len(messages)
+            # A run the store does not know (yet, or a mistyped id) owns no message: wait
+            # for its record (bounded by wait_s/signal), never yield another run's messages.
+            end = len(messages) if run_id is None or record is not None else position
             ended = record is not None and record.get("state") == "ended"
             if ended and isinstance(record.get("end_index"), int):  # type: ignore[union-attr]
                 end = min(end, record["end_index"])  # type: ignore[index]
