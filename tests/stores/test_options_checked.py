@@ -72,7 +72,7 @@ def test_replace_history_takes_message_dicts_only():
 
 @pytest.mark.parametrize("not_a_store", [None, "h.jsonl", 5, object()])
 def test_follow_takes_a_store(not_a_store):
-    with pytest.raises(TypeError, match="follow\\(\\) takes a history store.*got " +
+    with pytest.raises(TypeError, match="follow\\(\\) needs a history store.*got " +
                        type(not_a_store).__name__):
         lattice.follow(not_a_store)
 
