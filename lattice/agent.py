@@ -175,6 +175,10 @@ class Agent(Generic[OutputT]):
         """Replace the conversation (and the store's copy); only while no query runs."""
         if not isinstance(messages, list):
             raise ValueError(f"replace_history takes a list of messages, got {messages!r}")
+        for i, message in enumerate(messages):
+            if not isinstance(message, dict):
+                raise ValueError(f"replace_history: messages[{i}] must be a message dict, "
+                                 f"got {message!r}")
         self._conversation.replace(messages)
 
     def pending_approvals(self) -> List[ToolCall]:
