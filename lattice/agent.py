@@ -187,10 +187,11 @@ class Agent(Generic[OutputT]):
 
     # -- queries ---------------------------------------------------------------------------
     def _prepare(self, prompt: Any, approvals: Any, overrides: Mapping[str, Any],
-                 *, partial_messages: bool) -> QuerySettings:
-        """Check a query's prompt and overrides (ValueError naming them) before it starts."""
+                 *, partial_messages: bool, resuming: bool = False) -> QuerySettings:
+        """Check a query's prompt and overrides (ValueError naming them) before it starts
+        (``resuming``: a subagent's run left running is continued, with no new prompt)."""
         if type(prompt) is not str:
-            if prompt is None and approvals is None:
+            if prompt is None and approvals is None and not resuming:
                 raise ValueError("prompt is required (it may be None only with approvals=)")
             if prompt is not None:
                 _check_prompt(prompt)
@@ -240,7 +241,8 @@ class Agent(Generic[OutputT]):
 
     def _start(self, prompt: Any, signal: Optional[SignalLike], approvals: Any, run_id: Any,
                overrides: Mapping[str, Any], *, lockstep: bool,
-               subagent_messages: bool = False, parentage: Any = None) -> Query:
+               subagent_messages: bool = False, parentage: Any = None,
+               resuming: bool = False) -> Query:
         """The one body of ``query()``, ``prompt()`` and a subagent's query: the options
         checked, the query started. ``lockstep``: the caller takes each message as it comes
         (``query()``), else only the result (``prompt()``: no partial messages, one
@@ -248,7 +250,8 @@ class Agent(Generic[OutputT]):
         what a subagent's query gets from the call that runs it (subagents.py)."""
         checked_signal, checked_run_id = as_signal(signal), check_run_id(run_id)
         check_bool("include_subagent_messages", subagent_messages)
-        settings = self._prepare(prompt, approvals, overrides, partial_messages=lockstep)
+        settings = self._prepare(prompt, approvals, overrides, partial_messages=lockstep,
+                                 resuming=resuming)
         if settings.include_subagent_messages != subagent_messages:
             settings = replace(settings, include_subagent_messages=subagent_messages)
         return Query(self._conversation, settings, prompt, approvals, checked_signal,
@@ -295,11 +298,12 @@ class Agent(Generic[OutputT]):
     _template: Optional[Agent] = None  # an isolated subagent call's Agent: its template
 
     def _delegate(self, prompt: Any, approvals: Optional[Dict[str, Any]],
-                  run_id: Optional[str], parentage: Any) -> Query:
+                  run_id: Optional[str], parentage: Any, *, resuming: bool = False) -> Query:
         """A subagent's query, run by the tool that delegates to it (subagents.py: the
         parent's signal reaches it through the query's run, not a signal of its own)."""
         return self._start(prompt, None, approvals, run_id, {}, lockstep=parentage.forward,
-                           subagent_messages=parentage.forward, parentage=parentage)
+                           subagent_messages=parentage.forward, parentage=parentage,
+                           resuming=resuming)
 
     def interrupt(self) -> None:
         """End the running query as ``"interrupted"``; nothing when idle."""

@@ -153,11 +153,17 @@ class SubagentTool(Tool):
         run_id = None
         if context.run_id is not None and _records_runs(agent):
             run_id = f"{context.run_id}/{call_id}"
+        left = None
         if decisions is not None and not agent.pending_approvals():
-            decisions = None  # settled already (a crash after the child resumed): go on
+            # Its decisions were being carried out when a crash came: the child's approvals
+            # run is continued by its own run id (the journal settles the calls it began).
+            decisions, left = None, _approvals_left_running(agent)
         try:
-            query = agent._delegate(prompt if decisions is None else None, decisions,
-                                    None if decisions is not None else run_id, parentage)
+            if left is not None:
+                query = agent._delegate(None, None, left, parentage, resuming=True)
+            else:
+                query = agent._delegate(prompt if decisions is None else None, decisions,
+                                        None if decisions is not None else run_id, parentage)
         except ConcurrentQueryError:
             return ToolResult(f"The {self.name} agent is busy with another call (a shared "
                               "subagent runs one call at a time); try again later.",
@@ -238,6 +244,17 @@ class SubagentTool(Tool):
 
 def _template(agent: Any) -> Any:
     return getattr(agent, "_template", None) or agent
+
+
+def _approvals_left_running(agent: Agent) -> Optional[str]:
+    """The run id of the approvals query a crash left running on the child's
+    conversation (None when there is none)."""
+    from .durable.runs import running_runs
+
+    for record in running_runs(agent._conversation.link):
+        if record.run_id.startswith("approval:"):
+            return record.run_id
+    return None
 
 
 def _records_runs(agent: Agent) -> bool:

@@ -166,3 +166,51 @@ def test_without_a_run_id_a_child_is_no_run():
     store = MemoryHistoryStore()
     world.parent(store).prompt("go")
     assert [r["run_id"] for r in store.list_runs()] == []
+
+
+def test_a_crash_while_the_child_carries_out_its_approvals_is_resumed_by_approving_again(
+        tmp_path):
+    """The parent resumes approvals; the child's approved call starts, and the process
+    dies. Approving again resumes the child's approvals run: the call is not run twice."""
+    from lattice import Tool
+
+    paid, crash = [], [True]
+
+    def pay(input):
+        paid.append(input["amount"])
+        if crash and crash.pop():
+            raise Crash()
+        return "paid"
+
+    def child_model(request):
+        last = request.messages[-1]["content"]
+        if isinstance(last, str):
+            return reply(tool_use("pay", {"amount": 5}, id="c1"))
+        return "child saw: " + last[0]["content"]
+
+    def parent_model(request):
+        last = request.messages[-1]["content"]
+        if isinstance(last, str):
+            return reply(delegate())
+        return "parent saw: " + last[0]["content"]
+
+    def parent(store):
+        child = Agent(model="c", name="researcher", system="Pays.",
+                      model_client=FunctionModelClient(child_model),
+                      tools=[Tool("pay", "Pay.", {"type": "object"}, pay,
+                                  requires_approval=True)])
+        return Agent(model="p", model_client=FunctionModelClient(parent_model),
+                     tools=[child.as_tool()], history_store=store)
+
+    store = SqliteHistoryStore(tmp_path / "h.db", "s1")
+    assert parent(store).prompt("go", run_id="job").subtype == "awaiting_approval"
+    with pytest.raises(Crash):
+        parent(store).prompt(approvals={"c1": True})
+    forget_the_repairs(store, ["s1", "s1/d1"])
+    [again] = parent(store).pending_approvals()  # the child's call, as the page shows it
+    assert again.path == ["d1", "c1"]
+    result = parent(store).prompt(approvals={"c1": True})
+    assert result.subtype == "success" and "unknown" in result.result
+    assert paid == [5]  # not run twice
+    for session in ("s1", "s1/d1"):
+        assert history_problems(store.with_session(session).load()) == []
