@@ -33,6 +33,7 @@ from .errors import (
     PermissionDeniedError,
     PromptTooLongError,
     RateLimitError,
+    ReplyRejectedError,
     RequestTimeoutError,
     SchemaError,
 )
@@ -56,6 +57,7 @@ if TYPE_CHECKING:  # the real classes for type checkers; at run time loaded on f
     from .models.anthropic import AnthropicClient
     from .models.azure import AzureOpenAIChatClient, AzureOpenAIResponsesClient
     from .models.bedrock import AnthropicBedrockClient
+    from .models.fallback import FallbackModelClient
     from .models.openai import OpenAIChatClient
     from .models.responses import OpenAIResponsesClient
     from .models.vertex import AnthropicVertexClient
@@ -99,6 +101,7 @@ __all__ = [
     "AzureOpenAIResponsesClient",
     "AnthropicBedrockClient",
     "AnthropicVertexClient",
+    "FallbackModelClient",
     "RetryPolicy",
     # history
     "follow",
@@ -133,6 +136,7 @@ __all__ = [
     "RateLimitError",
     "InternalServerError",
     "OverloadedError",
+    "ReplyRejectedError",
 ]
 
 
@@ -146,6 +150,7 @@ _LAZY = {
     "AzureOpenAIResponsesClient": ".models.azure",
     "AnthropicBedrockClient": ".models.bedrock",
     "AnthropicVertexClient": ".models.vertex",
+    "FallbackModelClient": ".models.fallback",
     "JsonlHistoryStore": ".stores.jsonl",
     "create_jsonl_history_store": ".stores.jsonl",
     "SqliteHistoryStore": ".stores.sqlite",
