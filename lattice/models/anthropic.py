@@ -20,7 +20,7 @@ from .retry import RetryPolicy
 from .sse import parse_stream
 from .status import add_hint, error_from_response
 from .urls import endpoint
-from .wire import message_from_json, reply_from_message, request_body
+from .wire import count_body, dump_body, message_from_json, reply_from_message, request_body
 
 if TYPE_CHECKING:  # pragma: no cover
     import requests
@@ -111,6 +111,12 @@ class AnthropicClient(HTTPModelClient):
 
     def _body(self, request: ModelRequest) -> Tuple[bytes, bool]:
         return request_body(request, stream=self.stream, entries=self._entries)
+
+    def count_tokens(self, request: ModelRequest) -> int:
+        """The input tokens ``request`` would use: ``POST /v1/messages/count_tokens``
+        (free; the same model, system, messages and tools)."""
+        return self._count(request, dump_body(count_body(request)),
+                           endpoint(self.base_url, "/v1/messages/count_tokens"), "input_tokens")
 
     def _headers(self) -> Tuple[Dict[str, str], List[str]]:
         key, token = self._api_key, self._auth_token

@@ -194,6 +194,11 @@ class AzureOpenAIResponsesClient(_AzureAuth, OpenAIResponsesClient):
     def _resolve_base_url(self, base_url: Optional[str]) -> str:
         return self._endpoint + ("/openai" if self.api_version else "/openai/v1")
 
+    def count_tokens(self, request: ModelRequest) -> int:
+        """Azure OpenAI has no ``/responses/input_tokens`` (it answers 404)."""
+        raise NotImplementedError("AzureOpenAIResponsesClient: Azure OpenAI has no token "
+                                  "counting endpoint (/responses/input_tokens is OpenAI's)")
+
     def _url(self) -> str:
         return self.base_url + "/responses"
 

@@ -11,7 +11,19 @@ arguments, the environment or the shared AWS files (``aws_config.py``).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+import base64
+import json
+from typing import (
+    TYPE_CHECKING,
+    Callable,
+    Dict,
+    Iterator,
+    List,
+    Mapping,
+    Optional,
+    Sequence,
+    Tuple,
+)
 from urllib.parse import quote
 
 from ..errors import APIStatusError, RequestTimeoutError
@@ -24,7 +36,7 @@ from .bedrock_wire import (
     parse_event_stream,
 )
 from .body import DEFAULT_MAX_RESPONSE_BYTES
-from .client import HTTPModelClient
+from .client import HTTPModelClient, count_reader
 from .http import EventCallback
 from .options import check_secret, resolve_base_url, secrets_of
 from .retry import RetryPolicy
@@ -129,10 +141,28 @@ class AnthropicBedrockClient(HTTPModelClient):
     def create(self, request: ModelRequest) -> ReplyDict:
         """Send one request; return the assistant dict (nothing partial)."""
         request.signal.throw_if_aborted()
-        credentials = resolve_credentials(self._credentials, self._profile)
         body, streaming = self._body(request)
-        url = (f"{self.base_url}/model/{quote(str(request.model), safe='')}/"
-               f"{'invoke-with-response-stream' if streaming else 'invoke'}")
+        return self._signed_send(request, body, streaming, "invoke-with-response-stream"
+                                 if streaming else "invoke")
+
+    def count_tokens(self, request: ModelRequest) -> int:
+        """The input tokens ``request`` would use: Bedrock's ``CountTokens`` (free) with
+        the InvokeModel body. Bedrock counts for foundation-model ids, not inference
+        profiles (a ``ValidationException`` says so)."""
+        request.signal.throw_if_aborted()
+        invoke, _ = self._body(request)
+        body = json.dumps({"input": {"invokeModel": {
+            "body": base64.b64encode(invoke).decode("ascii")}}}).encode("utf-8")
+        reply = self._signed_send(request, body, False, "count-tokens",
+                                  read_json=count_reader("inputTokens"))
+        return int(reply["inputTokens"])
+
+    def _signed_send(self, request: ModelRequest, body: bytes, streaming: bool,
+                     operation: str, *, read_json: Optional[Callable[[bytes], ReplyDict]] = None
+                     ) -> ReplyDict:
+        """POST ``body`` to ``/model/{model}/{operation}``, each attempt signed afresh."""
+        credentials = resolve_credentials(self._credentials, self._profile)
+        url = f"{self.base_url}/model/{quote(str(request.model), safe='')}/{operation}"
         headers, secrets = self._headers()
         if streaming:
             headers.update({"accept": EVENT_STREAM, "x-amzn-bedrock-accept": "application/json"})
@@ -149,7 +179,7 @@ class AnthropicBedrockClient(HTTPModelClient):
 
         try:
             return self._transport.send(request, body, headers, secrets, streaming, url=url,
-                                        sign=sign)
+                                        sign=sign, read_json=read_json)
         except ModelTimeoutError as exc:
             raise RequestTimeoutError(f"Bedrock model timed out: {exc.message}") from exc
 

@@ -7,11 +7,23 @@ becomes a request body."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
-from typing import TYPE_CHECKING, Any, Dict, List, Mapping, NamedTuple, Optional, Tuple, TypeVar
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Callable,
+    Dict,
+    List,
+    Mapping,
+    NamedTuple,
+    Optional,
+    Tuple,
+    TypeVar,
+)
 
 from .._version import __version__
-from ..errors import AuthenticationError, RequestTimeoutError
+from ..errors import APIConnectionError, AuthenticationError, RequestTimeoutError
 from .base import ModelRequest, ReplyDict
 from .body import DEFAULT_MAX_RESPONSE_BYTES
 from .entries import EntryBytes
@@ -23,7 +35,8 @@ from .urls import shown_url
 if TYPE_CHECKING:  # pragma: no cover
     import requests
 
-__all__ = ["HTTPModelClient", "TransportOptions", "check_max_bytes", "DEFAULT_MAX_RESPONSE_BYTES"]
+__all__ = ["HTTPModelClient", "TransportOptions", "check_max_bytes", "count_reader",
+           "DEFAULT_MAX_RESPONSE_BYTES"]
 
 C = TypeVar("C", bound="HTTPModelClient")
 _log = logging.getLogger("lattice")
@@ -90,7 +103,8 @@ class HTTPModelClient:
         return self._send(request, body, streaming)
 
     def _send(self, request: ModelRequest, body: bytes, streaming: bool, *,
-              url: Optional[str] = None) -> ReplyDict:
+              url: Optional[str] = None,
+              read_json: Optional[Callable[[bytes], ReplyDict]] = None) -> ReplyDict:
         """POST ``body`` with this client's headers. A 401 to a token a provider gave is
         answered by asking for headers again (``_headers_after_401``: the provider asked
         once more) and sending once more, within what is left of the request's deadline;
@@ -98,7 +112,8 @@ class HTTPModelClient:
         headers, secrets = self._headers()
         started = self.retry_policy.clock()
         try:
-            return self._transport.send(request, body, headers, secrets, streaming, url=url)
+            return self._transport.send(request, body, headers, secrets, streaming, url=url,
+                                        read_json=read_json)
         except AuthenticationError as exc:
             if exc.status_code != 401:
                 raise
@@ -113,7 +128,22 @@ class HTTPModelClient:
             if left <= 0:
                 raise RequestTimeoutError(f"model request timed out after {limit} ms")
             request = dataclasses.replace(request, timeout_ms=max(1, int(left)))
-        return self._transport.send(request, body, *fresh, streaming, url=url)
+        return self._transport.send(request, body, *fresh, streaming, url=url,
+                                    read_json=read_json)
+
+    def count_tokens(self, request: ModelRequest) -> int:
+        """The input tokens ``request`` would use, counted by the provider's endpoint
+        (SPEC 25); a client whose service has none raises ``NotImplementedError``. No
+        tokenizer is ever downloaded."""
+        raise NotImplementedError(f"{type(self).__name__}: the service has no token "
+                                  "counting endpoint lattice can call")
+
+    def _count(self, request: ModelRequest, body: bytes, url: str, field: str) -> int:
+        """POST ``body`` to a counting endpoint (retries, deadline, abort and secrets as
+        for ``create``) and read the int in the reply's ``field``."""
+        request.signal.throw_if_aborted()
+        reply = self._send(request, body, False, url=url, read_json=count_reader(field))
+        return int(reply[field])
 
     def _headers(self) -> Tuple[Dict[str, str], List[str]]:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -173,6 +203,24 @@ class HTTPModelClient:
         return (f"{type(self).__name__}(base_url={shown_url(self.base_url)!r}, "
                 f"stream={self.stream}, "
                 f"max_retries={self.retry_policy.max_retries}, timeout_ms={self.timeout_ms!r})")
+
+
+def count_reader(field: str) -> Callable[[bytes], ReplyDict]:
+    """Reads a counting endpoint's 2xx body: ``{field: <int>}`` (``APIConnectionError``
+    for anything else)."""
+
+    def read(content: bytes) -> ReplyDict:
+        try:
+            data = json.loads(content)
+        except ValueError:
+            data = None
+        count = data.get(field) if isinstance(data, dict) else None
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise APIConnectionError(f"malformed token count response (no int {field!r}): "
+                                     f"{content[:200]!r}")
+        return {field: count}
+
+    return read
 
 
 def check_max_bytes(value: Any, option: str = "max_response_bytes") -> int:

@@ -7,12 +7,14 @@ exactly as for the other clients (retries, deadlines, abort, secrets).
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Tuple
 from urllib.parse import urlsplit
 
 from .base import ModelRequest
 from .chat_wire import Translations
 from .client import HTTPModelClient
+from .entries import dump
 from .openai import DEFAULT_OPENAI_BASE_URL, OpenAICodec, _check_query
 from .options import check_secret, resolve_base_url, secret_from_env, secrets_of
 from .responses_stream import parse_responses_stream
@@ -26,6 +28,12 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["OpenAIResponsesClient", "ResponsesCodec", "responses_url", "bearer_token"]
 
 TokenProvider = Callable[[], str]
+
+# What /responses/input_tokens takes of a Responses body (no max_output_tokens, store,
+# include, stream or sampling options).
+_COUNT_KEYS = frozenset(("model", "input", "instructions", "tools", "text", "reasoning",
+                         "tool_choice", "parallel_tool_calls", "previous_response_id",
+                         "conversation", "truncation"))
 
 
 class ResponsesCodec(OpenAICodec):
@@ -118,6 +126,7 @@ class OpenAIResponsesClient(HTTPModelClient):
         self.store = store
         url = self._url()
         self._query_secrets = secrets_of(dict(query))
+        self._count_url = endpoint(url, "/input_tokens", query)
         self._cache = Translations()  # what earlier requests translated
         self._make_transport(endpoint(url, "", query), ResponsesCodec(url, self._hint()),
                              options)
@@ -134,6 +143,13 @@ class OpenAIResponsesClient(HTTPModelClient):
     def _body(self, request: ModelRequest) -> Tuple[bytes, bool]:
         return responses_body(request, stream=self.stream, store=self.store,
                               cache=self._cache, entries=self._entries)
+
+    def count_tokens(self, request: ModelRequest) -> int:
+        """The input tokens ``request`` would use: ``POST /v1/responses/input_tokens``
+        (the same model, input, instructions and tools)."""
+        data, _ = responses_body(request, stream=False, store=True, cache=self._cache)
+        body = {k: v for k, v in json.loads(data).items() if k in _COUNT_KEYS}
+        return self._count(request, dump(body), self._count_url, "input_tokens")
 
     def _credentials(self) -> Tuple[Dict[str, str], List[str]]:
         """The auth header: our key, else the token provider's token, else the env key

@@ -24,7 +24,7 @@ from .client import HTTPModelClient
 from .options import check_secret, resolve_base_url, secrets_of
 from .retry import RetryPolicy
 from .status import error_from_response
-from .wire import dump_body, request_dict
+from .wire import count_body, dump_body, request_dict
 
 if TYPE_CHECKING:  # pragma: no cover
     import requests
@@ -128,6 +128,15 @@ class AnthropicVertexClient(HTTPModelClient):
                f"publishers/anthropic/models/{request.model}:"
                f"{'streamRawPredict' if streaming else 'rawPredict'}")
         return self._send(request, body, streaming, url=url)
+
+    def count_tokens(self, request: ModelRequest) -> int:
+        """The input tokens ``request`` would use: Vertex's ``count-tokens:rawPredict``
+        for Claude (free; the model named in the body)."""
+        body = count_body(request)
+        body.setdefault("anthropic_version", VERTEX_VERSION)
+        url = (f"{self.base_url}/v1/projects/{self.project_id}/locations/{self.region}/"
+               "publishers/anthropic/models/count-tokens:rawPredict")
+        return self._count(request, dump_body(body), url, "input_tokens")
 
     def _headers(self) -> Tuple[Dict[str, str], List[str]]:
         return self._signed(self._token(refresh=False))
