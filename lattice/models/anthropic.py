@@ -78,6 +78,8 @@ class AnthropicClient(HTTPModelClient):
         timeout_ms: deadline of one ``create()`` (retries included) when the request has
             none; without either, connect 10 s and read 600 s per attempt.
         retry_policy: a ``RetryPolicy``; it replaces ``max_retries`` when given.
+        model: the model id this client always sends (a request's ``model`` is then
+            ignored), e.g. one client of a ``FallbackModelClient``; default: the request's.
         max_response_bytes: the most one response body, SSE line or SSE event may hold
             (decoded); beyond it the call fails with ``APIConnectionError`` and the
             response is closed. Default 32 MiB.
@@ -98,13 +100,14 @@ class AnthropicClient(HTTPModelClient):
         timeout_ms: Optional[float] = None,
         retry_policy: Optional[RetryPolicy] = None,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        model: Optional[str] = None,
     ) -> None:
         self._api_key = check_secret("api_key", api_key)
         self._auth_token = check_secret("auth_token", auth_token)
         options = self._check_options(
             stream=stream, max_retries=max_retries, default_headers=default_headers,
             session=session, timeout_ms=timeout_ms, retry_policy=retry_policy,
-            max_response_bytes=max_response_bytes)
+            max_response_bytes=max_response_bytes, model=model)
         self.base_url = resolve_base_url(base_url, "ANTHROPIC_BASE_URL", DEFAULT_BASE_URL)
         self._make_transport(endpoint(self.base_url, "/v1/messages"),
                              MessagesCodec(self.base_url), options)
@@ -115,7 +118,7 @@ class AnthropicClient(HTTPModelClient):
     def count_tokens(self, request: ModelRequest) -> int:
         """The input tokens ``request`` would use: ``POST /v1/messages/count_tokens``
         (free; the same model, system, messages and tools)."""
-        return self._count(request, dump_body(count_body(request)),
+        return self._count(request, dump_body(count_body(self._own_model(request))),
                            endpoint(self.base_url, "/v1/messages/count_tokens"), "input_tokens")
 
     def _headers(self) -> Tuple[Dict[str, str], List[str]]:

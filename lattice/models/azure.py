@@ -180,6 +180,7 @@ class AzureOpenAIResponsesClient(_AzureAuth, OpenAIResponsesClient):
         session: Optional[requests.Session] = None,
         timeout_ms: Optional[float] = None,
         retry_policy: Optional[RetryPolicy] = None,
+        model: Optional[str] = None,
     ) -> None:
         self.api_version = None if api_version is None else _name("api_version", api_version)
         self._endpoint = _endpoint(endpoint)
@@ -187,7 +188,7 @@ class AzureOpenAIResponsesClient(_AzureAuth, OpenAIResponsesClient):
         super().__init__(stream=stream, store=store, max_retries=max_retries,
                          default_headers=default_headers, session=session,
                          timeout_ms=timeout_ms, retry_policy=retry_policy,
-                         token_provider=_provider(token_provider),
+                         token_provider=_provider(token_provider), model=model,
                          default_query=None if self.api_version is None
                          else {"api-version": self.api_version})
 

@@ -86,7 +86,7 @@ class AnthropicBedrockClient(HTTPModelClient):
         base_url: default ``ANTHROPIC_BEDROCK_BASE_URL``, else
             ``https://bedrock-runtime.{region}.amazonaws.com`` (a VPC endpoint or the mock).
         stream, max_retries, default_headers, session, timeout_ms, retry_policy,
-            max_response_bytes: as ``AnthropicClient``. Every retry is signed again. An
+            max_response_bytes, model: as ``AnthropicClient``. Every retry is signed again. An
             ``anthropic-beta`` default header goes in the body as ``anthropic_beta``
             (where Bedrock reads betas).
 
@@ -112,6 +112,7 @@ class AnthropicBedrockClient(HTTPModelClient):
         timeout_ms: Optional[float] = None,
         retry_policy: Optional[RetryPolicy] = None,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        model: Optional[str] = None,
     ) -> None:
         self._credentials = _given_credentials(access_key_id, secret_access_key,
                                                session_token)
@@ -119,7 +120,7 @@ class AnthropicBedrockClient(HTTPModelClient):
         options = self._check_options(
             stream=stream, max_retries=max_retries, default_headers=default_headers,
             session=session, timeout_ms=timeout_ms, retry_policy=retry_policy,
-            max_response_bytes=max_response_bytes)
+            max_response_bytes=max_response_bytes, model=model)
         if region is not None and (not isinstance(region, str) or not region.strip()):
             raise ValueError(f"region must be a non-empty str or None, got {region!r}")
         found = resolve_region(region, self._profile)
@@ -141,6 +142,7 @@ class AnthropicBedrockClient(HTTPModelClient):
     def create(self, request: ModelRequest) -> ReplyDict:
         """Send one request; return the assistant dict (nothing partial)."""
         request.signal.throw_if_aborted()
+        request = self._own_model(request)
         body, streaming = self._body(request)
         return self._signed_send(request, body, streaming, "invoke-with-response-stream"
                                  if streaming else "invoke")
@@ -150,6 +152,7 @@ class AnthropicBedrockClient(HTTPModelClient):
         the InvokeModel body. Bedrock counts for foundation-model ids, not inference
         profiles (a ``ValidationException`` says so)."""
         request.signal.throw_if_aborted()
+        request = self._own_model(request)
         invoke, _ = self._body(request)
         body = json.dumps({"input": {"invokeModel": {
             "body": base64.b64encode(invoke).decode("ascii")}}}).encode("utf-8")

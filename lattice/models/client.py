@@ -58,13 +58,14 @@ class HTTPModelClient:
 
     base_url: str
     stream: bool
+    model: Optional[str] = None  # the model this client always sends (None: the request's)
     _transport: Transport
     _default_headers: Dict[str, str]
 
     def _check_options(
         self, *, stream: Any, max_retries: Any, default_headers: Optional[Mapping[str, str]],
         session: Any, timeout_ms: Any, retry_policy: Any,
-        max_response_bytes: Any = DEFAULT_MAX_RESPONSE_BYTES,
+        max_response_bytes: Any = DEFAULT_MAX_RESPONSE_BYTES, model: Any = None,
     ) -> TransportOptions:
         """Check the options every client takes (ValueError naming the first bad one),
         keep ``stream`` and the cleaned ``default_headers``, and return what the transport
@@ -72,6 +73,9 @@ class HTTPModelClient:
         check_client_options(max_retries=max_retries, stream=stream, timeout_ms=timeout_ms,
                              session=session, retry_policy=retry_policy)
         limit = check_max_bytes(max_response_bytes)
+        if model is not None and (not isinstance(model, str) or not model.strip()):
+            raise ValueError(f"model must be a non-empty str or None, got {model!r}")
+        self.model = model.strip() if model is not None else None
         self._default_headers = clean_headers(default_headers)
         require_requests(type(self).__name__)  # at construction, not at the first prompt
         self.stream = stream
@@ -99,8 +103,17 @@ class HTTPModelClient:
     def create(self, request: ModelRequest) -> ReplyDict:
         """Send one request; return the assistant dict (nothing partial)."""
         request.signal.throw_if_aborted()
+        request = self._own_model(request)
         body, streaming = self._body(request)
         return self._send(request, body, streaming)
+
+    def _own_model(self, request: ModelRequest) -> ModelRequest:
+        """``request`` with this client's ``model`` when it was built with one (SPEC 25a:
+        a client of a ``FallbackModelClient`` sends its own model id)."""
+        model = self.model
+        if model is None or request.model == model:
+            return request
+        return dataclasses.replace(request, model=model)
 
     def _send(self, request: ModelRequest, body: bytes, streaming: bool, *,
               url: Optional[str] = None,

@@ -89,6 +89,8 @@ class OpenAIResponsesClient(HTTPModelClient):
         timeout_ms: deadline of one ``create()`` (retries included) when the request has
             none; without either, connect 10 s and read 600 s per attempt.
         retry_policy: a ``RetryPolicy``; it replaces ``max_retries`` when given.
+        model: the model id this client always sends (a request's ``model`` is then
+            ignored), e.g. one client of a ``FallbackModelClient``; default: the request's.
         token_provider: a callable returning a bearer token, called for every request
             (Microsoft Entra ID on Azure; the provider caches; after a 401 it is called
             once more and the request sent once more); ``api_key`` wins over it.
@@ -110,11 +112,12 @@ class OpenAIResponsesClient(HTTPModelClient):
         timeout_ms: Optional[float] = None,
         retry_policy: Optional[RetryPolicy] = None,
         token_provider: Optional[TokenProvider] = None,
+        model: Optional[str] = None,
     ) -> None:
         self._api_key = check_secret("api_key", api_key)
         options = self._check_options(
             stream=stream, max_retries=max_retries, default_headers=default_headers,
-            session=session, timeout_ms=timeout_ms, retry_policy=retry_policy)
+            session=session, timeout_ms=timeout_ms, retry_policy=retry_policy, model=model)
         if not isinstance(store, bool):
             raise ValueError(f"store must be True or False, got {store!r}")
         if token_provider is not None and not callable(token_provider):
@@ -147,7 +150,8 @@ class OpenAIResponsesClient(HTTPModelClient):
     def count_tokens(self, request: ModelRequest) -> int:
         """The input tokens ``request`` would use: ``POST /v1/responses/input_tokens``
         (the same model, input, instructions and tools)."""
-        data, _ = responses_body(request, stream=False, store=True, cache=self._cache)
+        data, _ = responses_body(self._own_model(request), stream=False, store=True,
+                                 cache=self._cache)
         body = {k: v for k, v in json.loads(data).items() if k in _COUNT_KEYS}
         return self._count(request, dump(body), self._count_url, "input_tokens")
 

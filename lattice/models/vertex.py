@@ -71,7 +71,7 @@ class AnthropicVertexClient(HTTPModelClient):
             ``https://{region}-aiplatform.googleapis.com`` (``https://aiplatform.googleapis.com``
             for ``global``); with or without ``/v1``.
         stream, max_retries, default_headers, session, timeout_ms, retry_policy,
-            max_response_bytes: as ``AnthropicClient``.
+            max_response_bytes, model: as ``AnthropicClient``.
 
     Without ``access_token`` and ``token_provider``, Google application-default
     credentials are used through ``google-auth`` (the ``vertex`` extra).
@@ -94,6 +94,7 @@ class AnthropicVertexClient(HTTPModelClient):
         timeout_ms: Optional[float] = None,
         retry_policy: Optional[RetryPolicy] = None,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        model: Optional[str] = None,
     ) -> None:
         self._access_token = check_secret("access_token", access_token)
         if token_provider is not None and not callable(token_provider):
@@ -111,7 +112,7 @@ class AnthropicVertexClient(HTTPModelClient):
         options = self._check_options(
             stream=stream, max_retries=max_retries, default_headers=default_headers,
             session=session, timeout_ms=timeout_ms, retry_policy=retry_policy,
-            max_response_bytes=max_response_bytes)
+            max_response_bytes=max_response_bytes, model=model)
         host = ("https://aiplatform.googleapis.com" if self.region == "global"
                 else f"https://{self.region}-aiplatform.googleapis.com")
         url = resolve_base_url(base_url, "ANTHROPIC_VERTEX_BASE_URL", host)
@@ -123,6 +124,7 @@ class AnthropicVertexClient(HTTPModelClient):
     def create(self, request: ModelRequest) -> ReplyDict:
         """Send one request; return the assistant dict (nothing partial)."""
         request.signal.throw_if_aborted()
+        request = self._own_model(request)
         body, streaming = self._body(request)
         url = (f"{self.base_url}/v1/projects/{self.project_id}/locations/{self.region}/"
                f"publishers/anthropic/models/{request.model}:"
@@ -132,7 +134,7 @@ class AnthropicVertexClient(HTTPModelClient):
     def count_tokens(self, request: ModelRequest) -> int:
         """The input tokens ``request`` would use: Vertex's ``count-tokens:rawPredict``
         for Claude (free; the model named in the body)."""
-        body = count_body(request)
+        body = count_body(self._own_model(request))
         body.setdefault("anthropic_version", VERTEX_VERSION)
         url = (f"{self.base_url}/v1/projects/{self.project_id}/locations/{self.region}/"
                "publishers/anthropic/models/count-tokens:rawPredict")

@@ -280,3 +280,18 @@ def test_count_tokens_asks_the_first_client():
     assert client.count_tokens(request()) == 4
     with pytest.raises(NotImplementedError):
         FallbackModelClient([ScriptedModelClient([])]).count_tokens(request())
+
+
+def test_built_in_clients_built_with_a_model_send_it():
+    with MockMessagesServer([MockMessagesServer.error(529, "busy")]) as one, \
+            MockMessagesServer(["from the second"]) as two:
+        client = FallbackModelClient([
+            AnthropicClient(api_key="k", base_url=one.base_url, max_retries=0,
+                            model="claude-big"),
+            OpenAIChatClient(api_key="k", base_url=two.base_url, model="gpt-small")])
+        result = Agent(model="agent-model", model_client=client).prompt("hi")
+        assert result.result == "from the second"
+        assert one.requests[0]["model"] == "claude-big"
+        assert two.requests[0]["model"] == "gpt-small"
+    with pytest.raises(ValueError, match="model"):
+        AnthropicClient(api_key="k", model="")
