@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Dict, Mapping, Optional
 
 __all__ = ["Usage", "USAGE_FIELDS", "token_count"]
@@ -18,12 +18,18 @@ def token_count(value: Any) -> int:
 
 @dataclass
 class Usage:
-    """Token counts; 0 means "not reported"."""
+    """Token counts; 0 means "not reported".
+
+    ``by_model`` splits them by model (model id -> ``Usage``): keyed by the model each
+    reply reports, else the request's (SPEC 22/25a); sums keep the split. It is left out
+    of ``==`` and ``to_dict()`` (totals compare as before).
+    """
 
     input_tokens: int = 0
     output_tokens: int = 0
     cache_creation_input_tokens: int = 0
     cache_read_input_tokens: int = 0
+    by_model: Dict[str, Usage] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def from_dict(cls, data: Optional[Mapping[str, Any]]) -> Usage:
@@ -48,10 +54,27 @@ class Usage:
     def __add__(self, other: Usage) -> Usage:
         if not isinstance(other, Usage):
             return NotImplemented
-        return Usage(self.input_tokens + other.input_tokens,
-                     self.output_tokens + other.output_tokens,
-                     self.cache_creation_input_tokens + other.cache_creation_input_tokens,
-                     self.cache_read_input_tokens + other.cache_read_input_tokens)
+        total = Usage(self.input_tokens + other.input_tokens,
+                      self.output_tokens + other.output_tokens,
+                      self.cache_creation_input_tokens + other.cache_creation_input_tokens,
+                      self.cache_read_input_tokens + other.cache_read_input_tokens)
+        if other.by_model:
+            merged = dict(self.by_model)
+            for model, part in other.by_model.items():
+                have = merged.get(model)
+                merged[model] = part if have is None else have + part
+            total.by_model = merged
+        elif self.by_model:
+            total.by_model = dict(self.by_model)
+        return total
+
+    def of_model(self, model: Optional[str]) -> Usage:
+        """These totals, split as all ``model``'s (a reply's usage; no model: no split)."""
+        if model:
+            self.by_model = {model: Usage(self.input_tokens, self.output_tokens,
+                                          self.cache_creation_input_tokens,
+                                          self.cache_read_input_tokens)}
+        return self
 
     def to_dict(self) -> Dict[str, int]:
         return {name: getattr(self, name) for name in USAGE_FIELDS}
