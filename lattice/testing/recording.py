@@ -29,6 +29,7 @@ from ._cassette import (
     VERSION,
     Redactor,
     comparable,
+    comparable_of,
     diff,
     error_from_record,
     error_record,
@@ -166,6 +167,8 @@ class Replayer:
                                  f"{other}, this run made a {kind} call")
         if self.match == "body":
             recorded = comparable(record[kind])
+            if recorded == comparable_of(request):
+                return record  # the common case, compared at C speed: no copy, no walk
             actual = comparable(self._redact(request_record(request)))
             if recorded != actual:
                 raise AssertionError(
