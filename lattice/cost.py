@@ -18,12 +18,16 @@ import logging
 import math
 import re
 from pathlib import Path
-from typing import Any, Dict, Iterator, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Dict, Iterator, Mapping, Optional, Set, Tuple
 
 from .usage import Usage
 
-__all__ = ["PRICE_FIELDS", "bundled_prices", "check_prices", "price_of", "cost_usd",
-           "prices_date"]
+if TYPE_CHECKING:  # pragma: no cover
+    from .endings import Ending
+    from .settings import QuerySettings
+
+__all__ = ["PRICE_FIELDS", "bundled_prices", "check_prices", "check_max_cost", "price_of",
+           "cost_usd", "prices_date"]
 
 PRICE_FIELDS = ("input", "output", "cache_read", "cache_write")
 Price = Dict[str, float]
@@ -31,6 +35,7 @@ Prices = Mapping[str, Price]
 
 _log = logging.getLogger("lattice")
 _DATE = re.compile(r"(?:-\d{8}|-\d{4}-\d{2}-\d{2})$")
+_WARNED: Set[Tuple[str, ...]] = set()  # max_cost_usd warnings given (once per model set)
 _REGION = re.compile(r"^(?:us|eu|apac|au|ca|jp|us-gov|global)\.")
 
 
@@ -92,6 +97,17 @@ def check_prices(value: Any, option: str = "prices") -> Optional[Dict[str, Price
     return checked
 
 
+def check_max_cost(value: Any) -> Optional[float]:
+    """The ``max_cost_usd`` Agent option: None or a positive number of dollars."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+            not math.isfinite(value) or value <= 0:
+        raise ValueError(f"max_cost_usd must be a positive number of US dollars or None, "
+                         f"got {value!r}")
+    return float(value)
+
+
 def _names(model: str) -> Iterator[str]:
     """``model``, then its plainer spellings (see the module docstring)."""
     yield model
@@ -147,6 +163,30 @@ def cost_usd(usage: Usage, prices: Optional[Prices] = None,
             return None
         total += _dollars(rest, price)
     return total
+
+
+def over_cost(usage: Usage, settings: QuerySettings) -> Optional[Ending]:
+    """The ``error_max_budget`` ending when ``usage`` already cost ``settings.max_cost_usd``
+    or more (checked before each model request, like the token budget), else None. Usage
+    of a model without a price cannot be judged: a WARNING says so and the query goes on."""
+    from .endings import Ending
+    from .errors import BudgetExceededError
+
+    spent = cost_usd(usage, settings.prices, settings.model)
+    limit = settings.max_cost_usd
+    if spent is None or limit is None:
+        unpriced = tuple(sorted(m for m in usage.by_model if price_of(m, settings.prices)
+                                is None))
+        if unpriced not in _WARNED:  # once per set of models, not before every request
+            _WARNED.add(unpriced)
+            _log.warning("max_cost_usd=%s cannot be checked: no price for %s (pass "
+                         "prices={model: {'input': ..., 'output': ...}})", limit,
+                         ", ".join(unpriced) or settings.model)
+        return None
+    if spent >= limit:
+        return Ending("error_max_budget", error=BudgetExceededError(
+            f"spent ${spent:.6f}, max_cost_usd={limit}"))
+    return None
 
 
 def _minus(a: Usage, b: Usage) -> Usage:

@@ -24,6 +24,7 @@ from typing import Any, Callable, Dict, List, Optional
 from . import approval
 from .calls import Hooks, Outcome, ToolCall, not_run, resolve_calls, run_batch
 from .compaction import Compactor
+from .cost import over_cost
 from .endings import Ending
 from .errors import BudgetExceededError, MaxTurnsExceededError, PromptTooLongError
 from .history import History
@@ -122,18 +123,20 @@ class Loop:
         return self.act(reply)
 
     def limit(self) -> Optional[Ending]:
-        """``max_turns`` and ``max_budget_tokens``, checked before each model request."""
+        """``max_turns``, ``max_budget_tokens`` and ``max_cost_usd``, checked before each
+        model request."""
         s = self.settings
         if self.turns >= s.max_turns:
             return Ending("error_max_turns", error=MaxTurnsExceededError(
                 f"reached max_turns={s.max_turns} model requests"))
-        if s.max_budget_tokens is None:
-            return None
-        usage = self.model.usage
-        spent = usage.prompt_tokens + usage.output_tokens
-        if spent >= s.max_budget_tokens:
-            return Ending("error_max_budget", error=BudgetExceededError(
-                f"used {spent} tokens, max_budget_tokens={s.max_budget_tokens}"))
+        if s.max_budget_tokens is not None:
+            usage = self.model.usage
+            spent = usage.prompt_tokens + usage.output_tokens
+            if spent >= s.max_budget_tokens:
+                return Ending("error_max_budget", error=BudgetExceededError(
+                    f"used {spent} tokens, max_budget_tokens={s.max_budget_tokens}"))
+        if s.max_cost_usd is not None:
+            return over_cost(self.model.usage, s)
         return None
 
     @property

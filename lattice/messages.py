@@ -8,7 +8,7 @@ wrap them for the caller with shortcuts. Assistant entries may carry SDK keys (`
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Union
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Union
 
 from .usage import Usage
 
@@ -296,7 +296,8 @@ class ResultMessage:
 
     type = "result"
     __slots__ = ("subtype", "is_error", "result", "structured_result", "usage", "stop_reason",
-                 "num_turns", "duration_ms", "error", "pending_approvals", "run_id", "replayed")
+                 "num_turns", "duration_ms", "error", "pending_approvals", "run_id", "replayed",
+                 "_prices", "_model")
 
     def __init__(self, subtype: ResultSubtype, *, is_error: bool = False,
                  result: Optional[str] = None,
@@ -315,6 +316,24 @@ class ResultMessage:
         self.pending_approvals: List[ToolCall] = []  # for "awaiting_approval"
         self.run_id: Optional[str] = None  # the durable run's id (SPEC 17)
         self.replayed = False  # True: the recorded result of a run that had ended
+        self._prices: Optional[Mapping[str, Any]] = None  # the Agent's prices= (cost.py)
+        self._model: Optional[str] = None  # the Agent's model: tokens no model claims
+
+    @property
+    def total_cost_usd(self) -> Optional[float]:
+        """What the query cost in US dollars, from ``usage.by_model`` and the price table
+        (the bundled ``prices.json`` under the Agent's ``prices=``); None when a model
+        that used tokens has no price (a DEBUG log names it). The table is read on first
+        use."""
+        from .cost import cost_usd
+
+        return cost_usd(self.usage, self._prices, self._model)
+
+    def _priced_by(self, prices: Optional[Mapping[str, Any]], model: Optional[str]
+                   ) -> ResultMessage:
+        """Price this result with the query's ``prices`` and ``model`` (query.py)."""
+        self._prices, self._model = prices, model
+        return self
 
     def to_dict(self) -> Dict[str, Any]:
         """A JSON-ready dict (the error as its type and message; a structured result
@@ -335,6 +354,7 @@ class ResultMessage:
             "error": None if self.error is None else
             f"{type(self.error).__name__}: {self.error}",
             "run_id": self.run_id, "replayed": self.replayed,
+            "total_cost_usd": self.total_cost_usd,
         }
 
     def __repr__(self) -> str:

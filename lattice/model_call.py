@@ -112,7 +112,8 @@ class ModelCaller:
         if watched:
             observers.model_end(token, reply, None)  # type: ignore[union-attr]
         run.finish_model()
-        usage = self.last_usage = Usage.from_dict(reply.get("usage"))
+        usage = self.last_usage = Usage.from_dict(reply.get("usage")).of_model(
+            reply.get("model") or request.model)  # Usage.by_model: the model that answered
         self.usage += usage
         return reply
 

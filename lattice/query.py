@@ -168,6 +168,7 @@ class Query(Iterator[SDKMessage]):
                         stop_reason=last.get("stop_reason") if last else None,
                         num_turns=loop.turns,
                         duration_ms=int((time.monotonic() - self._started) * 1000))
+                    result._priced_by(loop.settings.prices, loop.settings.model)
                     if self._keeper is not None:
                         self._keeper.end(result)
         finally:

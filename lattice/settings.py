@@ -156,4 +156,6 @@ class QuerySettings:
     requires_approval: Optional[Callable[[ToolCall], bool]] = None
     prompt_caching: bool = False
     max_budget_tokens: Optional[int] = None
+    prices: Optional[Dict[str, Dict[str, float]]] = None  # over the bundled table (cost.py)
+    max_cost_usd: Optional[float] = None
     observers: List[Observer] = field(default_factory=list)

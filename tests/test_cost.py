@@ -8,9 +8,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import reply
 
-from lattice import Usage
+from lattice import Agent, BudgetExceededError, Usage, tool
 from lattice.cost import bundled_prices, check_prices, cost_usd, price_of, prices_date
+from lattice.testing import FunctionModelClient, ScriptedModelClient
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -112,3 +114,77 @@ def test_by_model_survives_sums_and_leaves_equality_alone():
 def test_bad_prices_are_named(bad, match):
     with pytest.raises(ValueError, match=match):
         check_prices(bad)
+
+
+# -- through the Agent: total_cost_usd, prices=, max_cost_usd ---------------------------------
+
+
+@tool
+def ping() -> str:
+    """Answer pong."""
+    return "pong"
+
+
+def call_ping(usage, model=None):
+    extra = {"model": model} if model else {}
+    return reply({"type": "tool_use", "id": "t1", "name": "ping", "input": {}}, usage=usage,
+                 **extra)
+
+
+def test_total_cost_usd_of_a_query_and_usage_by_model():
+    client = ScriptedModelClient([
+        call_ping({"input_tokens": 1_000_000, "output_tokens": 0}, model="gpt-4o-2024-08-06"),
+        reply("done", usage={"input_tokens": 0, "output_tokens": 1_000_000})])
+    agent = Agent(model="claude-sonnet-4-5", model_client=client, tools=[ping])
+    result = agent.prompt("go")
+    # the first reply named its model; the second did not: the request's model
+    assert set(result.usage.by_model) == {"gpt-4o-2024-08-06", "claude-sonnet-4-5"}
+    assert result.usage.by_model["claude-sonnet-4-5"].output_tokens == 1_000_000
+    assert result.total_cost_usd == pytest.approx(2.5 + 15.0)
+    assert result.to_dict()["total_cost_usd"] == pytest.approx(17.5)
+
+
+def test_prices_option_and_an_unpriced_model(caplog):
+    caplog.set_level(logging.DEBUG, logger="lattice")
+    usage = {"input_tokens": 500_000, "output_tokens": 500_000}
+    agent = Agent(model="house-llm", model_client=ScriptedModelClient([reply("a", usage=usage)]))
+    result = agent.prompt("go")
+    assert result.total_cost_usd is None and "house-llm" in caplog.text
+    priced = Agent(model="house-llm", prices={"house-llm": {"input": 1.0, "output": 3.0}},
+                   model_client=ScriptedModelClient([reply("a", usage=usage)]))
+    assert priced.prompt("go").total_cost_usd == pytest.approx(2.0)
+    with pytest.raises(ValueError, match="prices"):
+        Agent(model="m", prices={"m": {"input": "free", "output": 1}},
+              model_client=ScriptedModelClient([]))
+
+
+def test_max_cost_usd_stops_before_a_request_once_the_cost_reached_it():
+    calls = []
+
+    def model(request):
+        calls.append(request)
+        # each turn: 100k input tokens of gpt-4o-mini, $0.015
+        return call_ping({"input_tokens": 100_000, "output_tokens": 0})
+
+    agent = Agent(model="gpt-4o-mini", model_client=FunctionModelClient(model), tools=[ping],
+                  max_cost_usd=0.04)
+    result = agent.prompt("go")
+    assert result.subtype == "error_max_budget" and result.is_error
+    assert isinstance(result.error, BudgetExceededError) and "max_cost_usd" in str(result.error)
+    assert len(calls) == 3  # $0.015, $0.030, $0.045 >= 0.04: the 4th is never sent
+    assert result.total_cost_usd == pytest.approx(0.045)
+
+
+@pytest.mark.parametrize("bad", [0, -1, "5", True, float("inf")])
+def test_bad_max_cost_usd_is_named(bad):
+    with pytest.raises(ValueError, match="max_cost_usd"):
+        Agent(model="m", max_cost_usd=bad, model_client=ScriptedModelClient([]))
+
+
+def test_an_unpriced_model_cannot_be_held_to_max_cost_usd(caplog):
+    caplog.set_level(logging.WARNING, logger="lattice")
+    client = ScriptedModelClient([call_ping({"input_tokens": 10**9}), reply("done")])
+    result = Agent(model="house-llm", model_client=client, tools=[ping],
+                   max_cost_usd=0.01).prompt("go")
+    assert result.subtype == "success"
+    assert "max_cost_usd" in caplog.text and "house-llm" in caplog.text

@@ -135,23 +135,29 @@ class FallbackModelClient:
                              f"{on_reply!r}")
         self.on_reply = on_reply
         self.model_map = _model_map(model_map, len(self.clients))
+        # each client's own model id (model_map's, else the one it was built with), or None
+        self._models: List[Optional[str]] = [self._own(i) for i in range(len(self.clients))]
 
-    def model_for(self, index: int, request: ModelRequest) -> Optional[str]:
-        """The model id client ``index`` is sent: ``model_map``'s, the client's own, or
-        the request's."""
+    def _own(self, index: int) -> Optional[str]:
         mapped = self.model_map.get(index)
         if mapped is not None:
             return mapped
         own = getattr(self.clients[index], "model", None)
-        return own if isinstance(own, str) and own else request.model
+        return own if isinstance(own, str) and own else None
+
+    def model_for(self, index: int, request: ModelRequest) -> Optional[str]:
+        """The model id client ``index`` is sent: ``model_map``'s, the client's own, or
+        the request's."""
+        return self._models[index] or request.model
 
     def create(self, request: ModelRequest) -> ReplyDict:
         """The first accepted reply, trying each client in order."""
         failures: List[BaseException] = []
-        started = time.monotonic()
+        started = time.monotonic() if request.timeout_ms else 0.0
         last = len(self.clients) - 1
         for index, client in enumerate(self.clients):
-            request.signal.throw_if_aborted()
+            if index:
+                request.signal.throw_if_aborted()
             attempt, watch = self._attempt(index, request, started)
             try:
                 reply = client.create(attempt)
@@ -161,10 +167,11 @@ class FallbackModelClient:
                     _attach(exc, failures)
                     raise
                 continue
-            model = reply.get("model") if isinstance(reply, dict) else None
-            if isinstance(reply, dict) and not model and attempt.model:
+            model = reply.get("model") if type(reply) is dict else None
+            if not model and attempt.model and type(reply) is dict:
                 reply = {**reply, "model": attempt.model}
-            if self.on_reply is None or self.on_reply(reply):
+            on_reply = self.on_reply
+            if on_reply is None or on_reply(reply):
                 return reply
             rejected = ReplyRejectedError(
                 f"on_reply rejected the reply of client {index} "
@@ -177,14 +184,16 @@ class FallbackModelClient:
     def _attempt(self, index: int, request: ModelRequest, started: float
                  ) -> Tuple[ModelRequest, Optional[_Watch]]:
         """The request client ``index`` gets: its model, what is left of the deadline,
-        and ``on_event`` watched."""
-        changes: Dict[str, Any] = {}
-        model = self.model_for(index, request)
-        if model != request.model:
-            changes["model"] = model
+        and ``on_event`` watched (the request itself when nothing changes: the common
+        first try costs no copy)."""
+        model = self._models[index] or request.model
+        on_event = request.on_event
+        if model == request.model and on_event is None and not (index and request.timeout_ms):
+            return request, None
+        changes: Dict[str, Any] = {"model": model}
         watch = None
-        if request.on_event is not None:
-            watch = changes["on_event"] = _Watch(request.on_event)
+        if on_event is not None:
+            watch = changes["on_event"] = _Watch(on_event)
         if request.timeout_ms and index:
             left = request.timeout_ms - (time.monotonic() - started) * 1000.0
             if left <= 0:
@@ -192,7 +201,7 @@ class FallbackModelClient:
                     f"model request timed out after {request.timeout_ms} ms "
                     f"(before fallback client {index})", kind="request")
             changes["timeout_ms"] = max(1, int(left))
-        return (dataclasses.replace(request, **changes) if changes else request), watch
+        return dataclasses.replace(request, **changes), watch
 
     def _moves_on(self, exc: BaseException, request: ModelRequest,
                   watch: Optional[_Watch]) -> bool:
