@@ -1,10 +1,13 @@
 """What the production toolkit's wrappers add per turn, in CPU instructions (valgrind).
 
-Each figure is the difference between a 20- and an 80-turn ``prompt()`` tool loop divided
-by 60 (interpreter start-up and imports cancel out), counted by callgrind, which does not
+Each figure is the difference between a 50- and a 300-turn ``prompt()`` tool loop divided
+by 250 (20 and 80 for the replay, whose cassette grows with the square of its turns):
+interpreter start-up and imports cancel out. Each run is made once unmeasured first (so
+no module is compiled inside a measure), then counted by callgrind, which does not
 move with the load of a shared machine (``instructions.py`` explains why wall-clock time
 is no judge here). The model client is ``instructions.py``'s plain object whose ``create``
-returns the reply, so no test double's checks are counted.
+returns the reply (naming its model, as every built-in client's reply does), so no test
+double's checks are counted.
 
 * **fallback, happy path**: ``FallbackModelClient([client, other])`` whose first client
   answers every time / the bare client. Target (issue 38): <= 1.02.
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -29,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from instructions import counted  # noqa: E402 - bench/ is not a package
 
 TREE = Path(__file__).resolve().parents[1]
-SMALL, LARGE = 20, 80
+SIZES = {"bare": (50, 300), "fallback": (50, 300), "replay": (20, 80), "load": (20, 80)}
 TARGET = 1.02
 
 
@@ -38,12 +42,13 @@ def make_model(turns: int) -> Any:
         def create(self, request: Any) -> Dict[str, Any]:
             k = (len(request.messages) + 1) // 2
             usage = {"input_tokens": 10, "output_tokens": 2}
+            # "model": every built-in client's reply names the model that answered
             if k >= turns:
                 return {"content": [{"type": "text", "text": "finished"}],
-                        "stop_reason": "end_turn", "usage": usage}
+                        "stop_reason": "end_turn", "usage": usage, "model": "bench"}
             return {"content": [{"type": "tool_use", "id": f"toolu_{k}", "name": "step",
                                  "input": {"n": k}}], "stop_reason": "tool_use",
-                    "usage": usage}
+                    "usage": usage, "model": "bench"}
 
     return Model()
 
@@ -72,9 +77,13 @@ def workload(kind: str, size: int, cassette: str) -> None:
 
 
 def per_turn(kind: str, cassettes: Dict[int, str]) -> float:
-    runs = {size: counted([__file__, "--worker", kind, str(size), cassettes[size]])
-            for size in (SMALL, LARGE)}
-    return (runs[LARGE] - runs[SMALL]) / (LARGE - SMALL)
+    small, large = SIZES[kind]
+    for size in (small, large):  # once unmeasured: no module compiled inside a measure
+        subprocess.run([sys.executable, __file__, "--worker", kind, str(size),
+                        cassettes.get(size, "")], check=True)
+    runs = {size: counted([__file__, "--worker", kind, str(size), cassettes.get(size, "")])
+            for size in (small, large)}
+    return (runs[large] - runs[small]) / (large - small)
 
 
 def main() -> int:
@@ -89,7 +98,7 @@ def main() -> int:
         print("valgrind is not installed (apt-get install valgrind): nothing measured")
         return 2
     with tempfile.TemporaryDirectory() as folder:
-        cassettes = {size: str(Path(folder) / f"{size}.json") for size in (SMALL, LARGE)}
+        cassettes = {size: str(Path(folder) / f"{size}.json") for size in SIZES["replay"]}
         for size, path in cassettes.items():
             workload("record", size, path)  # the cassettes the replay answers from
         bare = per_turn("bare", cassettes)
@@ -97,7 +106,8 @@ def main() -> int:
         load = per_turn("load", cassettes)
         replay = per_turn("replay", cassettes) - load
     ok = fallback / bare <= TARGET
-    print(f"instructions per turn (valgrind), {SMALL}- vs {LARGE}-turn prompt() loop")
+    print("instructions per turn (valgrind): the difference of two prompt() loops "
+          f"({SIZES['bare']} turns; replay {SIZES['replay']}) / the difference in turns")
     print(f"{'measure':34} {'per turn':>10} {'/ bare':>8}")
     print(f"{'bare client':34} {bare:10.0f} {1:8.3f}")
     print(f"{'FallbackModelClient, happy path':34} {fallback:10.0f} {fallback / bare:8.3f}"

@@ -137,6 +137,7 @@ class FallbackModelClient:
         self.model_map = _model_map(model_map, len(self.clients))
         # each client's own model id (model_map's, else the one it was built with), or None
         self._models: List[Optional[str]] = [self._own(i) for i in range(len(self.clients))]
+        self._first = self.clients[0].create  # bound once: the happy path's one call
 
     def _own(self, index: int) -> Optional[str]:
         mapped = self.model_map.get(index)
@@ -152,34 +153,66 @@ class FallbackModelClient:
 
     def create(self, request: ModelRequest) -> ReplyDict:
         """The first accepted reply, trying each client in order."""
-        failures: List[BaseException] = []
-        started = time.monotonic() if request.timeout_ms else 0.0
+        model = self._models[0]
+        if request.on_event is not None or (model is not None and model != request.model):
+            return self._create(request, 0, [], time.monotonic())
+        # The happy path, the common one, about as cheap as calling the first client: it
+        # gets the request itself (nothing to change, nothing to watch).
+        try:
+            reply = self._first(request)
+        except Exception as exc:
+            return self._first_failed(request, exc)
+        if type(reply) is dict and not reply.get("model") and request.model:
+            reply = {**reply, "model": request.model}
+        on_reply = self.on_reply
+        if on_reply is None or on_reply(reply):
+            return reply
+        return self._reject(request, 0, reply, None, [])
+
+    def _first_failed(self, request: ModelRequest, exc: Exception) -> ReplyDict:
+        """The first client failed on the happy path: the next, or raise."""
+        if len(self.clients) == 1 or not self._moves_on(exc, request, None):
+            _attach(exc, [exc])
+            raise exc
+        return self._create(request, 1, [exc], time.monotonic())
+
+    def _create(self, request: ModelRequest, first: int, failures: List[BaseException],
+                started: float) -> ReplyDict:
+        """Try the clients from ``first`` on (``failures``: what failed before)."""
         last = len(self.clients) - 1
-        for index, client in enumerate(self.clients):
+        for index in range(first, last + 1):
             if index:
                 request.signal.throw_if_aborted()
             attempt, watch = self._attempt(index, request, started)
             try:
-                reply = client.create(attempt)
+                reply = self.clients[index].create(attempt)
             except Exception as exc:
                 failures.append(exc)
                 if index == last or not self._moves_on(exc, request, watch):
                     _attach(exc, failures)
                     raise
                 continue
-            model = reply.get("model") if type(reply) is dict else None
-            if not model and attempt.model and type(reply) is dict:
+            if type(reply) is dict and not reply.get("model") and attempt.model:
                 reply = {**reply, "model": attempt.model}
-            on_reply = self.on_reply
-            if on_reply is None or on_reply(reply):
+            if self.on_reply is None or self.on_reply(reply):
                 return reply
-            rejected = ReplyRejectedError(
-                f"on_reply rejected the reply of client {index} "
-                f"({model or attempt.model or type(client).__name__})", reply=reply)
-            failures.append(rejected)
-            if index == last or (watch is not None and watch.reached):
-                raise _attach(rejected, failures)  # last, or shown to the caller already
+            return self._reject(request, index, reply, watch, failures, started)
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _reject(self, request: ModelRequest, index: int, reply: ReplyDict,
+                watch: Optional[_Watch], failures: List[BaseException],
+                started: Optional[float] = None) -> ReplyDict:
+        """``on_reply`` refused client ``index``'s reply: the next client, unless it was
+        the last or the reply was shown to the caller already."""
+        model = reply.get("model") if isinstance(reply, dict) else None
+        rejected = ReplyRejectedError(
+            f"on_reply rejected the reply of client {index} "
+            f"({model or type(self.clients[index]).__name__})", reply=reply)
+        failures.append(rejected)
+        if index == len(self.clients) - 1 or (watch is not None and watch.reached):
+            raise _attach(rejected, failures)
+        return self._create(request, index + 1, failures,
+                            time.monotonic() if started is None else started)
 
     def _attempt(self, index: int, request: ModelRequest, started: float
                  ) -> Tuple[ModelRequest, Optional[_Watch]]:
