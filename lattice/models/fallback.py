@@ -158,23 +158,25 @@ class FallbackModelClient:
             return self._create(request, 0, [], time.monotonic())
         # The happy path, the common one, about as cheap as calling the first client: it
         # gets the request itself (nothing to change, nothing to watch).
+        started = time.monotonic() if request.timeout_ms else 0.0  # the deadline's start
         try:
             reply = self._first(request)
         except Exception as exc:
-            return self._first_failed(request, exc)
+            return self._first_failed(request, exc, started)
         if type(reply) is dict and not reply.get("model") and request.model:
             reply = {**reply, "model": request.model}
         on_reply = self.on_reply
         if on_reply is None or on_reply(reply):
             return reply
-        return self._reject(request, 0, reply, None, [])
+        return self._reject(request, 0, reply, None, [], started)
 
-    def _first_failed(self, request: ModelRequest, exc: Exception) -> ReplyDict:
+    def _first_failed(self, request: ModelRequest, exc: Exception, started: float
+                      ) -> ReplyDict:
         """The first client failed on the happy path: the next, or raise."""
         if len(self.clients) == 1 or not self._moves_on(exc, request, None):
             _attach(exc, [exc])
             raise exc
-        return self._create(request, 1, [exc], time.monotonic())
+        return self._create(request, 1, [exc], started)
 
     def _create(self, request: ModelRequest, first: int, failures: List[BaseException],
                 started: float) -> ReplyDict:

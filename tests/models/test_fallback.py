@@ -295,3 +295,16 @@ def test_built_in_clients_built_with_a_model_send_it():
         assert two.requests[0]["model"] == "gpt-small"
     with pytest.raises(ValueError, match="model"):
         AnthropicClient(api_key="k", model="")
+
+
+def test_a_later_client_gets_what_is_left_of_the_request_deadline():
+    import time as clock
+
+    def slow_failure(req):
+        clock.sleep(0.3)
+        raise overloaded()
+
+    second = ScriptedModelClient(["ok"])
+    FallbackModelClient([FunctionModelClient(slow_failure), second]).create(
+        request(timeout_ms=10_000))
+    assert 5_000 < second.requests[0].timeout_ms <= 9_700
