@@ -18,16 +18,12 @@ import logging
 import math
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, Iterator, Mapping, Optional, Set, Tuple
+from typing import Any, Dict, Iterator, Mapping, Optional, Set, Tuple
 
 from .usage import Usage
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .endings import Ending
-    from .settings import QuerySettings
-
 __all__ = ["PRICE_FIELDS", "bundled_prices", "check_prices", "check_max_cost", "price_of",
-           "cost_usd", "prices_date"]
+           "cost_usd", "prices_date", "warn_unchecked"]
 
 PRICE_FIELDS = ("input", "output", "cache_read", "cache_write")
 Price = Dict[str, float]
@@ -165,28 +161,16 @@ def cost_usd(usage: Usage, prices: Optional[Prices] = None,
     return total
 
 
-def over_cost(usage: Usage, settings: QuerySettings) -> Optional[Ending]:
-    """The ``error_max_budget`` ending when ``usage`` already cost ``settings.max_cost_usd``
-    or more (checked before each model request, like the token budget), else None. Usage
-    of a model without a price cannot be judged: a WARNING says so and the query goes on."""
-    from .endings import Ending
-    from .errors import BudgetExceededError
-
-    spent = cost_usd(usage, settings.prices, settings.model)
-    limit = settings.max_cost_usd
-    if spent is None or limit is None:
-        unpriced = tuple(sorted(m for m in usage.by_model if price_of(m, settings.prices)
-                                is None))
-        if unpriced not in _WARNED:  # once per set of models, not before every request
-            _WARNED.add(unpriced)
-            _log.warning("max_cost_usd=%s cannot be checked: no price for %s (pass "
-                         "prices={model: {'input': ..., 'output': ...}})", limit,
-                         ", ".join(unpriced) or settings.model)
-        return None
-    if spent >= limit:
-        return Ending("error_max_budget", error=BudgetExceededError(
-            f"spent ${spent:.6f}, max_cost_usd={limit}"))
-    return None
+def warn_unchecked(usage: Usage, limit: float, prices: Optional[Prices],
+                   model: Optional[str]) -> None:
+    """A WARNING, once per set of unpriced models: ``max_cost_usd`` cannot be checked."""
+    unpriced = tuple(sorted(m for m in usage.by_model if price_of(m, prices) is None))
+    if unpriced in _WARNED:  # not before every request
+        return
+    _WARNED.add(unpriced)
+    _log.warning("max_cost_usd=%s cannot be checked: no price for %s (pass "
+                 "prices={model: {'input': ..., 'output': ...}})", limit,
+                 ", ".join(unpriced) or model)
 
 
 def _minus(a: Usage, b: Usage) -> Usage:
