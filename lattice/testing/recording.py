@@ -15,7 +15,6 @@ same way; a reply keeps its provider keys (``openai_items``) and ``model``.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import json
 import os
@@ -23,6 +22,7 @@ import tempfile
 import threading
 from typing import Any, Callable, Dict, List, Optional, Union
 
+from ..messages import copy_json
 from ..models.base import ModelClient, ModelRequest, ReplyDict, as_model_client
 from ._cassette import (
     FORMAT,
@@ -73,7 +73,7 @@ class Recorder:
             target = request.on_event
 
             def on_event(event: Dict[str, Any]) -> None:
-                events.append(copy.deepcopy(event))
+                events.append(copy_json(event))
                 target(event)
 
             sent = dataclasses.replace(request, on_event=on_event)
@@ -143,10 +143,10 @@ class Replayer:
         on_event = request.on_event
         if on_event is not None:
             for event in record.get("events") or ():
-                on_event(copy.deepcopy(event))
+                on_event(copy_json(event))
         if "error" in record:
             raise error_from_record(record["error"])
-        return copy.deepcopy(record["reply"])
+        return copy_json(record["reply"])  # type: ignore[no-any-return]
 
     def count_tokens(self, request: ModelRequest) -> int:
         return int(self._next("count_tokens", request)["input_tokens"])
