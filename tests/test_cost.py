@@ -188,3 +188,26 @@ def test_an_unpriced_model_cannot_be_held_to_max_cost_usd(caplog):
                    max_cost_usd=0.01).prompt("go")
     assert result.subtype == "success"
     assert "max_cost_usd" in caplog.text and "house-llm" in caplog.text
+
+
+def test_a_fallback_run_is_priced_model_by_model():
+    from lattice import FallbackModelClient, OverloadedError
+
+    answers = iter([call_ping({"input_tokens": 1_000_000, "output_tokens": 0}),
+                    OverloadedError("busy", status_code=529)])
+
+    def first(request):
+        answer = next(answers)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    second = ScriptedModelClient([reply("done", usage={"input_tokens": 1_000_000,
+                                                       "output_tokens": 0})])
+    client = FallbackModelClient([FunctionModelClient(first), second],
+                                 model_map={0: "claude-sonnet-4-5", 1: "gpt-4o-mini"})
+    result = Agent(model="agent-model", model_client=client, tools=[ping]).prompt("go")
+    assert result.result == "done"
+    assert {m: u.input_tokens for m, u in result.usage.by_model.items()} == {
+        "claude-sonnet-4-5": 1_000_000, "gpt-4o-mini": 1_000_000}
+    assert result.total_cost_usd == pytest.approx(3.0 + 0.15)

@@ -308,3 +308,17 @@ def test_a_later_client_gets_what_is_left_of_the_request_deadline():
     FallbackModelClient([FunctionModelClient(slow_failure), second]).create(
         request(timeout_ms=10_000))
     assert 5_000 < second.requests[0].timeout_ms <= 9_700
+
+
+def test_each_client_keeps_its_own_retries():
+    from lattice import RetryPolicy
+
+    fast = RetryPolicy(max_retries=1, sleep=lambda seconds: None)
+    with MockMessagesServer([MockMessagesServer.error(529, "busy"), "first, on its retry"]) \
+            as one, MockMessagesServer(["never"]) as two:
+        client = FallbackModelClient([
+            AnthropicClient(api_key="k", base_url=one.base_url, retry_policy=fast),
+            AnthropicClient(api_key="k", base_url=two.base_url)])
+        assert Agent(model="m", model_client=client).prompt("hi").result == \
+            "first, on its retry"
+        assert len(one.requests) == 2 and two.requests == []
