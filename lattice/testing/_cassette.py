@@ -2,15 +2,19 @@
 
 A cassette is one JSON object::
 
-    {"format": "lattice-cassette", "version": 1, "interactions": [
+    {"format": "lattice-cassette", "version": 1, "provider": "anthropic", "interactions": [
         {"request": {...}, "events": [...], "reply": {...}},
         {"request": {...}, "events": [...], "error": {"type": "OverloadedError", ...}},
         {"count_tokens": {...}, "input_tokens": 42}, ...]}
 
 ``request`` holds what a ``ModelRequest`` says about the model call (``COMPARED``, plus
 ``extra``); what changes from run to run (``timeout_ms``, ``signal``, ``on_event``) is not
-kept. ``events`` are the streamed events the client gave ``on_event``, in order, in its own
-wire format (Messages SSE events, Chat or Responses chunks): a replay gives them back.
+kept. A request's ``messages`` that begin with the previous request's (a tool loop sends
+the whole conversation again each turn) are kept as ``{"previous": n, "then": [...]}``:
+the previous request's first ``n`` messages, then these; so a cassette grows with the
+conversation, not with its square. ``events`` are the streamed events the client gave
+``on_event``, in order, in its own wire format (Messages SSE events, Chat or Responses
+chunks): a replay gives them back.
 
 Secrets never reach the file: the values a client holds (keys, tokens, AWS secrets, the
 values of its default headers), the usual provider variables' values from the environment,
@@ -30,7 +34,8 @@ from typing import Any, Dict, Iterable, List, Optional
 from ..models.base import ModelRequest
 
 __all__ = ["FORMAT", "VERSION", "REDACTED", "COMPARED", "request_record", "comparable",
-           "Redactor", "comparable_of", "diff", "load", "error_record", "error_from_record"]
+           "Redactor", "comparable_of", "diff", "shorten", "expand", "load", "error_record",
+           "error_from_record"]
 
 FORMAT, VERSION = "lattice-cassette", 1
 REDACTED = "REDACTED"
@@ -128,6 +133,40 @@ def comparable(record: Dict[str, Any]) -> Dict[str, Any]:
     return {name: record.get(name) for name in COMPARED}
 
 
+def shorten(messages: Any, previous: Optional[List[Any]]) -> Any:
+    """``messages`` as a cassette keeps them after ``previous`` (the last request's, in
+    full): ``{"previous": n, "then": rest}`` when they share a first ``n`` > 0."""
+    if type(messages) is not list or not previous:
+        return messages
+    shared = 0
+    for mine, theirs in zip(messages, previous):
+        if mine != theirs:
+            break
+        shared += 1
+    return {"previous": shared, "then": messages[shared:]} if shared else messages
+
+
+def expand(interactions: List[Dict[str, Any]], path: str) -> List[Dict[str, Any]]:
+    """``interactions`` with every request's ``messages`` in full (``shorten`` undone)."""
+    previous: List[Any] = []
+    for number, record in enumerate(interactions, 1):
+        request = record.get("request") if isinstance(record, dict) else None
+        if not isinstance(request, dict):
+            continue
+        messages = request.get("messages")
+        if isinstance(messages, dict):
+            shared, rest = messages.get("previous"), messages.get("then")
+            if not isinstance(shared, int) or not 0 < shared <= len(previous) or \
+                    not isinstance(rest, list):
+                raise ValueError(f"cassette {path!r}, call {number}: messages "
+                                 f"{{'previous': {shared!r}, ...}} do not follow the "
+                                 "request before")
+            messages = request["messages"] = previous[:shared] + rest
+        if isinstance(messages, list):
+            previous = messages
+    return interactions
+
+
 def comparable_of(request: ModelRequest) -> Dict[str, Any]:
     """``comparable(request_record(request))`` without the copy, for a first look: equal
     to a recorded one only when nothing needed redacting or JSON's normalizing."""
@@ -175,8 +214,9 @@ def error_from_record(record: Dict[str, Any]) -> BaseException:
     return errors.APIError(f"{name}: {message}")
 
 
-def load(path: str) -> List[Dict[str, Any]]:
-    """The interactions of the cassette at ``path`` (a clear error for anything else)."""
+def load(path: str) -> Dict[str, Any]:
+    """The cassette at ``path``, its requests' messages in full (a clear error for
+    anything that is not a cassette)."""
     try:
         with open(path, encoding="utf-8") as file:
             data = json.load(file)
@@ -192,4 +232,5 @@ def load(path: str) -> List[Dict[str, Any]]:
     if data.get("version") != VERSION:
         raise ValueError(f"cassette {path!r} has version {data.get('version')!r}; this "
                          f"lattice reads version {VERSION}")
-    return data["interactions"]  # type: ignore[no-any-return]
+    expand(data["interactions"], path)
+    return data

@@ -35,6 +35,7 @@ from ._cassette import (
     error_record,
     load,
     request_record,
+    shorten,
 )
 
 __all__ = ["Recorder", "Replayer"]
@@ -58,6 +59,7 @@ class Recorder:
         if not isinstance(self.path, str) or not self.path:
             raise ValueError(f"Recorder: path must be a file path, got {path!r}")
         self.interactions: List[Dict[str, Any]] = []
+        self._previous: Optional[List[Any]] = None  # the last request's messages, in full
         self._redact = Redactor.for_client(client)
         self._lock = threading.Lock()
 
@@ -101,8 +103,14 @@ class Recorder:
     def _append(self, record: Dict[str, Any]) -> None:
         clean = self._redact(json.loads(json.dumps(record, default=repr)))
         with self._lock:
+            request = clean.get("request")
+            if request is not None:  # kept after the previous request's messages
+                messages = request["messages"]
+                request["messages"] = shorten(messages, self._previous)
+                self._previous = messages
             self.interactions.append(clean)
             _write(self.path, {"format": FORMAT, "version": VERSION,
+                               "provider": self.provider_name,
                                "interactions": self.interactions})
 
     def close(self) -> None:
@@ -133,7 +141,10 @@ class Replayer:
             raise ValueError(f"Replayer: match must be 'body' or 'none', got {match!r}")
         self.path = os.fspath(path)
         self.match = match
-        self.interactions = load(self.path)
+        data = load(self.path)
+        self.interactions: List[Dict[str, Any]] = data["interactions"]
+        # the recorded client's, for traces (gen_ai.provider.name)
+        self.provider_name: Optional[str] = data.get("provider")
         self.index = 0
         self._redact = Redactor()
         self._lock = threading.Lock()

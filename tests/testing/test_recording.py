@@ -169,3 +169,48 @@ def test_count_tokens_is_recorded_and_replayed(tmp_path):
     assert Replayer(cassette).count_tokens(request) == counted
     with pytest.raises(AssertionError, match="count_tokens"):
         Replayer(cassette).create(request)
+
+
+def test_a_cassette_grows_with_the_conversation_not_its_square(tmp_path):
+    from lattice import Agent, tool
+
+    @tool
+    def step(n: int) -> str:
+        """Advance one step."""
+        return f"step {n} done " + "x" * 200
+
+    def script(turns):
+        calls = [{"content": [{"type": "tool_use", "id": f"t{k}", "name": "step",
+                               "input": {"n": k}}]} for k in range(turns)]
+        return calls + ["finished"]
+
+    sizes = {}
+    for turns in (10, 40):
+        cassette = tmp_path / f"{turns}.json"
+        Agent(model="m", model_client=Recorder(ScriptedModelClient(script(turns)), cassette),
+              tools=[step], max_turns=turns + 2).prompt("go")
+        sizes[turns] = cassette.stat().st_size
+        data = json.loads(cassette.read_text())
+        later = data["interactions"][-1]["request"]["messages"]
+        assert later["previous"] > 0 and len(later["then"]) == 2  # the turn's two messages
+        replayed = Agent(model="m", model_client=Replayer(cassette), tools=[step],
+                         max_turns=turns + 2).prompt("go")
+        assert replayed.result == "finished"
+    assert sizes[40] < 5 * sizes[10]  # linear (4x the turns), not quadratic (16x)
+
+
+def test_a_broken_shortened_request_is_named(tmp_path):
+    cassette = tmp_path / "c.json"
+    cassette.write_text(json.dumps({"format": "lattice-cassette", "version": 1,
+                                    "interactions": [{"request": {"messages": {
+                                        "previous": 3, "then": []}}}]}))
+    with pytest.raises(ValueError, match="call 1"):
+        Replayer(cassette)
+
+
+def test_the_replayer_names_the_recorded_provider(tmp_path):
+    cassette = tmp_path / "c.json"
+    with MockMessagesServer(["hi"]) as server:
+        Agent(model="m", model_client=Recorder(
+            AnthropicClient(api_key=KEY, base_url=server.base_url), cassette)).prompt("hi")
+    assert Replayer(cassette).provider_name == "anthropic"
