@@ -96,8 +96,9 @@ def _parser() -> argparse.ArgumentParser:
                         choices=("anthropic", "openai") + OPENAI_PROVIDERS + CLOUD_PROVIDERS,
                         default=os.environ.get("LATTICE_PROVIDER") or "anthropic",
                         help="API to speak: the Anthropic Messages API, OpenAI-compatible "
-                        "Chat Completions, OpenAI's Responses API, Azure OpenAI, or Claude on "
-                        "AWS Bedrock or Google Vertex AI (default: "
+                        "Chat Completions, OpenAI's Responses API, Azure OpenAI, Claude on "
+                        "AWS Bedrock or Google Vertex AI, or Gemini (the Gemini API or "
+                        "Vertex AI) (default: "
                         "$LATTICE_PROVIDER or %(default)s)")
     parser.add_argument("--base-url", help="API base URL (default: $ANTHROPIC_BASE_URL or "
                         "https://api.anthropic.com; with --provider openai, "
@@ -213,7 +214,7 @@ def _main(parser: argparse.ArgumentParser, argv: Optional[List[str]]) -> int:
     args = parser.parse_args(argv)
     if args.provider not in ("anthropic", "openai") + OPENAI_PROVIDERS + CLOUD_PROVIDERS:
         parser.error("LATTICE_PROVIDER must be anthropic, openai, openai-responses, azure, "
-                     f"bedrock or vertex, got {args.provider!r}")  # from $LATTICE_PROVIDER
+                     f"bedrock, vertex, gemini or vertex-gemini, got {args.provider!r}")
     args.model = args.model or os.environ.get("LATTICE_MODEL") or (
         os.environ.get("AZURE_OPENAI_DEPLOYMENT") if args.provider == "azure" else None) or (
         CLOUD_MODELS.get(args.provider)) or (

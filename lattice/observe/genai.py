@@ -21,7 +21,7 @@ __all__ = ["provider_name", "finish_reason", "input_messages", "output_messages"
            "system_instructions", "parts"]
 
 # Known client families by a word of their class name, for clients that do not say.
-_FAMILIES = (("bedrock", "aws.bedrock"), ("vertex", "gcp.vertex_ai"),
+_FAMILIES = (("bedrock", "aws.bedrock"), ("vertex", "gcp.vertex_ai"), ("gemini", "gcp.gemini"),
              ("azure", "azure.ai.openai"), ("openai", "openai"), ("anthropic", "anthropic"))
 # The Messages-shaped stop_reason of an OpenAI-family reply, back to its finish_reason
 # (the inverse of SPEC 11's mapping).
