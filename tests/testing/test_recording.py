@@ -12,8 +12,10 @@ from lattice import (
     AzureOpenAIChatClient,
     AzureOpenAIResponsesClient,
     BadRequestError,
+    GeminiClient,
     OpenAIChatClient,
     OpenAIResponsesClient,
+    VertexGeminiClient,
     tool,
 )
 from lattice.testing import MockMessagesServer, Recorder, Replayer, ScriptedModelClient
@@ -45,9 +47,15 @@ CLIENTS = {
                                                     api_version="2024-10-21"),
     "azure-responses": lambda url: AzureOpenAIResponsesClient(endpoint=url,
                                                               api_key="azure-secret-key-12345"),
+    "gemini": lambda url: GeminiClient(api_key="AIzaSyMockGeminiKey0123456789abcdefghij",
+                                       base_url=url),
+    "vertex-gemini": lambda url: VertexGeminiClient(
+        project_id="p", region="us-central1", access_token="ya29.vertex-secret-token-1234",
+        base_url=url),
 }
 SECRETS = [KEY, "sk-proj-secret0123456789abcdef", "mock-secret-access-key",
-           "ya29.vertex-secret-token-1234", "azure-secret-key-12345"]
+           "ya29.vertex-secret-token-1234", "azure-secret-key-12345",
+           "AIzaSyMockGeminiKey0123456789abcdefghij"]
 
 
 def run(client, prompt="what is 2 + 3?", **options):
