@@ -211,3 +211,19 @@ def test_a_fallback_run_is_priced_model_by_model():
     assert {m: u.input_tokens for m, u in result.usage.by_model.items()} == {
         "claude-sonnet-4-5": 1_000_000, "gpt-4o-mini": 1_000_000}
     assert result.total_cost_usd == pytest.approx(3.0 + 0.15)
+
+
+def test_a_replayed_durable_run_reports_the_recorded_cost():
+    from lattice import MemoryHistoryStore
+
+    store = MemoryHistoryStore()
+    usage = {"input_tokens": 1_000_000, "output_tokens": 0}
+
+    def agent():
+        client = ScriptedModelClient([reply("done", usage=usage)])
+        return Agent(model="gpt-4o", model_client=client, history_store=store)
+
+    first = agent().prompt("go", run_id="job-1")
+    again = agent().prompt("go", run_id="job-1")
+    assert again.replayed and first.total_cost_usd == pytest.approx(2.5)
+    assert again.total_cost_usd == pytest.approx(2.5)
