@@ -31,6 +31,8 @@ from .vertex import VertexCredentials, vertex_setting
 
 if TYPE_CHECKING:  # pragma: no cover
     import requests
+else:  # annotations only (get_type_hints): requests is imported when a request is made
+    from .annotations import requests
 
 __all__ = ["GeminiClient", "VertexGeminiClient", "GeminiCodec", "DEFAULT_GEMINI_BASE_URL",
            "parse_gemini_stream"]
