@@ -227,3 +227,19 @@ def test_a_replayed_durable_run_reports_the_recorded_cost():
     again = agent().prompt("go", run_id="job-1")
     assert again.replayed and first.total_cost_usd == pytest.approx(2.5)
     assert again.total_cost_usd == pytest.approx(2.5)
+
+
+def test_a_rejected_reply_is_billed_too():
+    from lattice import FallbackModelClient
+
+    rejected = ScriptedModelClient([reply("meh", usage={"input_tokens": 1_000_000})])
+    accepted = ScriptedModelClient([reply("good answer", usage={"input_tokens": 1_000_000})])
+    client = FallbackModelClient([rejected, accepted], on_reply=lambda r: "good" in
+                                 r["content"][0]["text"],
+                                 model_map={0: "claude-sonnet-4-5", 1: "gpt-4o-mini"})
+    result = Agent(model="m", model_client=client).prompt("go")
+    assert result.result == "good answer"
+    assert {m: u.input_tokens for m, u in result.usage.by_model.items()} == {
+        "claude-sonnet-4-5": 1_000_000, "gpt-4o-mini": 1_000_000}
+    assert result.usage.input_tokens == 2_000_000
+    assert result.total_cost_usd == pytest.approx(3.0 + 0.15)

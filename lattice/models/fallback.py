@@ -113,7 +113,8 @@ class FallbackModelClient:
             and failed connections (``RateLimitError``, ``OverloadedError``,
             ``InternalServerError``, ``APIConnectionError``).
         on_reply: ``reply -> bool``: True accepts the reply, False rejects it (the next
-            client is asked; a rejected reply is still billed by its provider).
+            client is asked). A rejected reply is billed all the same: the accepted reply
+            carries its usage in ``billed_usage``, which the query's usage and cost count.
         model_map: ``{client_index: model}``: the model id that client sends. Without an
             entry, a client built with its own ``model`` sends that, else the request's.
 
@@ -155,7 +156,7 @@ class FallbackModelClient:
         """The first accepted reply, trying each client in order."""
         model = self._models[0]
         if request.on_event is not None or (model is not None and model != request.model):
-            return self._create(request, 0, [], time.monotonic())
+            return self._create(request, 0, [], time.monotonic(), [])
         # The happy path, the common one, about as cheap as calling the first client: it
         # gets the request itself (nothing to change, nothing to watch).
         started = time.monotonic() if request.timeout_ms else 0.0  # the deadline's start
@@ -168,7 +169,7 @@ class FallbackModelClient:
         on_reply = self.on_reply
         if on_reply is None or on_reply(reply):
             return reply
-        return self._reject(request, 0, reply, None, [], started)
+        return self._reject(request, 0, reply, None, [], started, [])
 
     def _first_failed(self, request: ModelRequest, exc: Exception, started: float
                       ) -> ReplyDict:
@@ -176,11 +177,13 @@ class FallbackModelClient:
         if len(self.clients) == 1 or not self._moves_on(exc, request, None):
             _attach(exc, [exc])
             raise exc
-        return self._create(request, 1, [exc], started)
+        return self._create(request, 1, [exc], started, [])
 
     def _create(self, request: ModelRequest, first: int, failures: List[BaseException],
-                started: float) -> ReplyDict:
-        """Try the clients from ``first`` on (``failures``: what failed before)."""
+                started: float, billed: List[Dict[str, Any]]) -> ReplyDict:
+        """Try the clients from ``first`` on (``failures``: what failed before; ``billed``:
+        the usage of the replies rejected so far, which the accepted one carries in
+        ``billed_usage``, so that the query's usage and cost count them)."""
         last = len(self.clients) - 1
         for index in range(first, last + 1):
             if index:
@@ -197,13 +200,15 @@ class FallbackModelClient:
             if type(reply) is dict and not reply.get("model") and attempt.model:
                 reply = {**reply, "model": attempt.model}
             if self.on_reply is None or self.on_reply(reply):
+                if billed and type(reply) is dict:
+                    reply = {**reply, "billed_usage": billed}
                 return reply
-            return self._reject(request, index, reply, watch, failures, started)
+            return self._reject(request, index, reply, watch, failures, started, billed)
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _reject(self, request: ModelRequest, index: int, reply: ReplyDict,
                 watch: Optional[_Watch], failures: List[BaseException],
-                started: Optional[float] = None) -> ReplyDict:
+                started: float, billed: List[Dict[str, Any]]) -> ReplyDict:
         """``on_reply`` refused client ``index``'s reply: the next client, unless it was
         the last or the reply was shown to the caller already."""
         model = reply.get("model") if isinstance(reply, dict) else None
@@ -213,8 +218,10 @@ class FallbackModelClient:
         failures.append(rejected)
         if index == len(self.clients) - 1 or (watch is not None and watch.reached):
             raise _attach(rejected, failures)
-        return self._create(request, index + 1, failures,
-                            time.monotonic() if started is None else started)
+        if isinstance(reply, dict) and isinstance(reply.get("usage"), dict):
+            billed.append({"model": model or self.model_for(index, request),
+                           "usage": reply["usage"]})
+        return self._create(request, index + 1, failures, started, billed)
 
     def _attempt(self, index: int, request: ModelRequest, started: float
                  ) -> Tuple[ModelRequest, Optional[_Watch]]:
