@@ -15,7 +15,7 @@ double's checks are counted.
   beforehand (``match="body"``: each request compared with the recorded one, the whole
   history each turn, as a check must) / the bare client, the cassette's reading left out
   (a run that only loads it is subtracted) and printed on its own line; for the record,
-  no target. Measured 2026-12-07: fallback 1.004-1.018 (three runs), replay ~2.8, reading
+  no target. Measured 2026-12-07: fallback 1.004-1.018 (four runs), replay ~2.7-2.8, reading
   ~0.6 (it was 8.7 before a cassette kept only each turn's new messages).
 
     python bench/toolkit_bench.py
