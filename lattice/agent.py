@@ -5,6 +5,7 @@ start and end in ``query/query.py``, the loop in ``query/loop.py``."""
 from __future__ import annotations
 
 import os
+import uuid
 from dataclasses import replace
 from typing import (
     TYPE_CHECKING,
@@ -28,6 +29,7 @@ from .cost import check_max_cost, check_prices
 from .durable.runs import check_run_id
 from .messages import OutputT, ResultMessage
 from .models.base import ModelClient, ModelRequest, as_model_client
+from .observe.genai import server_of
 from .observe.observer import Observer
 from .options import (
     UNSET,
@@ -38,6 +40,7 @@ from .options import (
     check_hooks,
     check_instances,
     check_model,
+    check_name,
     check_one_of,
     check_system,
     non_negative_number,
@@ -81,7 +84,8 @@ class Agent(Generic[OutputT]):
     fields, e.g. temperature), ``before_tool_call``, ``after_tool_call``,
     ``requires_approval``, ``session_lock_wait_s``, ``prompt_caching``,
     ``max_budget_tokens``, ``prices``, ``max_cost_usd``, ``tracing``, ``trace_content``,
-    ``observers``.
+    ``observers``, ``name`` (what the agent is called: ``gen_ai.agent.name`` in traces;
+    None by default).
     """
 
     def __init__(self, *, model: Optional[str] = None, api_key: Optional[str] = None,
@@ -105,7 +109,10 @@ class Agent(Generic[OutputT]):
                  prices: Optional[Mapping[str, Mapping[str, float]]] = None,
                  max_cost_usd: Optional[float] = None, tracing: bool = False,
                  trace_content: bool = False,
-                 observers: Optional[Iterable[Observer]] = None) -> None:
+                 observers: Optional[Iterable[Observer]] = None,
+                 name: Optional[str] = None) -> None:
+        self.name = check_name(name)
+        self._agent_id = uuid.uuid4().hex  # gen_ai.agent.id: this Agent object
         check_model(model, model_client)
         check_one_of(output_schema=output_schema, output_format=output_format)
         check_hooks(on_model_request=on_model_request, before_tool_call=before_tool_call,
@@ -118,6 +125,7 @@ class Agent(Generic[OutputT]):
             from .models.anthropic import AnthropicClient
 
             model_client = AnthropicClient(api_key=api_key, base_url=base_url)
+        self._server = server_of(model_client)  # (host, port) for traces
         output = resolve_output_schema(output_schema if output_format is None else output_format)
         self._settings = QuerySettings(
             model=model, client=as_model_client(model_client), system=check_system(system),
@@ -170,6 +178,10 @@ class Agent(Generic[OutputT]):
         """Replace the conversation (and the store's copy); only while no query runs."""
         if not isinstance(messages, list):
             raise ValueError(f"replace_history takes a list of messages, got {messages!r}")
+        for i, message in enumerate(messages):
+            if not isinstance(message, dict):
+                raise ValueError(f"replace_history: messages[{i}] must be a message dict, "
+                                 f"got {message!r}")
         self._conversation.replace(messages)
 
     def pending_approvals(self) -> List[ToolCall]:
