@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple
 from urllib.parse import urlsplit
 
 from ..cancellation import call_later
@@ -31,11 +31,13 @@ from ..errors import APIError
 from ..models.body import DEFAULT_MAX_RESPONSE_BYTES, read_body, read_chunks
 from ..models.cutoff import HeldCall
 from ..models.options import secrets_of
-from ..models.sse import SSEDecoder, iter_lines
+from ..models.sse import iter_lines
 from ..models.urls import hide_queries_from_urllib3, redact, shown_url, url_secrets
+from ._client import ElicitationRequest, Progress
 from ._errors import MCPError
 from ._rpc import Message, RPCSession, logger
-from ._server import MCPServerBase, Transport
+from ._server import MODERN_VERSIONS, MCPServerBase, Transport
+from ._wire import MCPEvents, error_reply, method_headers
 
 if TYPE_CHECKING:
     import requests
@@ -46,7 +48,11 @@ _ACCEPT = "application/json, text/event-stream"
 _CONNECT_S = 10.0
 _DELETE_S = 2.0
 _CANCEL_S = 0.9  # a cancellation's POST: the call it cancels is over, so only this long
-_RELISTEN_S = 1.0
+_RELISTEN_S = 1.0  # before reopening a stream when the server gave no ``retry``
+_MAX_RETRY_MS = 60000  # a larger ``retry`` is a broken server's, not a plan
+_RESUMES = 5  # GETs with Last-Event-ID for one request's reply before it fails
+_AUTH_TRIES = 4  # POSTs of one message with new credentials (a step-up needs two)
+_CLOSE_S = 2.0  # close() waits this long at most for its threads to end
 _GET = object()  # the key of the GET stream in _live
 
 
@@ -61,7 +67,7 @@ def _rpc_error_text(body: bytes) -> str:
 
 class _HTTPTransport(Transport):
     def __init__(self, server: str, url: str, headers: Dict[str, str], timeout_ms: int,
-                 max_bytes: int) -> None:
+                 max_bytes: int, auth: Any) -> None:
         from ..models import http as stack
 
         secrets = sorted({*secrets_of(headers), *url_secrets(url)}, key=len, reverse=True)
@@ -73,20 +79,33 @@ class _HTTPTransport(Transport):
         self._shown = shown_url(url)
         self._secrets = secrets
         self._headers = headers
+        self._auth = auth
         self._max = max_bytes
         self._timeout = (_CONNECT_S, timeout_ms / 1000.0 + _CONNECT_S)
+        self._timeout_ms = timeout_ms
         self._session_id: Optional[str] = None
         self._version: Optional[str] = None
+        self._modern = False
+        self._renew: Any = None
+        self._renewing = threading.Lock()
         self._lock = threading.Lock()
         self._closed = False
         self._stop = threading.Event()
-        self._live: Dict[Any, HeldCall] = {}
+        self._live: Dict[Any, List[HeldCall]] = {}
         self._threads: List[threading.Thread] = []
+        self._listener: Optional[threading.Thread] = None
 
     def negotiated(self, version: str) -> None:
         self._version = version
+        self._modern = version in MODERN_VERSIONS
 
-    def _request_headers(self) -> Dict[str, str]:
+    def probes_first(self) -> bool:
+        return True
+
+    def renew_with(self, handshake: Any) -> None:
+        self._renew = handshake
+
+    def _request_headers(self, message: Optional[Message] = None) -> Dict[str, str]:
         headers = dict(self._headers)
         headers["Accept"] = _ACCEPT
         headers["Content-Type"] = "application/json"
@@ -94,10 +113,20 @@ class _HTTPTransport(Transport):
             headers["Mcp-Session-Id"] = self._session_id
         if self._version is not None:
             headers["MCP-Protocol-Version"] = self._version
+        if self._modern and message is not None:
+            headers.update(method_headers(message, self.header_params))
+        if self._auth is not None:
+            value = self._auth.authorization(self._url)
+            if value is not None:
+                headers["Authorization"] = value
         return headers
 
     def _error(self, kind: str, text: str) -> MCPError:
-        return MCPError(self.session.server, kind, redact(text, self._secrets))
+        return MCPError(self.session.server, kind, redact(text, self._all_secrets()))
+
+    def _all_secrets(self) -> List[str]:
+        extra = self._auth.secrets() if self._auth is not None else []
+        return sorted({*self._secrets, *extra}, key=len, reverse=True)
 
     # -- sending ---------------------------------------------------------------------------
     def send(self, message: Message) -> None:
@@ -115,6 +144,8 @@ class _HTTPTransport(Transport):
         thread = threading.Thread(target=target, args=(message,), daemon=True,
                                   name="lattice-mcp-http")
         with self._lock:
+            if self._closed and message.get("method") != "notifications/cancelled":
+                return
             self._threads = [t for t in self._threads if t.is_alive()] + [thread]
         thread.start()
 
@@ -139,60 +170,92 @@ class _HTTPTransport(Transport):
     def _abandon(self, request_id: Any) -> None:
         """The caller stopped waiting for ``request_id``: end its exchange now."""
         with self._lock:
-            call = self._live.get(request_id)
-        if call is not None:
+            calls = list(self._live.get(request_id, ()))
+        for call in calls:
             call.cut("abort")
 
     def ready(self) -> None:
-        thread = threading.Thread(target=self._listen, daemon=True,
-                                  name="lattice-mcp-http-get")
+        """The handshake is over: open the GET stream at once (a request the server sends
+        right away must find it open), unless one is still listening."""
         with self._lock:
+            if self._closed or (self._listener is not None and self._listener.is_alive()):
+                return
+            thread = threading.Thread(target=self._listen, daemon=True,
+                                      name="lattice-mcp-http-get")
+            self._listener = thread
             self._threads.append(thread)
         thread.start()
 
     def _listen(self) -> None:
-        """The GET stream: where a server sends requests and notifications of its own."""
+        """The GET stream: where a server sends requests and notifications of its own.
+        A stream the server ends is opened again after its ``retry`` delay, with the
+        last event id seen (so the server can replay what we missed)."""
+        events = MCPEvents()
         while not self._stop.is_set():
             headers = self._request_headers()
             headers["Accept"] = "text/event-stream"
             del headers["Content-Type"]
+            if events.last_id is not None:
+                headers["Last-Event-ID"] = events.last_id
             try:
                 ended = self._exchange("the GET stream", "GET", _GET, None, headers,
-                                       (_CONNECT_S, None), self._read_stream)
+                                       (_CONNECT_S, None),
+                                       lambda response: self._read_stream(response, events))
             except MCPError as exc:
                 logger.debug("MCP server %r: the GET stream ended: %s", self.session.server,
                              exc)
                 return
             if not ended:
                 return  # 405: this server offers no such stream
-            self._stop.wait(_RELISTEN_S)  # the server ended the stream: open it again
+            self._stop.wait(_retry_s(events))
 
-    def _read_stream(self, response: requests.Response) -> bool:
+    def _read_stream(self, response: requests.Response, events: MCPEvents) -> bool:
         kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
         if response.status_code >= 400 or kind != "text/event-stream":
             return False
-        self._read_events(response, None)
+        self._read_events(response, None, events)
         return True
 
     def _post(self, message: Message, limit_s: Optional[float] = None) -> None:
         what = message.get("method") or "a reply"
         body = json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
         key = message["id"] if "method" in message and "id" in message else None
-        self._exchange(what, "POST", key, body, self._request_headers(), self._timeout,
-                       lambda response: self._handle(what, message, response), limit_s)
+        renewed = False
+        for _ in range(_AUTH_TRIES):
+            again = self._exchange(what, "POST", key, body, self._request_headers(message),
+                                   self._timeout,
+                                   lambda response: self._handle(what, message, response,
+                                                                 renewed), limit_s)
+            if again == "renew":
+                renewed = True
+                self._start_again()
+            elif again != "auth":
+                return
+        raise self._error("http", f"{what}: still refused after {_AUTH_TRIES} tries with "
+                                  "new credentials")
+
+    def _start_again(self) -> None:
+        """The server forgot our session (404): begin a new one, once for all callers."""
+        stale = self._session_id
+        with self._renewing:
+            if self._session_id != stale:
+                return  # another caller renewed it already
+            self._session_id = None
+            logger.info("MCP server %r forgot the HTTP session: starting a new one",
+                        self.session.server)
+            self._renew(self._timeout_ms)
 
     def _exchange(self, what: str, verb: str, key: Any, body: Optional[bytes],
                   headers: Dict[str, str], timeout: Tuple[float, Optional[float]],
                   handle: Any, limit_s: Optional[float] = None) -> Any:
         """One HTTP exchange; ``handle(response)`` reads it. A request's (``key`` not
-        None) is cut at once by ``_abandon`` or ``close``; any is cut after ``limit_s``.
-        Failures become ``MCPError``."""
-        call = HeldCall(None, self._secrets, None)
+        None) is cut at once by ``_abandon`` or ``close``; any is cut by ``close`` and
+        after ``limit_s``. Failures become ``MCPError``."""
+        call = HeldCall(None, self._all_secrets(), None)
         with self._lock:
             if self._closed and limit_s is None:
-                return None
-            if key is not None:
-                self._live[key] = call
+                raise self._error("closed", f"{what} was abandoned: the server was closed")
+            self._live.setdefault(key, []).append(call)
         stop_timer = call_later(limit_s, call.expire) if limit_s is not None else None
         call.activate()
         try:
@@ -208,7 +271,7 @@ class _HTTPTransport(Transport):
                 raise self._error("closed", f"{what} was abandoned") from None
             failed = "could not be sent" if call.response is None else "broke off"
             failure = self._stack.transport_failure(
-                exc, api="MCP", shown_url=self._shown, secrets=self._secrets,
+                exc, api="MCP", shown_url=self._shown, secrets=self._all_secrets(),
                 headers=headers, what=f"{what} {failed}")
             raise self._error("http", str(failure)) from None
         except APIError as exc:  # a body, line or event over max_response_bytes
@@ -217,42 +280,91 @@ class _HTTPTransport(Transport):
             if stop_timer is not None:
                 stop_timer()
             with self._lock:
-                if key is not None and self._live.get(key) is call:
-                    del self._live[key]
+                calls = self._live.get(key)
+                if calls is not None and call in calls:
+                    calls.remove(call)
+                    if not calls:
+                        del self._live[key]
             call.finish()
 
-    def _handle(self, what: str, message: Message, response: requests.Response) -> None:
+    def _handle(self, what: str, message: Message, response: requests.Response,
+                renewed: bool) -> Optional[str]:
         status = response.status_code
+        if status in (401, 403) and self._auth is not None:
+            try:
+                again = self._auth.challenge(self._url, status,
+                                             response.headers.get("www-authenticate"))
+            except Exception as exc:  # OAuthFailure, or the application's redirect_handler
+                raise self._error("auth", f"{what}: authorization failed: {exc}") from None
+            if again:
+                return "auth"
         if message.get("method") == "initialize" and status < 400:
             self._session_id = response.headers.get("mcp-session-id")
         if status == 404 and self._session_id is not None:
-            # The server forgot our session (expired, restarted): it is over.
+            if not renewed and self._renew is not None and message.get("method") not in (
+                    "initialize", "notifications/initialized"):
+                return "renew"
+            # The server forgot our session (expired, restarted) again: it is over.
             self.session.fail("closed", "the server ended the HTTP session (404 for its "
                                         "Mcp-Session-Id); close() and start() begin a new one")
             failure = self.session.failure
             assert failure is not None
             raise failure
         if status >= 400:
-            text = _rpc_error_text(read_body(response, self._max))
-            raise self._error("http", f"{what}: HTTP {status}: {text}")
+            body = read_body(response, self._max)
+            reply = error_reply(body)
+            if reply is not None and "id" in message and "method" in message \
+                    and reply.get("id") in (message["id"], None):
+                reply["id"] = message["id"]
+                self.session.receive(reply)  # its JSON-RPC error, code and data
+                return None
+            raise self._error("http", f"{what}: HTTP {status}: {_rpc_error_text(body)}")
         kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
         if status == 202 or "id" not in message or "method" not in message:
-            return  # a notification or a reply: nothing comes back
+            return None  # a notification or a reply: nothing comes back
         if kind == "text/event-stream":
-            self._read_events(response, message["id"])
+            events = MCPEvents()
+            if not self._read_events(response, message["id"], events):
+                self._resume(what, message["id"], events)
         elif kind == "application/json":
             self.session.receive_data(read_body(response, self._max))
         else:
             raise self._error("protocol", f"{what}: unexpected content type "
                                           f"{kind or '(none)'!r}")
+        return None
 
-    def _read_events(self, response: requests.Response, request_id: Any) -> None:
+    def _resume(self, what: str, request_id: Any, events: MCPEvents) -> None:
+        """The stream of a request ended before its reply: when the server numbered its
+        events, ask for the rest with GET and ``Last-Event-ID`` after its ``retry``."""
+        for _ in range(_RESUMES):
+            if events.last_id is None or self._stop.wait(_retry_s(events)):
+                return
+            headers = self._request_headers()
+            headers["Accept"] = "text/event-stream"
+            del headers["Content-Type"]
+            headers["Last-Event-ID"] = events.last_id
+
+            def read(response: requests.Response) -> bool:
+                kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
+                if response.status_code >= 400 or kind != "text/event-stream":
+                    return True  # nothing to resume from: the call fails as it stands
+                return self._read_events(response, request_id, events)
+
+            if self._exchange(f"{what} (resumed)", "GET", request_id, None, headers,
+                              self._timeout, read):
+                return
+
+    def _read_events(self, response: requests.Response, request_id: Any,
+                     events: MCPEvents) -> bool:
+        """Hand each message of the stream to the session; True once ``request_id``'s
+        reply came. Events without data (a server's priming event) carry nothing."""
         chunks = read_chunks(response, None, time.monotonic)
-        for event in SSEDecoder().events(iter_lines(chunks, self._max), self._max):
-            if event.event not in (None, "message"):
+        for event in events.events(iter_lines(chunks, self._max), self._max):
+            if event.event not in (None, "message") or not event.data.strip():
                 continue
             if self.session.receive_data(event.data) == request_id is not None:
-                return  # our reply: the stream has nothing more for us
+                return True  # our reply: the stream has nothing more for us
+        return False
 
     # -- closing ---------------------------------------------------------------------------
     def close(self) -> None:
@@ -260,23 +372,31 @@ class _HTTPTransport(Transport):
             if self._closed:
                 return
             self._closed = True
-            live, self._live = list(self._live.values()), {}
+            live = [call for calls in self._live.values() for call in calls]
+            self._live = {}
             threads = list(self._threads)
         self._stop.set()
         self.session.fail("closed", "the server was closed")
         for call in live:
             call.cut("abort")
-        if self._session_id is not None:
+        if self._session_id is not None and not self._modern:
             try:  # tell the server the session is over (405: it keeps sessions itself)
                 self._http.delete(self._url, headers=self._request_headers(),
                                   timeout=(_DELETE_S, _DELETE_S))
             except self._stack.transport_errors():
                 pass
-        self._http.close()
-        end = time.monotonic() + _RELISTEN_S  # cut calls end at once, cancellations soon
+        end = time.monotonic() + _CLOSE_S  # cut calls end at once, cancellations soon
         for thread in threads:
             if thread is not threading.current_thread():
                 thread.join(max(0.0, end - time.monotonic()))
+        self._http.close()  # after the threads: a connection one returned is closed too
+
+
+def _retry_s(events: MCPEvents) -> float:
+    """How long to wait before reconnecting: the server's ``retry``, else our default."""
+    if events.retry_ms is None:
+        return _RELISTEN_S
+    return min(events.retry_ms, _MAX_RETRY_MS) / 1000.0
 
 
 def _headers(value: Optional[Mapping[str, str]]) -> Dict[str, str]:
@@ -303,12 +423,23 @@ class MCPServerHTTP(MCPServerBase):
         allowed_tools: Only these tools (the server's own names); None: all.
         max_response_bytes: The most one response body, SSE line or event (one message)
             may hold; beyond it that call fails with ``MCPError`` kind ``"protocol"``.
+        auth: A ``lattice.mcp.OAuth``: a 401 is answered by getting a token (discovery,
+            registration, the user's consent or client credentials), then sent again.
+        protocol_version: None (default): ask ``server/discover`` (2026-07-28) and fall
+            back to the ``initialize`` handshake for a legacy server; or one version.
+        on_elicitation, roots, on_progress, resources_as_tools: as for every server
+            (``MCPServerBase``).
     """
 
     def __init__(self, url: str, *, headers: Optional[Mapping[str, str]] = None,
                  name: Optional[str] = None, timeout_ms: int = 60000, tool_prefix: str = "",
                  allowed_tools: Optional[Iterable[str]] = None,
-                 max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES) -> None:
+                 max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES, auth: Any = None,
+                 protocol_version: Optional[str] = None,
+                 on_elicitation: Optional[Callable[[ElicitationRequest], Any]] = None,
+                 roots: Optional[List[Dict[str, Any]]] = None,
+                 on_progress: Optional[Callable[[Progress], Any]] = None,
+                 resources_as_tools: bool = False) -> None:
         from ..models.client import check_max_bytes
 
         if not isinstance(url, str) or urlsplit(url).scheme not in ("http", "https") \
@@ -318,8 +449,14 @@ class MCPServerHTTP(MCPServerBase):
         self.url = url
         self._headers = _headers(headers)
         self.max_response_bytes = check_max_bytes(max_response_bytes)
+        if auth is not None and not (hasattr(auth, "authorization")
+                                     and hasattr(auth, "challenge")):
+            raise ValueError(f"auth must be a lattice.mcp.OAuth or None, got {auth!r:.100}")
+        self.auth = auth
         super().__init__(name=name, timeout_ms=timeout_ms, tool_prefix=tool_prefix,
-                         allowed_tools=allowed_tools)
+                         allowed_tools=allowed_tools, protocol_version=protocol_version,
+                         on_elicitation=on_elicitation, roots=roots,
+                         on_progress=on_progress, resources_as_tools=resources_as_tools)
 
     @property
     def headers(self) -> Tuple[str, ...]:
@@ -344,7 +481,7 @@ class MCPServerHTTP(MCPServerBase):
 
     def _open(self, timeout_ms: int) -> _HTTPTransport:
         return _HTTPTransport(self.name, self.url, self._headers, timeout_ms,
-                              self.max_response_bytes)
+                              self.max_response_bytes, self.auth)
 
     def __repr__(self) -> str:
         state = "running" if self.running else "not running"
