@@ -21,7 +21,7 @@ import secrets
 import threading
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit
 
 from ._oauth_meta import (OAuthFailure, canonical_resource, client_assertion,
                           parse_challenge, pkce_pair, resource_metadata_urls, same_resource,
@@ -99,6 +99,7 @@ class OAuth:
         self._step_ups: Dict[str, int] = {}
         self._seen: List[str] = []  # secrets met, for redaction
         self.pending_authorization_url: Optional[str] = None
+        self._key = ""  # the store key of the resource being authorized
 
     def __repr__(self) -> str:
         return f"<OAuth grant={self.grant!r} client_id={self.client_id!r}>"
@@ -135,6 +136,7 @@ class OAuth:
             return False
         resource = canonical_resource(url)
         with self._lock:
+            self._key = resource
             state = self.token_store.load(resource) or {}
             tokens = state.get("tokens") or {}
             if status == 403:
@@ -154,6 +156,9 @@ class OAuth:
                    step_up: bool) -> None:
         prm = self._resource_metadata(url, params.get("resource_metadata"))
         servers = prm.get("authorization_servers") if prm else None
+        # The resource indicator sent is the one the metadata publishes, byte for byte.
+        indicator = prm["resource"] if prm and isinstance(prm.get("resource"), str) \
+            else resource
         issuer = servers[0] if isinstance(servers, list) and servers else _origin(url)
         meta = self._server_metadata(issuer, strict=prm is not None)
         state = self.token_store.load(resource) or {}
@@ -162,13 +167,14 @@ class OAuth:
         scope = self._scope(params, prm, meta, state, step_up)
         client = state.get("client") or self._client(meta, scope)
         state["client"] = client
+        state["indicator"] = indicator
         self.token_store.save(resource, state)
         if self.grant == "client_credentials":
-            form = {"grant_type": "client_credentials", "resource": resource}
+            form = {"grant_type": "client_credentials", "resource": indicator}
             if scope:
                 form["scope"] = scope
         else:
-            form = self._consent(meta, client, resource, scope)
+            form = self._consent(meta, client, indicator, scope)
         tokens = self._token_request(meta, client, form, resource)
         if scope and "scope" not in tokens:
             tokens["scope"] = scope
@@ -211,7 +217,7 @@ class OAuth:
         address = endpoint + sep + urlencode(query)
         self._remember(verifier, state)
         self._pending = {"state": state, "verifier": verifier, "issuer": meta.get("issuer"),
-                         "resource": resource,
+                         "resource": resource, "key": self._key,
                          "iss_supported": meta.get("authorization_response_iss_parameter_"
                                                    "supported") is True}
         if self.redirect_handler is None:
@@ -253,13 +259,14 @@ class OAuth:
             pending = self._pending
             self._check_redirect(code, state, iss)
             assert pending is not None
-            resource = pending["resource"]
+            resource = pending["key"]
             stored = self.token_store.load(resource) or {}
             meta = self._server_metadata(stored["issuer"], strict=False)
             tokens = self._token_request(meta, stored["client"], {
                 "grant_type": "authorization_code", "code": code,
                 "redirect_uri": self.redirect_uri or "",
-                "code_verifier": pending["verifier"], "resource": resource}, resource)
+                "code_verifier": pending["verifier"], "resource": pending["resource"]},
+                resource)
             stored["tokens"] = tokens
             self.token_store.save(resource, stored)
             self.pending_authorization_url = None
@@ -276,7 +283,7 @@ class OAuth:
                 meta = self._server_metadata(state["issuer"], strict=False)
                 fresh = self._token_request(meta, state["client"], {
                     "grant_type": "refresh_token", "refresh_token": stored["refresh_token"],
-                    "resource": resource}, resource)
+                    "resource": state.get("indicator", resource)}, resource)
             except (OAuthFailure, KeyError) as exc:
                 logger.info("OAuth: refreshing the token failed (%s); authorizing again",
                             exc)
@@ -319,6 +326,9 @@ class OAuth:
                                 "client_secret_basic"}
         if self.redirect_uri:
             body["redirect_uris"] = [self.redirect_uri]
+        host = urlsplit(self.redirect_uri or "").hostname or ""
+        body["application_type"] = "native" if host in ("localhost", "127.0.0.1", "::1") \
+            else "web"
         if scope:
             body["scope"] = scope
         answer = self._send("POST", endpoint, json_body=body, what="client registration")

@@ -81,6 +81,16 @@ def run(url: str, scenario: str, version: Optional[str], context: Dict[str, Any]
         tools = server.list_tools()
         if scenario == "initialize":
             return
+        if context.get("toolCalls"):  # the scenario says which calls to make
+            for wanted in context["toolCalls"]:
+                call(server, wanted["name"], wanted.get("arguments") or {})
+            return
+        if scenario == "json-schema-2020-12-preservation":
+            # The schema as lattice hands it to a model, sent back for the suite to compare.
+            seen = {tool.name: tool.input_schema for tool in server.tools()}
+            call(server, next(n for n in seen if n != "json_schema_2020_12_tool"),
+                 {"schema": seen["json_schema_2020_12_tool"]})
+            return
         name, arguments = TOOL_CALLS.get(scenario, (None, {}))
         names = [t["name"] for t in tools]
         if name is None or name not in names:

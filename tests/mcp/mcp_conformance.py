@@ -1,6 +1,6 @@
 """Runs the MCP conformance suite's client scenarios against ``conformance_client.py``.
 
-``python tests/mcp/conformance.py`` prints one line per run (scenario at a protocol
+``python tests/mcp/mcp_conformance.py [filter...]`` prints one line per run (scenario at a protocol
 version) and the count per version; ``test_conformance.py`` runs the same and fails on
 any failure not listed in ``conformance_known_failures.txt``. The suite (npm
 ``@modelcontextprotocol/conformance``) needs Node 22, which ``.ci/run`` installs as the npm
@@ -68,7 +68,7 @@ def run_one(run: Run, workdir: Path) -> Tuple[bool, str]:
         [str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
     done = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env,
                           cwd=str(workdir))
-    results = list(out.glob("*/checks.json"))
+    results = list(out.rglob("checks.json"))
     if not results:
         return False, f"no checks written (exit {done.returncode}): {done.stderr[-1500:]}"
     checks = json.loads(results[0].read_text())
@@ -82,7 +82,7 @@ def run_one(run: Run, workdir: Path) -> Tuple[bool, str]:
     return True, ""
 
 
-def run_all(workers: int = 2, only: Optional[List[Run]] = None) -> Dict[Run, Tuple[bool, str]]:
+def run_all(workers: int = 4, only: Optional[List[Run]] = None) -> Dict[Run, Tuple[bool, str]]:
     todo = only if only is not None else runs()
     with tempfile.TemporaryDirectory(prefix="lattice-conformance-") as tmp:
         with ThreadPoolExecutor(workers) as pool:
