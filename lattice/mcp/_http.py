@@ -249,15 +249,17 @@ class _HTTPTransport(Transport):
                   headers: Dict[str, str], timeout: Tuple[float, Optional[float]],
                   handle: Any, limit_s: Optional[float] = None) -> Any:
         """One HTTP exchange; ``handle(response)`` reads it. A request's (``key`` not
-        None) is cut at once by ``_abandon`` or ``close``; any is cut by ``close`` and
-        after ``limit_s``. Failures become ``MCPError``."""
+        None) is cut at once by ``_abandon`` or ``close``; any is cut after ``limit_s``.
+        Failures become ``MCPError``."""
         call = HeldCall(None, self._all_secrets(), None)
         with self._lock:
             if self._closed and limit_s is None:
                 raise self._error("closed", f"{what} was abandoned: the server was closed")
-            self._live.setdefault(key, []).append(call)
+            if key is not None:  # a cancellation (bounded by limit_s) may finish after close
+                self._live.setdefault(key, []).append(call)
         stop_timer = call_later(limit_s, call.expire) if limit_s is not None else None
         call.activate()
+        failure: Optional[MCPError] = None
         try:
             response = self._http.request(verb, self._url, data=body, headers=headers,
                                           stream=True, timeout=timeout)
@@ -268,14 +270,14 @@ class _HTTPTransport(Transport):
                 response.close()
         except self._stack.transport_errors() as exc:
             if call.cause is not None:  # abandoned or closed: the caller knows already
-                raise self._error("closed", f"{what} was abandoned") from None
-            failed = "could not be sent" if call.response is None else "broke off"
-            failure = self._stack.transport_failure(
-                exc, api="MCP", shown_url=self._shown, secrets=self._all_secrets(),
-                headers=headers, what=f"{what} {failed}")
-            raise self._error("http", str(failure)) from None
+                failure = self._error("closed", f"{what} was abandoned")
+            else:
+                failed = "could not be sent" if call.response is None else "broke off"
+                failure = self._error("http", str(self._stack.transport_failure(
+                    exc, api="MCP", shown_url=self._shown, secrets=self._all_secrets(),
+                    headers=headers, what=f"{what} {failed}")))
         except APIError as exc:  # a body, line or event over max_response_bytes
-            raise self._error("protocol", f"{what}: {exc}") from None
+            failure = self._error("protocol", f"{what}: {exc}")
         finally:
             if stop_timer is not None:
                 stop_timer()
@@ -285,7 +287,14 @@ class _HTTPTransport(Transport):
                     calls.remove(call)
                     if not calls:
                         del self._live[key]
+            cut = call.conn if call.cause is not None else None
             call.finish()
+            if cut is not None:
+                cut.close()  # shut down is not closed: the descriptor would stay open
+        # Raised here, not in the except clause: an error raised there keeps the transport
+        # error as its context, whose traceback holds the connection (and its socket) in a
+        # reference cycle until a garbage collection, seconds or minutes later.
+        raise failure
 
     def _handle(self, what: str, message: Message, response: requests.Response,
                 renewed: bool) -> Optional[str]:
@@ -389,7 +398,22 @@ class _HTTPTransport(Transport):
         for thread in threads:
             if thread is not threading.current_thread():
                 thread.join(max(0.0, end - time.monotonic()))
-        self._http.close()  # after the threads: a connection one returned is closed too
+        _close_pools(self._http)  # after the threads: a connection one returned too
+
+
+def _close_pools(http: Any) -> None:
+    """Close a ``requests`` session and the sockets of its pools now. urllib3 2's
+    ``PoolManager.clear()`` only forgets its pools (no dispose function): their idle
+    connections kept their sockets open until a garbage collection."""
+    for adapter in http.adapters.values():
+        manager = getattr(adapter, "poolmanager", None)
+        pools = getattr(manager, "pools", None)
+        if pools is not None:
+            for key in list(pools.keys()):
+                pool = pools.get(key)
+                if pool is not None:
+                    pool.close()
+    http.close()
 
 
 def _retry_s(events: MCPEvents) -> float:

@@ -81,8 +81,8 @@ class RPCSession:
         ``inputResponses`` and the server's ``requestState`` as it was, until the result
         is complete; ``timeout_ms`` bounds all the rounds together."""
         deadline = time.monotonic() + timeout_ms / 1000.0
+        left = timeout_ms
         for _ in range(_MAX_ROUNDS):
-            left = max(1, int((deadline - time.monotonic()) * 1000))
             result = self._request_once(method, params, timeout_ms=left, signal=signal)
             if result.get("resultType") != "input_required":
                 return result
@@ -103,6 +103,7 @@ class RPCSession:
             params["inputResponses"] = answers
             if "requestState" in result:
                 params["requestState"] = result["requestState"]
+            left = max(1, int((deadline - time.monotonic()) * 1000))
         raise self._error("protocol", f"{method} still asked for input after {_MAX_ROUNDS} "
                                       "rounds")
 

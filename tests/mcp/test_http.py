@@ -71,6 +71,9 @@ class Handler(BaseHTTPRequestHandler):
             self.reply(message, {"protocolVersion": "2025-06-18", "capabilities": {"tools": {}},
                                  "serverInfo": {"name": "fake", "version": "1"}},
                        headers={"Mcp-Session-Id": self.server.session_id})
+        elif method == "server/discover":  # a legacy server: no such method
+            self.send(400, json.dumps({"jsonrpc": "2.0", "id": message["id"], "error": {
+                "code": -32601, "message": "Method not found"}}).encode())
         elif "id" not in message:
             self.send(202)
         elif method == "tools/list":
@@ -130,6 +133,11 @@ def test_headers_session_id_and_delete(fake):
         while not any(s["verb"] == "GET" for s in fake.seen) and time.monotonic() < deadline:
             time.sleep(0.01)  # polling the fake server's log, with a deadline
     posts = [s for s in fake.seen if s["verb"] == "POST"]
+    # the probe for the 2026-07-28 wire: a legacy server refuses it, the handshake follows
+    assert posts[0]["body"]["method"] == "server/discover"
+    assert posts[0]["headers"]["MCP-Protocol-Version"] == "2026-07-28"
+    assert posts[0]["headers"]["Mcp-Method"] == "server/discover"
+    posts = posts[1:]
     for post in posts:
         assert post["headers"]["Accept"] == "application/json, text/event-stream"
         assert post["headers"]["Authorization"] == "Bearer sk-secret-123"
@@ -165,7 +173,7 @@ def test_sse_replies_with_notifications_before_them(fake):
 
 @pytest.mark.parametrize("how, words", [
     ("500", "HTTP 500: Internal trouble"),
-    ("400", "HTTP 400: Bad session header (JSON-RPC error -32600)"),
+    ("400", "tools/call failed: Bad session header (JSON-RPC error -32600)"),
     ("html", "unexpected content type 'text/html'"),
     ("cut", "ended without its JSON-RPC reply"),
 ])
