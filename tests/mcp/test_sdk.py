@@ -273,6 +273,7 @@ def test_timed_out_and_closed_calls_leave_no_thread_or_socket(json_response, tmp
     url = next(urls)
     port = int(url.split(":")[2].split("/")[0])
     gc.collect()
+    before = set(threading.enumerate())
     gc.disable()
     try:
         server = MCPServerHTTP(url, timeout_ms=500, protocol_version="2025-11-25")
@@ -298,14 +299,15 @@ def test_timed_out_and_closed_calls_leave_no_thread_or_socket(json_response, tmp
         caller.join(5)
         assert errors and errors[0].kind == "closed"
         deadline = time.monotonic() + 3
-        while (_sockets_to(port) or _mcp_threads()) and time.monotonic() < deadline:
+        while (_sockets_to(port) or _mcp_threads(before)) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert _mcp_threads() == []
+        assert _mcp_threads(before) == []
         assert _sockets_to(port) == 0
     finally:
         gc.enable()
         urls.close()
 
 
-def _mcp_threads():
-    return [t.name for t in threading.enumerate() if t.name.startswith("lattice-mcp")]
+def _mcp_threads(before):
+    return [t.name for t in threading.enumerate()
+            if t.name.startswith("lattice-mcp") and t not in before]
