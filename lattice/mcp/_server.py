@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 import threading
 import time
+import uuid
 import weakref
 from typing import Any, Callable, Dict, FrozenSet, Iterable, List, Optional
 
@@ -25,6 +26,7 @@ from ..tools import Tool, ToolContext, ToolResult
 from ._client import ElicitationRequest, Features, Progress, check_roots
 from ._content import to_tool_result
 from ._errors import MCPError
+from ._resources import ResourcesMixin
 from ._rpc import RPCSession, logger
 
 __all__ = ["MCPServerBase", "Transport", "PROTOCOL_VERSIONS", "MODERN_VERSIONS"]
@@ -121,8 +123,13 @@ def _names(value: Any) -> Optional[FrozenSet[str]]:
     return frozenset(names)
 
 
-class MCPServerBase:
-    """One MCP server; see ``MCPServerStdio`` and ``MCPServerHTTP``."""
+class MCPServerBase(ResourcesMixin):
+    """One MCP server; see ``MCPServerStdio`` and ``MCPServerHTTP``.
+
+    Options every server takes: ``protocol_version`` (None: the newest both speak),
+    ``on_elicitation(request) -> answer`` (None: questions are declined), ``roots`` (what
+    ``roots/list`` answers), ``on_progress(progress)``, ``resources_as_tools`` (a
+    ``read_resource`` tool for the model)."""
 
     def __init__(self, *, name: Optional[str], timeout_ms: int, tool_prefix: str,
                  allowed_tools: Optional[Iterable[str]], protocol_version: Optional[str] = None,
@@ -352,7 +359,13 @@ class MCPServerBase:
             if missing:
                 logger.warning("MCP server %r has no tools named %s", self.name, sorted(missing))
             listed = [t for t in listed if t["name"] in self.allowed_tools]
-        return [self._make_tool(spec) for spec in listed]
+        made = [self._make_tool(spec) for spec in listed]
+        if self.resources_as_tools:
+            reader = self._resource_tool()
+            reader.name = reader.definition["name"] = _UNSAFE_NAME.sub(
+                "_", self.tool_prefix + reader.name)[:128]
+            made.append(reader)
+        return made
 
     def lattice_tools(self) -> List[Tool]:
         """What ``Agent(tools=[server])`` and ``add_tools(server)`` use: ``tools()``."""
@@ -397,9 +410,11 @@ class MCPServerBase:
         """
         limit = self.timeout_ms if timeout_ms is None else _positive_ms(timeout_ms)
         session = self._session()
-        result = session.request(
-            "tools/call", {"name": name, "arguments": arguments or {}}, timeout_ms=limit,
-            signal=as_signal(signal))
+        params: Dict[str, Any] = {"name": name, "arguments": arguments or {}}
+        if self._features.on_progress is not None:  # the server reports progress to it
+            params["_meta"] = {"progressToken": uuid.uuid4().hex}
+        result = session.request("tools/call", params, timeout_ms=limit,
+                                 signal=as_signal(signal))
         return _redacted(to_tool_result(result), session.secrets)
 
     def ping(self) -> None:
