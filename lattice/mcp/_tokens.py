@@ -13,7 +13,7 @@ import json
 import os
 import tempfile
 import threading
-from typing import Any, Dict, Iterator, Optional
+from typing import Any, Dict, Iterator, Optional, Union
 
 __all__ = ["MemoryTokenStore", "FileTokenStore"]
 
@@ -49,11 +49,12 @@ class MemoryTokenStore:
 class FileTokenStore:
     """Tokens in a JSON file only its owner may read (mode 0600), shared by processes."""
 
-    def __init__(self, path: "str | os.PathLike[str]") -> None:
+    def __init__(self, path: Union[str, "os.PathLike[str]"]) -> None:
         if not isinstance(path, (str, os.PathLike)) or not os.fspath(path):
             raise ValueError(f"FileTokenStore needs a file path, got {path!r}")
         self.path = os.path.abspath(os.fspath(path))
         self._local = threading.RLock()
+        self._depth = 0  # how deep this process is in lock() (under _local)
 
     def _read(self) -> Dict[str, Any]:
         try:
@@ -95,20 +96,31 @@ class FileTokenStore:
     @contextlib.contextmanager
     def lock(self, key: str) -> Iterator[None]:
         """Hold the file's lock (this process's threads and other processes) while a
-        token is read, refreshed and written back."""
+        token is read, refreshed and written back. Reentrant: ``save`` inside it does not
+        lock again (a second ``flock`` on a new descriptor would wait for the first)."""
         with self._local:
+            if self._depth:
+                self._depth += 1
+                try:
+                    yield
+                finally:
+                    self._depth -= 1
+                return
             fd = os.open(self.path + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
             try:
                 try:
                     import fcntl
                 except ImportError:  # pragma: no cover - Windows: this process only
-                    yield
-                    return
-                fcntl.flock(fd, fcntl.LOCK_EX)
+                    fcntl = None  # type: ignore[assignment]
+                if fcntl is not None:
+                    fcntl.flock(fd, fcntl.LOCK_EX)
+                self._depth = 1
                 try:
                     yield
                 finally:
-                    fcntl.flock(fd, fcntl.LOCK_UN)
+                    self._depth = 0
+                    if fcntl is not None:
+                        fcntl.flock(fd, fcntl.LOCK_UN)
             finally:
                 os.close(fd)
 
