@@ -97,7 +97,8 @@ def _fits(content: Any, schema: Optional[Dict[str, Any]]) -> Optional[str]:
     for name in schema.get("required") or []:
         if name not in content:
             return f"the required field {name!r} is missing"
-    kinds = {"string": str, "boolean": bool, "integer": int, "number": (int, float)}
+    kinds: Dict[str, Any] = {"string": str, "boolean": bool, "integer": int,
+                             "number": (int, float)}
     for name, value in content.items():
         spec = properties.get(name)
         if not isinstance(spec, dict):

@@ -23,9 +23,16 @@ import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 from urllib.parse import urlencode, urlsplit
 
-from ._oauth_meta import (OAuthFailure, canonical_resource, client_assertion,
-                          parse_challenge, pkce_pair, resource_metadata_urls, same_resource,
-                          server_metadata_urls)
+from ._oauth_meta import (
+    OAuthFailure,
+    canonical_resource,
+    client_assertion,
+    parse_challenge,
+    pkce_pair,
+    resource_metadata_urls,
+    same_resource,
+    server_metadata_urls,
+)
 from ._tokens import MemoryTokenStore
 
 __all__ = ["OAuth", "OAuthFailure"]
@@ -436,8 +443,9 @@ class OAuth:
               auth: Optional[Tuple[str, str]] = None) -> Dict[str, Any]:
         headers = {"Accept": "application/json"}
         if auth is not None:
-            from requests.auth import _basic_auth_str
             from urllib.parse import quote
+
+            from requests.auth import _basic_auth_str
 
             headers["Authorization"] = _basic_auth_str(quote(auth[0], safe=""),
                                                        quote(auth[1], safe=""))

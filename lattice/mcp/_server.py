@@ -275,7 +275,8 @@ class MCPServerBase(ResourcesMixin):
                     return False
                 version = ours[0]
                 continue
-            meta = result.get("_meta") if isinstance(result.get("_meta"), dict) else {}
+            given = result.get("_meta")
+            meta: Dict[str, Any] = given if isinstance(given, dict) else {}
             info = result.get("serverInfo") or meta.get("io.modelcontextprotocol/serverInfo")
             self._agreed(transport, version, info, result)
             return True

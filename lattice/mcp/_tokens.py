@@ -49,7 +49,7 @@ class MemoryTokenStore:
 class FileTokenStore:
     """Tokens in a JSON file only its owner may read (mode 0600), shared by processes."""
 
-    def __init__(self, path: Union[str, "os.PathLike[str]"]) -> None:
+    def __init__(self, path: Union[str, os.PathLike[str]]) -> None:
         if not isinstance(path, (str, os.PathLike)) or not os.fspath(path):
             raise ValueError(f"FileTokenStore needs a file path, got {path!r}")
         self.path = os.path.abspath(os.fspath(path))

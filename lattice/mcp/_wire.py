@@ -10,8 +10,7 @@ import base64
 import json
 from typing import Any, Dict, Iterable, Iterator, List, NamedTuple, Optional
 
-from ..models.body import DEFAULT_MAX_RESPONSE_BYTES
-from ..models.sse import too_large
+from ..models.body import DEFAULT_MAX_RESPONSE_BYTES, too_large
 
 __all__ = ["Event", "MCPEvents", "method_headers", "error_reply"]
 
@@ -42,15 +41,16 @@ def method_headers(message: Dict[str, Any],
     if not isinstance(method, str):
         return {}
     headers = {"Mcp-Method": method}
-    params = message.get("params") if isinstance(message.get("params"), dict) else {}
+    given = message.get("params")
+    params: Dict[str, Any] = given if isinstance(given, dict) else {}
     named = _NAMED_BY.get(method)
     if named is not None and isinstance(params.get(named), str):
         value = header_value(params[named])
         if value is not None:
             headers["Mcp-Name"] = value
     if method == "tools/call":
-        arguments = params.get("arguments") if isinstance(params.get("arguments"), dict) \
-            else {}
+        passed = params.get("arguments")
+        arguments: Dict[str, Any] = passed if isinstance(passed, dict) else {}
         for argument, name in header_params.get(str(params.get("name")), {}).items():
             value = header_value(arguments.get(argument))
             if value is not None:

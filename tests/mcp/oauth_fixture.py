@@ -42,7 +42,7 @@ class AuthServer(ThreadingHTTPServer):
     def url(self) -> str:
         return self.base + "/mcp"
 
-    def __enter__(self) -> "AuthServer":
+    def __enter__(self) -> AuthServer:
         threading.Thread(target=self.serve_forever, daemon=True).start()
         return self
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import gc
 import json
-import os
 import logging
+import os
 import queue
 import subprocess
 import sys
