@@ -14,7 +14,7 @@ query must not walk the whole history: 0.3 counted its cache marks anew per quer
 <= 2x ``prompt()`` per tool turn (issue 28). ``query()``'s own floor is ``prompt()`` plus
 two thread handoff round trips per tool turn (the reply, then the tool results, each
 waits for the consumer), measured here on the primitive ``race.py`` uses (a pair of
-``lattice.handoff`` doorbells: an eventfd on Linux, else a pipe or a raw lock), and, to
+``lattice.query.handoff`` doorbells: an eventfd on Linux, else a pipe or a raw lock), and, to
 compare, on a ``Condition`` over an ``RLock`` (what it used before) and a ``SimpleQueue``
 pair: the line says how far ``query()`` is above its floor. On a VM whose idle cores are
 slow to wake, every figure depends on whether the two threads share a core: run it again
@@ -126,10 +126,10 @@ def queue_round_trip_us(n: int = 20_000) -> float:
 
 def doorbell_round_trip_us(n: int = 20_000) -> float:
     """The floor for query(): one thread handoff there and back on a pair of the doorbells
-    ``QueryRun`` sleeps on in lockstep (``lattice.handoff.fast_doorbell``)."""
+    ``QueryRun`` sleeps on in lockstep (``lattice.query.handoff.fast_doorbell``)."""
     import threading
 
-    from lattice.handoff import fast_doorbell
+    from lattice.query.handoff import fast_doorbell
 
     there, back = fast_doorbell(), fast_doorbell()
 
@@ -200,7 +200,7 @@ def observer_turn_us(turns: int = 2000) -> float:
     from types import SimpleNamespace
 
     from lattice.models.base import ModelRequest
-    from lattice.tracing import OtelObserver
+    from lattice.observe.tracing import OtelObserver
 
     observer = OtelObserver(tracer_provider=drop_all_provider())
     request = ModelRequest(model="bench", messages=[])
@@ -226,7 +226,7 @@ def tracing_options():
         provider = drop_all_provider()
     except ImportError:
         return None, "opentelemetry-sdk is not installed (pip install -e '.[test]')"
-    from lattice.tracing import OtelObserver
+    from lattice.observe.tracing import OtelObserver
 
     candidates = [("observers=[OtelObserver(...)]",
                    {"observers": [OtelObserver(tracer_provider=provider)]}),
@@ -291,7 +291,7 @@ def main() -> int:
     ratio = figures["query"][50] / figures["prompt"][50]
     checks.append((f"query()/prompt() per tool turn at 50 turns {ratio:.2f} (target <= 2)",
                    ratio <= 2.0))
-    from lattice.handoff import fast_doorbell
+    from lattice.query.handoff import fast_doorbell
 
     bell = fast_doorbell()
     kind = (("eventfd" if getattr(bell, "use_eventfd", False) else "pipe")

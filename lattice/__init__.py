@@ -1,5 +1,6 @@
 """lattice: a synchronous agent loop for the Anthropic Messages API (direct, on Bedrock or
-Vertex AI) and OpenAI's Chat Completions and Responses APIs (direct or on Azure).
+Vertex AI) and OpenAI's Chat Completions and Responses APIs (direct or on Azure), and Gemini
+(the Gemini API or Vertex AI).
 
 ``Agent.prompt()`` blocks, ``Agent.query()`` is a generator; no asyncio anywhere. The only
 runtime dependency, ``requests``, is imported by the built-in HTTP client when it is used.
@@ -10,9 +11,9 @@ from typing import TYPE_CHECKING, Any
 
 from ._version import __version__
 from .agent import Agent, create_agent
-from .calls import ToolCall
 from .cancellation import AbortController, AbortSignal
-from .compaction import DEFAULT_COMPACTION_PROMPT, AutoCompact
+from .compaction.rules import DEFAULT_COMPACTION_PROMPT, AutoCompact
+from .durable.follow import follow
 from .errors import (
     AbortError,
     APIConnectionError,
@@ -36,7 +37,6 @@ from .errors import (
     RequestTimeoutError,
     SchemaError,
 )
-from .follow import follow
 from .messages import (
     AssistantMessage,
     ResultMessage,
@@ -46,16 +46,17 @@ from .messages import (
 )
 from .models.base import ModelClient, ModelRequest
 from .models.retry import RetryPolicy
-from .output import SUBMIT_OUTPUT_TOOL_NAME, OutputSchema
-from .query import Query
+from .query.output import SUBMIT_OUTPUT_TOOL_NAME, OutputSchema
+from .query.query import Query
 from .stores import HistoryStore, MemoryHistoryStore, define_history_store
-from .tools import Tool, ToolContext, ToolResult, tool
+from .tools.definition import Tool, ToolCall, ToolContext, ToolResult, tool
 from .usage import Usage
 
 if TYPE_CHECKING:  # the real classes for type checkers; at run time loaded on first use
     from .models.anthropic import AnthropicClient
     from .models.azure import AzureOpenAIChatClient, AzureOpenAIResponsesClient
     from .models.bedrock import AnthropicBedrockClient
+    from .models.gemini import GeminiClient, VertexGeminiClient
     from .models.openai import OpenAIChatClient
     from .models.responses import OpenAIResponsesClient
     from .models.vertex import AnthropicVertexClient
@@ -99,6 +100,8 @@ __all__ = [
     "AzureOpenAIResponsesClient",
     "AnthropicBedrockClient",
     "AnthropicVertexClient",
+    "GeminiClient",
+    "VertexGeminiClient",
     "RetryPolicy",
     # history
     "follow",
@@ -146,6 +149,8 @@ _LAZY = {
     "AzureOpenAIResponsesClient": ".models.azure",
     "AnthropicBedrockClient": ".models.bedrock",
     "AnthropicVertexClient": ".models.vertex",
+    "GeminiClient": ".models.gemini",
+    "VertexGeminiClient": ".models.gemini",
     "JsonlHistoryStore": ".stores.jsonl",
     "create_jsonl_history_store": ".stores.jsonl",
     "SqliteHistoryStore": ".stores.sqlite",

@@ -418,7 +418,7 @@ def tool_then_text(text: str = "fine") -> ScriptedModelClient:
 
 def assert_usable(agent: Agent, expected: str = "fine") -> None:
     """The guard is free and the conversation continues."""
-    assert agent._conversation.run is None
+    assert agent._conversation.race is None
     assert_well_formed(agent.get_history())
     result = agent.prompt("and now?")
     assert result.subtype == "success" and result.result == expected

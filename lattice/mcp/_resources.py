@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional
 
-from ..tools import Tool, ToolContext, ToolResult
+from ..tools.definition import Tool, ToolContext, ToolResult
 from ._content import IMAGE_TYPES
 from ._errors import MCPError
 from ._rpc import RPCSession

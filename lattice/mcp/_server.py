@@ -22,7 +22,7 @@ from .._version import __version__
 from ..cancellation import SignalLike, as_signal
 from ..errors import SchemaError
 from ..models.urls import redact
-from ..tools import Tool, ToolContext, ToolResult
+from ..tools.definition import Tool, ToolContext, ToolResult
 from ._client import ElicitationRequest, Features, Progress, check_roots
 from ._content import to_tool_result
 from ._errors import MCPError

@@ -24,6 +24,8 @@ from .wire import message_from_json, reply_from_message, request_body
 
 if TYPE_CHECKING:  # pragma: no cover
     import requests
+else:  # annotations only (get_type_hints): requests is imported when a request is made
+    from .annotations import requests
 
 __all__ = ["AnthropicClient", "DEFAULT_BASE_URL", "API_VERSION"]
 

@@ -28,6 +28,8 @@ from .status import add_hint
 
 if TYPE_CHECKING:  # pragma: no cover
     import requests
+else:  # annotations only (get_type_hints): requests is imported when a request is made
+    from .annotations import requests
 
 __all__ = ["AzureOpenAIChatClient", "AzureOpenAIResponsesClient", "azure_credentials"]
 

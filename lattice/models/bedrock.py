@@ -33,6 +33,8 @@ from .wire import dump_body, message_from_json, reply_from_message, request_dict
 
 if TYPE_CHECKING:  # pragma: no cover
     import requests
+else:  # annotations only (get_type_hints): requests is imported when a request is made
+    from .annotations import requests
 
 __all__ = ["AnthropicBedrockClient", "BEDROCK_VERSION", "EVENT_STREAM"]
 

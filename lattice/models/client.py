@@ -22,6 +22,8 @@ from .urls import shown_url
 
 if TYPE_CHECKING:  # pragma: no cover
     import requests
+else:  # annotations only (get_type_hints): requests is imported when a request is made
+    from .annotations import requests
 
 __all__ = ["HTTPModelClient", "TransportOptions", "check_max_bytes", "DEFAULT_MAX_RESPONSE_BYTES"]
 

@@ -59,6 +59,8 @@ from .urls import hide_queries_from_urllib3, redact, shown_url, url_secrets
 
 if TYPE_CHECKING:  # pragma: no cover
     import requests
+else:  # annotations only (get_type_hints): requests is imported when a request is made
+    from .annotations import requests
 
 __all__ = ["Codec", "Transport", "EventCallback", "Signer", "new_session",
            "transport_failure", "transport_errors", "DEFAULT_MAX_RESPONSE_BYTES"]
@@ -207,7 +209,7 @@ class Transport:
                 error = codec.error(status, response.headers,
                                     read_body(response, limit, deadline, clock), call.secrets)
                 if status_is_retryable(status, response.headers):
-                    raise _Retry(error, response.headers)
+                    raise _Retry(error, _with_hint(response.headers, error))
                 raise error
             kind = response.headers.get("content-type", "")
             if streaming and getattr(codec, "stream_type", _SSE) in kind:
@@ -279,6 +281,15 @@ def transport_failure(exc: BaseException, *, api: str, shown_url: str, secrets: 
                           f"a URL requests can use ({redact(str(exc), secrets)})")
     reason = redact(readable(exc), secrets)
     return APIConnectionError(f"{what} ({shown_url}): {reason}")
+
+
+def _with_hint(headers: Mapping[str, str], error: APIError) -> Mapping[str, str]:
+    """``headers``, plus the wait a codec read from the error body (Google's ``RetryInfo``:
+    ``error.retry_after`` seconds) as ``retry-after`` when the headers name none."""
+    hint = getattr(error, "retry_after", None)
+    if not isinstance(hint, (int, float)) or "retry-after" in headers:
+        return headers
+    return {**headers, "retry-after": f"{hint:g}"}
 
 
 class _Retry(Exception):

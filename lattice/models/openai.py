@@ -35,6 +35,8 @@ from .urls import endpoint, shown_url
 
 if TYPE_CHECKING:  # pragma: no cover
     import requests
+else:  # annotations only (get_type_hints): requests is imported when a request is made
+    from .annotations import requests
 
 __all__ = ["OpenAIChatClient", "DEFAULT_OPENAI_BASE_URL"]
 

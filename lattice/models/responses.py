@@ -22,6 +22,8 @@ from .urls import endpoint
 
 if TYPE_CHECKING:  # pragma: no cover
     import requests
+else:  # annotations only (get_type_hints): requests is imported when a request is made
+    from .annotations import requests
 
 __all__ = ["OpenAIResponsesClient", "ResponsesCodec", "responses_url", "bearer_token"]
 

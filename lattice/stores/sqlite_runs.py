@@ -99,7 +99,7 @@ def save_run(conn: sqlite3.Connection, record: Dict[str, Any], text: str, token:
 def load_run(conn: sqlite3.Connection, session_id: str, run_id: str) -> Optional[Dict[str, Any]]:
     row = conn.execute("SELECT record FROM lattice_runs WHERE session_id = ? AND run_id = ?",
                        (session_id, run_id)).fetchone()
-    return None if row is None else runs.decode_record(row[0])
+    return None if row is None else runs.decode_record(row[0], run_id)
 
 
 def list_runs(conn: sqlite3.Connection, session_id: Optional[str],
