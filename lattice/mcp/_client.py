@@ -148,7 +148,15 @@ class Features:
         if self.on_elicitation is None:
             # Politely: the server hears "no" and goes on, instead of "no such method".
             return {"action": "decline"}
-        answer = self.on_elicitation(request)
+        try:
+            answer = self.on_elicitation(request)
+        except ElicitationPending:
+            # The awaiting_input ending (the query ends, another process answers) is not
+            # built yet: the server hears "cancel" and the call goes on without the input.
+            logger.warning("MCP server %r: on_elicitation raised ElicitationPending; ending a "
+                           "query as awaiting_input is not supported yet: answered cancel",
+                           self._server())
+            return {"action": "cancel"}
         if not isinstance(answer, dict) or answer.get("action") not in _ACTIONS:
             raise MCPError(self._server(), "protocol",
                            "on_elicitation must return a dict whose 'action' is one of "
