@@ -23,15 +23,13 @@ import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 from urllib.parse import urlencode, urlsplit
 
+from ._oauth_http import OAuthHTTP
 from ._oauth_meta import (
     OAuthFailure,
     canonical_resource,
     client_assertion,
     parse_challenge,
     pkce_pair,
-    resource_metadata_urls,
-    same_resource,
-    server_metadata_urls,
 )
 from ._tokens import MemoryTokenStore
 
@@ -42,7 +40,6 @@ logger = logging.getLogger("lattice.mcp")
 _GRANTS = ("authorization_code", "client_credentials")
 _EARLY_S = 60  # a token this close to expiring is refreshed before it is sent
 _STEP_UPS = 2  # new authorizations for more scope, per resource, before giving up
-_HTTP_S = 30.0
 
 
 class OAuth:
@@ -101,7 +98,7 @@ class OAuth:
         self.client_name = client_name
         self.token_store = token_store if token_store is not None else MemoryTokenStore()
         self._lock = threading.RLock()
-        self._http: Any = None
+        self._web = OAuthHTTP()
         self._pending: Optional[Dict[str, Any]] = None  # a started code flow (web apps)
         self._step_ups: Dict[str, int] = {}
         self._seen: List[str] = []  # secrets met, for redaction
@@ -161,13 +158,13 @@ class OAuth:
     # -- the flows ------------------------------------------------------------------------
     def _authorize(self, url: str, resource: str, params: Dict[str, str],
                    step_up: bool) -> None:
-        prm = self._resource_metadata(url, params.get("resource_metadata"))
+        prm = self._web.resource_metadata(url, params.get("resource_metadata"))
         servers = prm.get("authorization_servers") if prm else None
         # The resource indicator sent is the one the metadata publishes, byte for byte.
         indicator = prm["resource"] if prm and isinstance(prm.get("resource"), str) \
             else resource
         issuer = servers[0] if isinstance(servers, list) and servers else _origin(url)
-        meta = self._server_metadata(issuer, strict=prm is not None)
+        meta = self._web.server_metadata(issuer, strict=prm is not None)
         state = self.token_store.load(resource) or {}
         if state.get("issuer") != issuer:  # a new authorization server: nothing carries over
             state = {"issuer": issuer}
@@ -268,7 +265,7 @@ class OAuth:
             assert pending is not None
             resource = pending["key"]
             stored = self.token_store.load(resource) or {}
-            meta = self._server_metadata(stored["issuer"], strict=False)
+            meta = self._web.server_metadata(stored["issuer"], strict=False)
             tokens = self._token_request(meta, stored["client"], {
                 "grant_type": "authorization_code", "code": code,
                 "redirect_uri": self.redirect_uri or "",
@@ -287,7 +284,7 @@ class OAuth:
             if stored.get("access_token") != tokens.get("access_token"):
                 return stored  # another process refreshed it meanwhile
             try:
-                meta = self._server_metadata(state["issuer"], strict=False)
+                meta = self._web.server_metadata(state["issuer"], strict=False)
                 fresh = self._token_request(meta, state["client"], {
                     "grant_type": "refresh_token", "refresh_token": stored["refresh_token"],
                     "resource": state.get("indicator", resource)}, resource)
@@ -338,7 +335,7 @@ class OAuth:
             else "web"
         if scope:
             body["scope"] = scope
-        answer = self._send("POST", endpoint, json_body=body, what="client registration")
+        answer = self._web.send("POST", endpoint, json_body=body, what="client registration")
         if not isinstance(answer.get("client_id"), str):
             raise OAuthFailure("the client registration answered no client_id")
         secret = answer.get("client_secret")
@@ -371,7 +368,7 @@ class OAuth:
                 form["client_assertion_type"] = \
                     "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
                 form["client_assertion"] = assertion
-        answer = self._send("POST", endpoint, form=form, auth=auth, what="the token request")
+        answer = self._web.send("POST", endpoint, form=form, auth=auth, what="the token request")
         token = answer.get("access_token")
         if not isinstance(token, str) or not token:
             raise OAuthFailure("the token endpoint answered no access_token")
@@ -384,87 +381,6 @@ class OAuth:
         if isinstance(answer.get("scope"), str):
             tokens["scope"] = answer["scope"]
         return tokens
-
-    # -- discovery --------------------------------------------------------------------------
-    def _resource_metadata(self, url: str, from_header: Optional[str]
-                           ) -> Optional[Dict[str, Any]]:
-        for address in resource_metadata_urls(url, from_header):
-            found = self._get(address)
-            if found is None:
-                continue
-            named = found.get("resource")
-            if isinstance(named, str) and not same_resource(named, url):
-                raise OAuthFailure(f"the protected resource metadata is for {named!r}, not "
-                                   "this server: no token is sent to another resource")
-            return found
-        return None
-
-    def _server_metadata(self, issuer: str, strict: bool) -> Dict[str, Any]:
-        for address in server_metadata_urls(issuer):
-            found = self._get(address)
-            if found is None:
-                continue
-            if found.get("issuer") != issuer and found.get("issuer") != issuer.rstrip("/"):
-                raise OAuthFailure(f"the authorization server metadata names issuer "
-                                   f"{found.get('issuer')!r}, not {issuer!r}")
-            return found
-        if strict:
-            raise OAuthFailure(f"no authorization server metadata found for {issuer!r}")
-        base = issuer.rstrip("/")  # 2025-03-26 servers: the default endpoints
-        return {"issuer": issuer, "authorization_endpoint": base + "/authorize",
-                "token_endpoint": base + "/token", "registration_endpoint": base + "/register"}
-
-    # -- HTTP -------------------------------------------------------------------------------
-    def _session(self) -> Any:
-        if self._http is None:
-            from ..models.http import new_session
-
-            self._http = new_session("https://example.invalid/")
-        return self._http
-
-    def _get(self, url: str) -> Optional[Dict[str, Any]]:
-        try:
-            response = self._session().get(url, headers={"Accept": "application/json"},
-                                           timeout=_HTTP_S, allow_redirects=False)
-        except Exception as exc:  # a well-known URL that cannot be reached: the next one
-            logger.debug("OAuth: GET %s failed: %s", url, type(exc).__name__)
-            return None
-        with response:
-            if response.status_code != 200:
-                return None
-            try:
-                found = response.json()
-            except ValueError:
-                return None
-        return found if isinstance(found, dict) else None
-
-    def _send(self, verb: str, url: str, *, what: str, json_body: Any = None,
-              form: Optional[Dict[str, str]] = None,
-              auth: Optional[Tuple[str, str]] = None) -> Dict[str, Any]:
-        headers = {"Accept": "application/json"}
-        if auth is not None:
-            from urllib.parse import quote
-
-            from requests.auth import _basic_auth_str
-
-            headers["Authorization"] = _basic_auth_str(quote(auth[0], safe=""),
-                                                       quote(auth[1], safe=""))
-        try:
-            response = self._session().request(verb, url, json=json_body, data=form,
-                                               headers=headers, timeout=_HTTP_S,
-                                               allow_redirects=False)
-        except Exception as exc:
-            raise OAuthFailure(f"{what} could not be sent ({type(exc).__name__})") from None
-        with response:
-            try:
-                answer = response.json()
-            except ValueError:
-                answer = None
-        if response.status_code >= 400 or not isinstance(answer, dict):
-            error = answer.get("error") if isinstance(answer, dict) else None
-            raise OAuthFailure(f"{what} failed: HTTP {response.status_code}"
-                               + (f" ({error})" if isinstance(error, str) else ""))
-        return answer
 
     def _remember(self, *values: Any) -> None:
         for value in values:
