@@ -5,6 +5,7 @@ start and end in ``query/query.py``, the loop in ``query/loop.py``."""
 from __future__ import annotations
 
 import os
+import uuid
 from dataclasses import replace
 from typing import (
     TYPE_CHECKING,
@@ -27,6 +28,7 @@ from .conversation.conversation import Conversation
 from .durable.runs import check_run_id
 from .messages import OutputT, ResultMessage
 from .models.base import ModelClient, ModelRequest, as_model_client
+from .observe.genai import server_of
 from .observe.observer import Observer
 from .options import (
     UNSET,
@@ -37,6 +39,7 @@ from .options import (
     check_hooks,
     check_instances,
     check_model,
+    check_name,
     check_one_of,
     check_system,
     non_negative_number,
@@ -79,7 +82,8 @@ class Agent(Generic[OutputT]):
     ``include_partial_messages``, ``parallel_tool_calls``, ``extra`` (more request body
     fields, e.g. temperature), ``before_tool_call``, ``after_tool_call``,
     ``requires_approval``, ``session_lock_wait_s``, ``prompt_caching``,
-    ``max_budget_tokens``, ``tracing``, ``trace_content``, ``observers``.
+    ``max_budget_tokens``, ``tracing``, ``trace_content``, ``observers``, ``name`` (what
+    the agent is called: ``gen_ai.agent.name`` in traces; None by default).
     """
 
     def __init__(self, *, model: Optional[str] = None, api_key: Optional[str] = None,
@@ -101,7 +105,10 @@ class Agent(Generic[OutputT]):
                  session_lock_wait_s: float = 0.0, prompt_caching: bool = False,
                  max_budget_tokens: Optional[int] = None, tracing: bool = False,
                  trace_content: bool = False,
-                 observers: Optional[Iterable[Observer]] = None) -> None:
+                 observers: Optional[Iterable[Observer]] = None,
+                 name: Optional[str] = None) -> None:
+        self.name = check_name(name)
+        self._agent_id = uuid.uuid4().hex  # gen_ai.agent.id: this Agent object
         check_model(model, model_client)
         check_one_of(output_schema=output_schema, output_format=output_format)
         check_hooks(on_model_request=on_model_request, before_tool_call=before_tool_call,
@@ -114,6 +121,7 @@ class Agent(Generic[OutputT]):
             from .models.anthropic import AnthropicClient
 
             model_client = AnthropicClient(api_key=api_key, base_url=base_url)
+        self._server = server_of(model_client)  # (host, port) for traces
         output = resolve_output_schema(output_schema if output_format is None else output_format)
         self._settings = QuerySettings(
             model=model, client=as_model_client(model_client), system=check_system(system),
@@ -165,6 +173,10 @@ class Agent(Generic[OutputT]):
         """Replace the conversation (and the store's copy); only while no query runs."""
         if not isinstance(messages, list):
             raise ValueError(f"replace_history takes a list of messages, got {messages!r}")
+        for i, message in enumerate(messages):
+            if not isinstance(message, dict):
+                raise ValueError(f"replace_history: messages[{i}] must be a message dict, "
+                                 f"got {message!r}")
         self._conversation.replace(messages)
 
     def pending_approvals(self) -> List[ToolCall]:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Mapping, 
 from ..errors import APIConnectionError, APIStatusError
 from .base import ModelRequest, ReplyDict
 from .body import DEFAULT_MAX_RESPONSE_BYTES, too_large
+from .budget import DEFAULT_IDLE_TIMEOUT_MS, budget_of
 from .client import HTTPModelClient
 from .codec import EventCallback
 from .entries import EntryBytes, dump
@@ -31,6 +32,8 @@ from .vertex import VertexCredentials, vertex_setting
 
 if TYPE_CHECKING:  # pragma: no cover
     import requests
+else:  # annotations only (get_type_hints): requests is imported when a request is made
+    from .annotations import requests
 
 __all__ = ["GeminiClient", "VertexGeminiClient", "GeminiCodec", "DEFAULT_GEMINI_BASE_URL",
            "parse_gemini_stream"]
@@ -46,6 +49,7 @@ def parse_gemini_stream(chunks: Iterator[bytes], on_event: Optional[EventCallbac
     ``finishReason`` (or a blocked prompt's feedback) was cut: ``APIConnectionError``."""
     reply = GeminiReply()
     scan = json_scanner()
+    budget = budget_of(limit)  # its progress is what the idle limit watches (budget.py)
     total = 0  # the reply is bounded as a whole, not only each event (SPEC 21b)
     for sse in sse_events(chunks, limit):
         total += len(sse.data)
@@ -57,6 +61,7 @@ def parse_gemini_stream(chunks: Iterator[bytes], on_event: Optional[EventCallbac
         if on_event is not None:
             on_event(chunk)
         reply.feed(chunk)
+        budget.progress()
     if reply.finish is None and reply.blocked is None:
         raise APIConnectionError("the stream ended before the chunk with the finishReason")
     return reply.message()
@@ -138,7 +143,7 @@ class GeminiClient(_GeminiBase):
         stream: stream the reply (``:streamGenerateContent?alt=sse``, the default) rather
             than one JSON response (``:generateContent``).
         max_retries, default_headers, session, timeout_ms, retry_policy,
-            max_response_bytes: as ``AnthropicClient``.
+            max_response_bytes, stream_idle_timeout_ms: as ``AnthropicClient``.
 
     ``ModelRequest.extra`` is merged into the body: ``{"generationConfig": {...}}`` joins
     ours (``thinkingConfig``, ``temperature``, ...), ``{"tools": [{"googleSearch": {}}]}``
@@ -159,12 +164,14 @@ class GeminiClient(_GeminiBase):
         timeout_ms: Optional[float] = None,
         retry_policy: Optional[RetryPolicy] = None,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        stream_idle_timeout_ms: Optional[float] = DEFAULT_IDLE_TIMEOUT_MS,
     ) -> None:
         self._api_key = check_secret("api_key", api_key)
         options = self._check_options(
             stream=stream, max_retries=max_retries, default_headers=default_headers,
             session=session, timeout_ms=timeout_ms, retry_policy=retry_policy,
-            max_response_bytes=max_response_bytes)
+            max_response_bytes=max_response_bytes,
+            stream_idle_timeout_ms=stream_idle_timeout_ms)
         url = resolve_base_url(base_url, "GEMINI_BASE_URL", DEFAULT_GEMINI_BASE_URL)
         self.base_url = url[: -len("/v1beta")] if url.endswith("/v1beta") else url
         self._make_transport(self.base_url, GeminiCodec("Gemini API"), options)
@@ -191,7 +198,7 @@ class VertexGeminiClient(VertexCredentials, _GeminiBase):
         base_url: default ``VERTEX_GEMINI_BASE_URL``, else
             ``https://{region}-aiplatform.googleapis.com``; with or without the version.
         stream, max_retries, default_headers, session, timeout_ms, retry_policy,
-            max_response_bytes: as ``GeminiClient``.
+            max_response_bytes, stream_idle_timeout_ms: as ``GeminiClient``.
     """
 
     provider_name = "gcp.vertex_ai"
@@ -213,6 +220,7 @@ class VertexGeminiClient(VertexCredentials, _GeminiBase):
         timeout_ms: Optional[float] = None,
         retry_policy: Optional[RetryPolicy] = None,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        stream_idle_timeout_ms: Optional[float] = DEFAULT_IDLE_TIMEOUT_MS,
     ) -> None:
         self._init_credentials(access_token, token_provider)
         if api_version not in _VERSIONS:
@@ -225,7 +233,8 @@ class VertexGeminiClient(VertexCredentials, _GeminiBase):
         options = self._check_options(
             stream=stream, max_retries=max_retries, default_headers=default_headers,
             session=session, timeout_ms=timeout_ms, retry_policy=retry_policy,
-            max_response_bytes=max_response_bytes)
+            max_response_bytes=max_response_bytes,
+            stream_idle_timeout_ms=stream_idle_timeout_ms)
         host = ("https://aiplatform.googleapis.com" if self.region == "global"
                 else f"https://{self.region}-aiplatform.googleapis.com")
         url = resolve_base_url(base_url, "VERTEX_GEMINI_BASE_URL", host)

@@ -20,8 +20,9 @@ from ..errors import APIStatusError, AuthenticationError
 from .anthropic import MessagesCodec
 from .base import ModelRequest, ReplyDict
 from .body import DEFAULT_MAX_RESPONSE_BYTES
+from .budget import DEFAULT_IDLE_TIMEOUT_MS
 from .client import HTTPModelClient
-from .options import check_secret, resolve_base_url, secrets_of
+from .options import check_secret, check_version, resolve_base_url, secrets_of
 from .retry import RetryPolicy
 from .status import error_from_response
 from .wire import dump_body, request_dict
@@ -66,6 +67,7 @@ class VertexCredentials:
 
     _default_headers: Dict[str, str]
     _json_headers: Callable[..., Tuple[Dict[str, str], List[str]]]
+    _ask_token: Callable[[Callable[[], Any]], str]  # HTTPModelClient's (tokens.py)
 
     def _init_credentials(self, access_token: Optional[str],
                           token_provider: Optional[Callable[[], str]]) -> None:
@@ -94,12 +96,7 @@ class VertexCredentials:
         if self._access_token is not None:
             return self._access_token
         if self._token_provider is not None:
-            token = self._token_provider()
-            if not isinstance(token, str):
-                raise AuthenticationError("token_provider() must return the access token as "
-                                          f"a str, got {type(token).__name__}",
-                                          status_code=None)
-            return check_secret("token", token, "the token token_provider() returned") or ""
+            return self._ask_token(self._token_provider)
         return self._google_token(refresh)
 
     def _google_token(self, refresh: bool) -> str:
@@ -140,7 +137,9 @@ class AnthropicVertexClient(VertexCredentials, HTTPModelClient):
             ``https://{region}-aiplatform.googleapis.com`` (``https://aiplatform.googleapis.com``
             for ``global``); with or without ``/v1``.
         stream, max_retries, default_headers, session, timeout_ms, retry_policy,
-            max_response_bytes: as ``AnthropicClient``.
+            max_response_bytes, stream_idle_timeout_ms: as ``AnthropicClient``.
+        anthropic_version: the body's ``anthropic_version``: ``"vertex-2023-10-16"`` (the
+            default) or a dated one (``"2023-06-01"``), as newer SDKs send.
 
     Without ``access_token`` and ``token_provider``, Google application-default
     credentials are used through ``google-auth`` (the ``vertex`` extra).
@@ -163,14 +162,18 @@ class AnthropicVertexClient(VertexCredentials, HTTPModelClient):
         timeout_ms: Optional[float] = None,
         retry_policy: Optional[RetryPolicy] = None,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        stream_idle_timeout_ms: Optional[float] = DEFAULT_IDLE_TIMEOUT_MS,
+        anthropic_version: str = VERTEX_VERSION,
     ) -> None:
+        self.anthropic_version = check_version(anthropic_version)
         self._init_credentials(access_token, token_provider)
         self.project_id = vertex_setting(project_id, "project_id", "ANTHROPIC_VERTEX_PROJECT_ID")
         self.region = vertex_setting(region, "region", "CLOUD_ML_REGION")
         options = self._check_options(
             stream=stream, max_retries=max_retries, default_headers=default_headers,
             session=session, timeout_ms=timeout_ms, retry_policy=retry_policy,
-            max_response_bytes=max_response_bytes)
+            max_response_bytes=max_response_bytes,
+            stream_idle_timeout_ms=stream_idle_timeout_ms)
         host = ("https://aiplatform.googleapis.com" if self.region == "global"
                 else f"https://{self.region}-aiplatform.googleapis.com")
         url = resolve_base_url(base_url, "ANTHROPIC_VERTEX_BASE_URL", host)
@@ -189,7 +192,7 @@ class AnthropicVertexClient(VertexCredentials, HTTPModelClient):
     def _body(self, request: ModelRequest) -> Tuple[bytes, bool]:
         body = request_dict(request, stream=self.stream)
         body.pop("model", None)
-        body.setdefault("anthropic_version", VERTEX_VERSION)
+        body.setdefault("anthropic_version", self.anthropic_version)
         return dump_body(body, self._entries), body.get("stream") is True
 
     def __repr__(self) -> str:

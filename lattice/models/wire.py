@@ -27,7 +27,7 @@ from ..messages import PROVIDER_KEYS
 from ..usage import USAGE_FIELDS, token_count
 from .base import ModelRequest
 from .entries import MARK, EntryBytes, dump
-from .shape import check_reply, optional
+from .shape import check_reply, no_content, optional
 from .status import error_from_response, load_json, redact
 
 __all__ = [
@@ -112,6 +112,8 @@ def reply_from_message(message: Mapping[str, Any]) -> Dict[str, Any]:
     ``APIConnectionError`` naming the field when one has the wrong type (SPEC 16a)."""
     usage = optional(message.get("usage"), dict, "usage", "an object") or {}
     content = optional(message.get("content"), list, "content", "a list") or []
+    if not content and message.get("stop_reason") is None:
+        raise no_content(message)
     reply = {
         "role": "assistant",
         "content": list(content),

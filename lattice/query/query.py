@@ -27,7 +27,7 @@ from ..messages import (
     tool_uses_of,
     unanswered_tool_uses,
 )
-from ..observe.observer import ObserverGroup
+from ..observe.observer import ObserverGroup, QueryDetails, describing
 from ..stores.repair import repair_history
 from ..stores.session import SessionHold
 from ..tools import approval
@@ -105,6 +105,15 @@ class Query(Iterator[SDKMessage]):
         assert isinstance(last, ResultMessage)
         return last
 
+    def _details(self) -> QueryDetails:
+        """Who runs this query and where it talks, for observers (tracing)."""
+        owner = self._owner
+        session = getattr(self._conversation.link.home, "session_id", None)  # the store's
+        run_id = self._durable.run_id if self._durable is not None else None
+        address, port = getattr(owner, "_server", (None, None))
+        return QueryDetails(getattr(owner, "name", None), getattr(owner, "_agent_id", None),
+                            session if isinstance(session, str) else run_id, address, port)
+
     # -- the query -------------------------------------------------------------------------
     def _run_query(self) -> Generator[SDKMessage, None, None]:
         race, settings, conversation = self._race, self._settings, self._conversation
@@ -122,7 +131,8 @@ class Query(Iterator[SDKMessage]):
                 return
             if settings.observers:
                 self._observers = ObserverGroup(settings.observers)
-                self._token = self._observers.query_start(settings.model, self._prompt)
+                with describing(self._details()):
+                    self._token = self._observers.query_start(settings.model, self._prompt)
             self._started = time.monotonic()
             resume = self._begin() if taken else None
             # a resumed run counts the replies it stored before (durable.turns, .usage)

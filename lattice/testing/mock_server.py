@@ -86,6 +86,7 @@ class MockMessagesServer:
             check signatures against (default ``("mock-access-key-id",
             "mock-secret-access-key")``).
         vertex_token: the bearer token the Vertex routes want (None: any).
+        azure_api_key: the ``api-key`` the Azure routes want (None: any non-empty key).
         gemini_key: the ``x-goog-api-key`` the Gemini API routes want (None: any).
     """
 
@@ -103,15 +104,25 @@ class MockMessagesServer:
         repeat: bool = False,
         bedrock_credentials: Tuple[str, str] = DEFAULT_BEDROCK_CREDENTIALS,
         vertex_token: Optional[str] = None,
+        azure_api_key: Optional[str] = None,
         gemini_key: Optional[str] = None,
     ) -> None:
-        if not isinstance(repeat, bool):
-            raise ValueError(f"MockMessagesServer: repeat must be a bool, got {repeat!r}")
+        for name, value in (("repeat", repeat), ("record", record), ("strict", strict)):
+            if not isinstance(value, bool):
+                raise ValueError(f"MockMessagesServer: {name} must be a bool, got {value!r}")
+        if stream is not None and not isinstance(stream, bool):
+            raise ValueError(f"MockMessagesServer: stream must be a bool or None, got "
+                             f"{stream!r}")
         self.repeat = repeat
         # Bedrock routes check SigV4 against these; Vertex routes want this bearer token
         # (None: any). See _mock_bedrock.py.
         self.bedrock_credentials = tuple(bedrock_credentials)
         self.vertex_token = vertex_token
+        if azure_api_key is not None and (not isinstance(azure_api_key, str)
+                                          or not azure_api_key):
+            raise ValueError("MockMessagesServer: azure_api_key must be a non-empty str or "
+                             f"None, got {type(azure_api_key).__name__}")
+        self.azure_api_key = azure_api_key  # what Azure routes want as api-key (None: any)
         self.gemini_key = gemini_key  # the x-goog-api-key the Gemini API routes want
         self._gemini_signatures: Set[str] = set()  # thought signatures the mock gave
         self.stream = stream

@@ -8,6 +8,7 @@ import time
 import uuid
 
 import pytest
+import real_parts
 from store_kinds import assistant, pg_connect, user
 
 import lattice
@@ -22,7 +23,7 @@ DRIVERS = ["psycopg", "pg8000"]
 
 @pytest.fixture(params=DRIVERS)
 def driver(request):
-    pytest.importorskip(request.param)
+    real_parts.require(request.param)
     return request.param
 
 
@@ -169,7 +170,7 @@ def test_many_sessions_share_one_table_and_the_pool(postgres_server, driver):
 
 
 def test_a_connect_callable_is_used_instead_of_conninfo(postgres_server):
-    psycopg = pytest.importorskip("psycopg")
+    psycopg = real_parts.require("psycopg")
     opened = []
 
     def connect():

@@ -104,8 +104,9 @@ def test_a_sqlite_error_names_the_database_and_session(tmp_path, caplog):
     path = tmp_path / "h.db"
     path.write_bytes(b"this is not a database" * 100)
     store = SqliteHistoryStore(path, "ada")
-    with pytest.raises(sqlite3.DatabaseError) as info:
+    with pytest.raises(HistoryStoreError) as info:  # a file that is not SQLite (SPEC 21b)
         store.append({"role": "user", "content": "x"})
+    assert isinstance(info.value.__cause__, sqlite3.DatabaseError)
     assert str(path) in str(info.value) and "'ada'" in str(info.value)
     with caplog.at_level(logging.WARNING, logger="lattice"):
         assert call_store(store, "load") is None
