@@ -4,7 +4,7 @@ lattice's client: every client scenario at every protocol version it applies to
 ``conformance_client.py``, which uses only lattice's public API. A run that fails and is not
 in ``conformance_known_failures.txt`` fails this test; so does a listed one that passes
 (take it off the list). ``.ci/run`` installs the suite and Node 22; without them the test
-skips, saying how to get them.
+skips, saying how to get them, and fails in CI.
 """
 
 from __future__ import annotations
@@ -16,8 +16,11 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from mcp_conformance import available, known_failures, label, run_all, summary  # noqa: E402
+from real_parts import reason  # noqa: E402
 
-pytestmark = pytest.mark.skipif(available() is not None, reason=str(available()))
+# In CI (CI=true) a skip for this missing real part is a failure (real_parts.py).
+pytestmark = pytest.mark.skipif(available() is not None, reason=reason(
+    "the MCP conformance suite and Node 22", str(available())))
 
 
 def test_every_client_scenario_passes_or_is_a_known_failure() -> None:
