@@ -33,6 +33,7 @@ class AuthServer(ThreadingHTTPServer):
         self.refresh: Dict[str, bool] = {}  # refresh token -> still good
         self.log: List[Dict[str, Any]] = []  # what the client sent the token endpoint
         self.refreshes = 0
+        self.open = False  # True: /mcp takes any request (an unprotected server, to compare)
 
     @property
     def base(self) -> str:
@@ -147,7 +148,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def mcp(self, message: Dict[str, Any]) -> None:
         token = self.headers.get("Authorization", "")[7:]
-        if token not in self.server.tokens:
+        if token not in self.server.tokens and not self.server.open:
             metadata = self.server.base + "/.well-known/oauth-protected-resource/mcp"
             self.send(401, {"error": "unauthorized"}, {
                 "WWW-Authenticate": f'Bearer resource_metadata="{metadata}"'})
