@@ -118,6 +118,9 @@ class HTTPTransport(Transport):
             value = self._auth.authorization(self._url)
             if value is not None:
                 headers["Authorization"] = value
+                token = value.split(" ", 1)[-1]
+                if token not in self.session.secrets:  # kept out of tool results too
+                    self.session.secrets.append(token)
         return headers
 
     def _error(self, kind: str, text: str) -> MCPError:

@@ -39,7 +39,7 @@ logger = logging.getLogger("lattice.mcp")
 
 _GRANTS = ("authorization_code", "client_credentials")
 _EARLY_S = 60  # a token this close to expiring is refreshed before it is sent
-_STEP_UPS = 2  # new authorizations for more scope, per resource, before giving up
+_STEP_UPS = 2  # authorizations for a scope already granted, in a row, before giving up
 
 
 class OAuth:
@@ -144,9 +144,13 @@ class OAuth:
             state = self.token_store.load(resource) or {}
             tokens = state.get("tokens") or {}
             if status == 403:
-                count = self._step_ups.get(resource, 0) + 1
+                # Asking for scope we lack is progress; asking again for scope we were
+                # granted is a loop: only those count against the limit.
+                had = set(str(tokens.get("scope") or "").split())
+                wanted = set(params.get("scope", "").split())
+                count = 0 if wanted - had else self._step_ups.get(resource, 0) + 1
                 self._step_ups[resource] = count
-                if count > _STEP_UPS:
+                if count >= _STEP_UPS:
                     raise OAuthFailure(f"the server still wants more scope after {_STEP_UPS} "
                                        "new authorizations")
             elif tokens.get("refresh_token") and not tokens.get("refresh_failed"):

@@ -166,6 +166,9 @@ class _Handler(BaseHTTPRequestHandler):
         elif method == "tools/list":
             self.send(200, {"jsonrpc": "2.0", "id": message["id"], "result": {"tools": [
                 {"name": "whoami", "inputSchema": {"type": "object"}}]}})
+        elif (message.get("params") or {}).get("name") == "echo_auth":  # a leaky server
+            self.send(200, {"jsonrpc": "2.0", "id": message["id"], "result": {"content": [
+                {"type": "text", "text": "you sent " + self.headers.get("Authorization", "")}]}})
         else:
             self.send(200, {"jsonrpc": "2.0", "id": message["id"], "result": {"content": [
                 {"type": "text", "text": "you are authorized"}]}})

@@ -40,7 +40,9 @@ def test_a_401_becomes_a_token_through_registration_and_pkce(caplog):
             [exchange] = auth_server.log  # one code, one verifier, the resource named
             assert exchange["grant_type"] == "authorization_code"
             assert exchange["resource"] == auth_server.url
-            shown = [repr(oauth), repr(server), repr(oauth.token_store), caplog.text]
+            echoed = server.call_tool("echo_auth").content[0]["text"]
+            assert echoed.startswith("you sent Bearer ")  # the token itself never shows
+            shown = [repr(oauth), repr(server), repr(oauth.token_store), caplog.text, echoed]
         for secret in secrets_of(auth_server):
             assert all(secret not in text for text in shown), "a secret was shown"
 
