@@ -27,7 +27,7 @@ from .compaction.rules import AutoCompact
 from .conversation.conversation import Conversation
 from .cost import check_max_cost, check_prices
 from .durable.runs import check_run_id
-from .messages import OutputT, ResultMessage
+from .messages import OutputT, ResultMessage, pending_tail
 from .models.base import ModelClient, ModelRequest, as_model_client
 from .observe.genai import server_of
 from .observe.observer import Observer
@@ -189,19 +189,35 @@ class Agent(Generic[OutputT]):
         """The calls waiting for a decision (empty when none); loads the store first."""
         return self._conversation.pending_calls(self._settings, self)
 
+    def pending_elicitations(self) -> List[Any]:
+        """The MCP servers' questions a query ended ``awaiting_input`` waits on (the
+        ``lattice.mcp.ElicitationRequest``s; empty when none); loads the store first."""
+        from .mcp._pending import pending_requests
+
+        self._conversation.ensure_loaded()
+        return pending_requests(pending_tail(self._conversation.history.messages))
+
     # -- queries ---------------------------------------------------------------------------
     def _prepare(self, prompt: Any, approvals: Any, overrides: Mapping[str, Any],
-                 *, partial_messages: bool, resuming: bool = False) -> QuerySettings:
+                 *, partial_messages: bool, resuming: bool = False,
+                 elicitation: Any = None) -> QuerySettings:
         """Check a query's prompt and overrides (ValueError naming them) before it starts
         (``resuming``: a subagent's run left running is continued, with no new prompt)."""
         if type(prompt) is not str:
-            if prompt is None and approvals is None and not resuming:
-                raise ValueError("prompt is required (it may be None only with approvals=)")
+            if prompt is None and approvals is None and elicitation is None and not resuming:
+                raise ValueError("prompt is required (it may be None only with approvals= "
+                                 "or elicitation=)")
             if prompt is not None:
                 _check_prompt(prompt)
         if approvals is not None and not isinstance(approvals, dict):
             raise ValueError(f"approvals must be a dict of tool_use id -> decision, "
                              f"got {approvals!r}")
+        if elicitation is not None and not isinstance(elicitation, dict):
+            raise ValueError(f"elicitation must be a dict of request id -> answer dict, "
+                             f"got {elicitation!r}")
+        if elicitation is not None and approvals is not None:
+            raise ValueError("approvals= and elicitation= cannot be given together (a query "
+                             "waits for one or the other)")
         settings = self._settings
         changes: Dict[str, Any] = {}
         if settings.include_partial_messages and not partial_messages:
@@ -219,34 +235,39 @@ class Agent(Generic[OutputT]):
               request_timeout_ms: Union[int, None, Unset] = UNSET, max_turns: Optional[int] = None,
               max_tokens: Optional[int] = None, max_budget_tokens: Union[int, None, Unset] = UNSET,
               approvals: Optional[Dict[str, Any]] = None,
-              run_id: Optional[str] = None, include_subagent_messages: bool = False) -> Query:
+              run_id: Optional[str] = None, include_subagent_messages: bool = False,
+              elicitation: Optional[Dict[str, Dict[str, Any]]] = None) -> Query:
         """Run one query; yields ``AssistantMessage``, ``UserMessage`` (tool results),
         ``SystemMessage``, ``StreamEvent`` and, last, the ``ResultMessage``. The query
         starts now: the Agent is busy until the iterator ends or is closed. With a
         ``run_id`` it runs at most once to its end (SPEC 17: docs/durable-runs.md). With
         ``include_subagent_messages=True`` the messages of subagents it runs (``as_tool``)
-        are yielded too, each with ``.parent_tool_use_id`` (SPEC 22)."""
+        are yielded too, each with ``.parent_tool_use_id`` (SPEC 22). ``elicitation``
+        answers the MCP servers' questions a query ended ``awaiting_input`` waits on (by
+        their ``.id``; SPEC 23)."""
         return self._start(prompt, signal, approvals, run_id, {
             "request_timeout_ms": request_timeout_ms, "max_turns": max_turns,
             "max_tokens": max_tokens, "max_budget_tokens": max_budget_tokens}, lockstep=True,
-            subagent_messages=include_subagent_messages)
+            subagent_messages=include_subagent_messages, elicitation=elicitation)
 
     def prompt(self, prompt: Optional[Prompt] = None, *, signal: Optional[SignalLike] = None,
                request_timeout_ms: Union[int, None, Unset] = UNSET, max_turns: Optional[int] = None,
                max_tokens: Optional[int] = None, max_budget_tokens: Union[int, None, Unset] = UNSET,
                approvals: Optional[Dict[str, Any]] = None,
-               run_id: Optional[str] = None) -> ResultMessage[OutputT]:
-        """Run one query to its end and return the ``ResultMessage`` (``run_id``: see
-        ``query``)."""
+               run_id: Optional[str] = None,
+               elicitation: Optional[Dict[str, Dict[str, Any]]] = None
+               ) -> ResultMessage[OutputT]:
+        """Run one query to its end and return the ``ResultMessage`` (``run_id``,
+        ``elicitation``: see ``query``)."""
         return self._start(prompt, signal, approvals, run_id, {
             "request_timeout_ms": request_timeout_ms, "max_turns": max_turns,
             "max_tokens": max_tokens, "max_budget_tokens": max_budget_tokens},
-            lockstep=False).result()
+            lockstep=False, elicitation=elicitation).result()
 
     def _start(self, prompt: Any, signal: Optional[SignalLike], approvals: Any, run_id: Any,
                overrides: Mapping[str, Any], *, lockstep: bool,
                subagent_messages: bool = False, parentage: Any = None,
-               resuming: bool = False) -> Query:
+               resuming: bool = False, elicitation: Any = None) -> Query:
         """The one body of ``query()``, ``prompt()`` and a subagent's query: the options
         checked, the query started. ``lockstep``: the caller takes each message as it comes
         (``query()``), else only the result (``prompt()``: no partial messages, one
@@ -255,12 +276,12 @@ class Agent(Generic[OutputT]):
         checked_signal, checked_run_id = as_signal(signal), check_run_id(run_id)
         check_bool("include_subagent_messages", subagent_messages)
         settings = self._prepare(prompt, approvals, overrides, partial_messages=lockstep,
-                                 resuming=resuming)
+                                 resuming=resuming, elicitation=elicitation)
         if settings.include_subagent_messages != subagent_messages:
             settings = replace(settings, include_subagent_messages=subagent_messages)
         return Query(self._conversation, settings, prompt, approvals, checked_signal,
                      lockstep=lockstep, owner=self, run_id=checked_run_id,
-                     parentage=parentage)
+                     parentage=parentage, elicitation=elicitation)
 
     # -- subagents (SPEC 22) -----------------------------------------------------------------
     def as_tool(self, *, name: Optional[str] = None, description: Optional[str] = None,

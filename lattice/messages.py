@@ -48,8 +48,9 @@ else:
 whose ``prompt()`` returns a ``ResultMessage[Forecast]``."""
 
 ResultSubtype = Literal[
-    "success", "interrupted", "awaiting_approval", "error_max_turns", "error_abort",
-    "error_timeout", "error_missing_output", "error_max_output_retries", "error_max_budget",
+    "success", "interrupted", "awaiting_approval", "awaiting_input", "error_max_turns",
+    "error_abort", "error_timeout", "error_missing_output", "error_max_output_retries",
+    "error_max_budget",
 ]
 """``ResultMessage.subtype``: the endings that are results (the rows of
 ``lattice/query/endings.py``'s ``ENDINGS`` above "Not results"; a test holds the two to each
@@ -323,8 +324,8 @@ class ResultMessage(Generic[OutputT]):
 
     type = "result"
     __slots__ = ("subtype", "is_error", "result", "structured_result", "usage", "stop_reason",
-                 "num_turns", "duration_ms", "error", "pending_approvals", "run_id", "replayed",
-                 "parent_tool_use_id", "_prices", "_model", "_recorded_cost")
+                 "num_turns", "duration_ms", "error", "pending_approvals", "pending_elicitations",
+                 "run_id", "replayed", "parent_tool_use_id", "_prices", "_model", "_recorded_cost")
 
     def __init__(self, subtype: ResultSubtype, *, is_error: bool = False,
                  result: Optional[str] = None,
@@ -332,7 +333,8 @@ class ResultMessage(Generic[OutputT]):
                  stop_reason: Optional[str] = None, num_turns: int = 0,
                  duration_ms: int = 0, error: Optional[BaseException] = None,
                  pending_approvals: Optional[List[ToolCall]] = None,
-                 run_id: Optional[str] = None, replayed: bool = False) -> None:
+                 run_id: Optional[str] = None, replayed: bool = False,
+                 pending_elicitations: Optional[List[Any]] = None) -> None:
         self.subtype: ResultSubtype = subtype
         self.is_error = is_error
         self.result = result
@@ -344,6 +346,8 @@ class ResultMessage(Generic[OutputT]):
         self.error = error
         # for "awaiting_approval": the calls waiting for a decision
         self.pending_approvals: List[ToolCall] = list(pending_approvals or ())
+        # for "awaiting_input": the MCP servers' questions (``lattice.mcp.ElicitationRequest``)
+        self.pending_elicitations: List[Any] = list(pending_elicitations or ())
         self.run_id = run_id  # the durable run's id (SPEC 17)
         self.replayed = replayed  # True: the recorded result of a run that had ended
         self.parent_tool_use_id: Optional[str] = None  # (a subagent's is never yielded)

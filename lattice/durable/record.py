@@ -101,6 +101,8 @@ class RunRecord:
         data["pending_approval_ids"] = [c.id for c in result.pending_approvals]  # 0.3 readers
         data["pending_approvals"] = [{"id": c.id, "name": c.name, "input": as_stored(c.input),
                                       "path": c.path} for c in result.pending_approvals]
+        if result.pending_elicitations:  # awaiting_input (SPEC 23)
+            data["pending_elicitations"] = [r.to_dict() for r in result.pending_elicitations]
         return dataclasses.replace(self, state="ended", result=data, end_index=end_index,
                                    updated_at=time.time())
 
@@ -187,7 +189,8 @@ class RunRecord:
             usage=Usage.from_dict(data.get("usage")), stop_reason=data.get("stop_reason"),
             num_turns=int(data.get("num_turns") or 0),
             duration_ms=int(data.get("duration_ms") or 0), error=_error(data),
-            pending_approvals=waiting, run_id=self.run_id, replayed=True)._as_recorded(data)
+            pending_approvals=waiting, run_id=self.run_id, replayed=True,
+            pending_elicitations=_recorded_requests(data))._as_recorded(data)
 
     # -- the store's form --------------------------------------------------------------------
     def to_dict(self) -> Dict[str, Any]:
@@ -368,3 +371,13 @@ def approval_run_id(tail: Dict[str, Any]) -> str:
     uses = tool_uses_of(tail.get("content"))
     first = uses[0].get("id") if uses else ""
     return f"approval:{first}"
+
+
+def _recorded_requests(data: Mapping[str, Any]) -> List[Any]:
+    """An awaiting_input result's questions, as recorded (``ElicitationRequest``s)."""
+    stored = data.get("pending_elicitations")
+    if not isinstance(stored, list) or not stored:
+        return []
+    from ..mcp._client import ElicitationRequest
+
+    return [ElicitationRequest.from_dict(r) for r in stored if isinstance(r, dict)]

@@ -9,19 +9,23 @@ so an application writes one callback for both wires.
 from __future__ import annotations
 
 import logging
+import threading
 import uuid
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from contextlib import contextmanager
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from ..errors import LatticeError
 from ._errors import MCPError
 from ._rpc import Message, RPCSession
 
 __all__ = ["ElicitationRequest", "ElicitationPending", "Progress", "Features",
-           "check_roots"]
+           "check_roots", "Asking", "check_answers", "WAITING_INPUT"]
 
 logger = logging.getLogger("lattice.mcp")
 
 _ACTIONS = ("accept", "decline", "cancel")
+
+WAITING_INPUT = "(waiting for the user's input)"  # a paused call's result: never stored
 
 
 class ElicitationRequest:
@@ -43,6 +47,17 @@ class ElicitationRequest:
         given = params.get("elicitationId")
         self.id = given if isinstance(given, str) and given else uuid.uuid4().hex
         self.params = params
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ElicitationRequest:
+        """A stored request (``to_dict``'s form) again, as a paused query's history keeps it."""
+        params: Dict[str, Any] = {"mode": data.get("mode"), "message": data.get("message"),
+                                  "elicitationId": data.get("id")}
+        if data.get("requested_schema") is not None:
+            params["requestedSchema"] = data["requested_schema"]
+        if data.get("url") is not None:
+            params["url"] = data["url"]
+        return cls(str(data.get("server") or ""), params)
 
     def to_dict(self) -> Dict[str, Any]:
         return {"id": self.id, "server": self.server, "mode": self.mode,
@@ -112,6 +127,64 @@ def _fits(content: Any, schema: Optional[Dict[str, Any]]) -> Optional[str]:
     return None
 
 
+def _checked(server: str, request: ElicitationRequest, answer: Any) -> Message:
+    """The ``elicitation/create`` result for ``answer`` (MCPError when it is not one)."""
+    if not isinstance(answer, dict) or answer.get("action") not in _ACTIONS:
+        raise MCPError(server, "protocol",
+                       "on_elicitation must return a dict whose 'action' is one of "
+                       f"{', '.join(_ACTIONS)}")
+    if answer["action"] != "accept" or request.mode == "url":
+        return {"action": answer["action"]}
+    why = _fits(answer.get("content", {}), request.requested_schema)
+    if why is not None:
+        raise MCPError(server, "protocol",
+                       f"on_elicitation's answer does not match the requested schema: "
+                       f"{why}", code=-32602)
+    return {"action": "accept", "content": answer.get("content", {})}
+
+
+def check_answers(pending: List[ElicitationRequest], answers: Mapping[str, Any]) -> None:
+    """``elicitation=`` must answer exactly the ``pending`` requests' ids, each with an
+    answer dict (``action``; for an accepted form, ``content`` matching its schema):
+    ValueError naming the id and what is wrong."""
+    if not pending:
+        raise ValueError("elicitation= given, but no MCP server's question is waiting")
+    ids = [r.id for r in pending]
+    missing = [i for i in ids if i not in answers]
+    unknown = [i for i in answers if i not in ids]
+    if missing or unknown:
+        raise ValueError(f"elicitation must answer exactly the pending requests: missing "
+                         f"{missing}, unknown {unknown}")
+    for request in pending:
+        answer = answers[request.id]
+        if not isinstance(answer, dict) or answer.get("action") not in _ACTIONS:
+            raise ValueError(f"elicitation[{request.id!r}] must be a dict whose 'action' is "
+                             f"one of {', '.join(_ACTIONS)}, got {answer!r:.200}")
+        if answer["action"] == "accept" and request.mode == "form":
+            why = _fits(answer.get("content", {}), request.requested_schema)
+            if why is not None:
+                raise ValueError(f"elicitation[{request.id!r}] does not match the requested "
+                                 f"schema: {why}")
+
+
+class Asking:
+    """One ``tools/call`` in flight: the questions left for later (``pending``), and the
+    answers a resumed query brought for the questions it left (``answers``: ``(stored
+    request, answer)`` pairs, each used once, for a question of the same mode and message:
+    a server asks again when its call is made again, usually under a new id)."""
+
+    def __init__(self, answers: Sequence[Tuple[ElicitationRequest, Dict[str, Any]]]) -> None:
+        self.pending: List[ElicitationRequest] = []
+        self.answers = list(answers)
+
+    def take(self, request: ElicitationRequest) -> Optional[Dict[str, Any]]:
+        for i, (asked, answer) in enumerate(self.answers):
+            if asked.mode == request.mode and asked.message == request.message:
+                del self.answers[i]
+                return answer
+        return None
+
+
 class Features:
     """The client side of one server: which handlers it installs, what it declares."""
 
@@ -127,6 +200,23 @@ class Features:
         self.on_elicitation = on_elicitation
         self.roots = roots
         self.on_progress = on_progress
+        # The tool calls in flight (a question is theirs: JSON-RPC does not say which call
+        # a server's request belongs to, so with several calls in flight each sees it).
+        self._asking: List[Asking] = []
+        self._asking_lock = threading.Lock()
+
+    @contextmanager
+    def asking(self, answers: Sequence[Tuple[ElicitationRequest, Dict[str, Any]]] = ()
+               ) -> Iterator[Asking]:
+        """Around one ``tools/call``: what its server asked that waits for the user."""
+        asking = Asking(answers)
+        with self._asking_lock:
+            self._asking.append(asking)
+        try:
+            yield asking
+        finally:
+            with self._asking_lock:
+                self._asking.remove(asking)
 
     def capabilities(self) -> Message:
         caps: Message = {}
@@ -145,30 +235,30 @@ class Features:
 
     def elicit(self, params: Message) -> Message:
         request = ElicitationRequest(self._server(), params)
+        with self._asking_lock:
+            asking = list(self._asking)
+        for call in asking:  # a resumed query brought the answer (elicitation=)
+            given = call.take(request)
+            if given is not None:
+                return _checked(self._server(), request, given)
         if self.on_elicitation is None:
             # Politely: the server hears "no" and goes on, instead of "no such method".
             return {"action": "decline"}
         try:
             answer = self.on_elicitation(request)
-        except ElicitationPending:
-            # The awaiting_input ending (the query ends, another process answers) is not
-            # built yet: the server hears "cancel" and the call goes on without the input.
-            logger.warning("MCP server %r: on_elicitation raised ElicitationPending; ending a "
-                           "query as awaiting_input is not supported yet: answered cancel",
-                           self._server())
+        except ElicitationPending as exc:
+            # The user answers later: the call in flight ends the query as awaiting_input
+            # (its result is discarded, it is made again with the answer). The server hears
+            # "cancel" meanwhile, so the call finishes now.
+            waiting = exc.request if exc.request is not None else request
+            for call in asking:
+                call.pending.append(waiting)
+            if not asking:
+                logger.warning("MCP server %r asked for input outside a tool call; "
+                               "on_elicitation raised ElicitationPending: answered cancel",
+                               self._server())
             return {"action": "cancel"}
-        if not isinstance(answer, dict) or answer.get("action") not in _ACTIONS:
-            raise MCPError(self._server(), "protocol",
-                           "on_elicitation must return a dict whose 'action' is one of "
-                           f"{', '.join(_ACTIONS)}")
-        if answer["action"] != "accept" or request.mode == "url":
-            return {"action": answer["action"]}
-        why = _fits(answer.get("content", {}), request.requested_schema)
-        if why is not None:
-            raise MCPError(self._server(), "protocol",
-                           f"on_elicitation's answer does not match the requested schema: "
-                           f"{why}", code=-32602)
-        return {"action": "accept", "content": answer.get("content", {})}
+        return _checked(self._server(), request, answer)
 
     def _progress(self, params: Message) -> None:
         if self.on_progress is not None:

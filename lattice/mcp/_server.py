@@ -23,7 +23,7 @@ from ..cancellation import SignalLike, as_signal
 from ..errors import SchemaError
 from ..models.urls import redact
 from ..tools.definition import Tool, ToolContext, ToolResult
-from ._client import ElicitationRequest, Features, Progress, check_roots
+from ._client import WAITING_INPUT, ElicitationRequest, Features, Progress, check_roots
 from ._content import to_tool_result
 from ._errors import MCPError
 from ._resources import ResourcesMixin
@@ -380,10 +380,23 @@ class MCPServerBase(ResourcesMixin):
         schema = schema if isinstance(schema, dict) else {"type": "object", "properties": {}}
 
         def handler(args: Dict[str, Any], context: ToolContext) -> ToolResult:
+            call = context._call
+            loop = getattr(call, "loop", None)  # the query running it (None: called directly)
+            answers = loop.elicitation_answers.pop(context.tool_use_id, []) \
+                if loop is not None else []
             try:
-                return self.call_tool(server_name, args, signal=context.signal)
+                with self._features.asking(answers) as asking:
+                    result = self.call_tool(server_name, args, signal=context.signal)
             except MCPError as exc:
                 return ToolResult(str(exc), is_error=True)
+            if asking.pending:  # the user answers later: the query ends awaiting_input
+                if loop is None:
+                    return ToolResult(f"MCP server {self.name!r} asked for input the user "
+                                      f"will give later: {asking.pending[0].message}",
+                                      is_error=True)
+                loop.elicited[context.tool_use_id] = asking.pending
+                return ToolResult(WAITING_INPUT)
+            return result
 
         # A server that says a call may be repeated safely: a durable run may run it again.
         annotations = spec.get("annotations")

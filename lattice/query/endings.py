@@ -51,6 +51,7 @@ ENDINGS: Dict[EndingName, Traits] = {
     "success": Traits(False, False, "the query ended"),
     "interrupted": Traits(False, True, "the query was interrupted"),
     "awaiting_approval": Traits(False, False, "the query is waiting for approval"),
+    "awaiting_input": Traits(False, False, "the query is waiting for the user's input"),
     "error_max_turns": Traits(True, True, "the query reached max_turns"),
     "error_abort": Traits(True, True, "the query was aborted"),
     "error_timeout": Traits(True, True, "the model request timed out"),
@@ -66,11 +67,13 @@ ENDINGS: Dict[EndingName, Traits] = {
 class Ending:
     """How one query ended. ``result`` None means "the last reply's text"."""
 
-    __slots__ = ("subtype", "result", "structured_result", "error", "pending")
+    __slots__ = ("subtype", "result", "structured_result", "error", "pending",
+                 "elicitations")
 
     def __init__(self, subtype: EndingName, *, result: Optional[str] = None,
                  structured_result: Any = None, error: Optional[BaseException] = None,
-                 pending: Optional[List[ToolCall]] = None) -> None:
+                 pending: Optional[List[ToolCall]] = None,
+                 elicitations: Optional[List[Any]] = None) -> None:
         if subtype not in ENDINGS:
             raise ValueError(f"unknown ending {subtype!r}")
         self.subtype = subtype
@@ -78,6 +81,7 @@ class Ending:
         self.structured_result = structured_result
         self.error = error
         self.pending = pending
+        self.elicitations = elicitations  # awaiting_input: the MCP servers' questions
 
     @classmethod
     def raised(cls, error: BaseException) -> Ending:
@@ -100,7 +104,8 @@ class Ending:
             result=self.result if self.result is not None else last_text(),
             structured_result=self.structured_result, usage=usage, stop_reason=stop_reason,
             num_turns=num_turns, duration_ms=duration_ms, error=self.error,
-            pending_approvals=self.pending, run_id=run_id)
+            pending_approvals=self.pending, run_id=run_id,
+            pending_elicitations=self.elicitations)
         return result
 
     def __repr__(self) -> str:

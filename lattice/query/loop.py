@@ -93,6 +93,10 @@ class Loop:
         self.paused: Dict[str, List[ToolCall]] = {}
         self.child_decisions: Dict[str, Dict[str, Any]] = {}
         self.delegated = False
+        # MCP elicitation (SPEC 23): the questions this batch's calls left for the user, by
+        # call id (the query ends awaiting_input), and the answers a resumed query brought.
+        self.elicited: Dict[str, List[Any]] = {}
+        self.elicitation_answers: Dict[str, List[Any]] = {}
         if parentage is not None and parentage.caller is not None:
             self.model.up = parentage.caller.add_child
         if journal is not NO_JOURNAL:  # a durable run keeps its children's usage (totals)
@@ -264,6 +268,9 @@ class Loop:
         if done is None:  # aborted mid-batch: the consumer answers every call of it
             race.abort_from_user()
             raise Stopped
+        if self.elicited:  # an MCP server's question waits for the user
+            self.delegated = False
+            return self.pause_for_input(done)
         message: Dict[str, Any] = {"role": "user", "content": [block for block, _ in done]}
         if self.delegated:  # subagents ran (SPEC 22): a child waits, or its usage is kept
             self.delegated = False
@@ -292,6 +299,27 @@ class Loop:
         self.last_reply = marked
         return Ending("awaiting_approval", pending=pending)
 
+    def pause_for_input(self, done: List[Outcome]) -> Ending:
+        """Calls of this batch wait for the user's input (an MCP server asked, SPEC 23):
+        like a reply waiting for approval, the reply is marked (``pending_input``: the
+        questions by call id; ``answered``: what the other calls returned) and the query
+        ends ``awaiting_input``; resumed with ``elicitation=``, those calls are made again."""
+        elicited, self.elicited = self.elicited, {}
+        assert self.last_reply is not None
+        answered = {b["tool_use_id"]: b for b, _ in done
+                    if b.get("tool_use_id") not in elicited}
+        marked = dict(self.last_reply, pending_approval=True, pending_approval_ids=[],
+                      pending_input={cid: [r.to_dict() for r in asked]
+                                     for cid, asked in elicited.items()},
+                      answered=answered)
+        link = self.link
+        messages = self.history.messages[:-1] + [marked]
+        save = partial(link.save, "replace", messages) if link.store is not None else None
+        self.race.commit(save, partial(link.keep_all, messages), late=self.diverged)
+        self.last_reply = marked
+        return Ending("awaiting_input",
+                      elicitations=[r for asked in elicited.values() for r in asked])
+
     def resume_batch(self) -> Optional[Ending]:
         """Run the batch that waited for approval, then the prompt given with it."""
         assert self.resume is not None
@@ -304,6 +332,7 @@ class Loop:
         calls = resolve_calls(tool_uses_of(reply["content"]), self.settings.tools,
                               self.race.controller.signal, self.agent, self)
         self.child_decisions = dict(self.resume.get("children") or {})
+        self.elicitation_answers = dict(self.resume.get("answers") or {})
         ending = self.batch(calls, approval.refusals(calls, self.resume["decisions"]))
         if ending is None and prompt is not None:
             self.write({"role": "user", "content": prompt})

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Dict, Generator, Iterator, List, Optional
+from typing import Any, Dict, Generator, Iterator, List, Optional, Tuple
 
 from ..cancellation import AbortSignal
 from ..conversation.conversation import Conversation
@@ -50,7 +50,7 @@ class Query(Iterator[SDKMessage]):
     def __init__(self, conversation: Conversation, settings: QuerySettings, prompt: Any,
                  approvals: Optional[Dict[str, Any]], signal: Optional[AbortSignal], *,
                  lockstep: bool, owner: Any = None, run_id: Optional[str] = None,
-                 parentage: Any = None) -> None:
+                 parentage: Any = None, elicitation: Optional[Dict[str, Any]] = None) -> None:
         self._conversation = conversation
         self._parentage = parentage  # a subagent's query: what its parent's call lends it
         self._race = conversation.start(signal, lockstep=lockstep)
@@ -58,6 +58,7 @@ class Query(Iterator[SDKMessage]):
         self._owner = owner  # the Agent: only handed to tools (ToolContext.agent)
         self._prompt = prompt
         self._approvals = approvals
+        self._elicitation = elicitation  # answers to MCP servers' questions (SPEC 23)
         self._settings = settings
         self._steps: Optional[Generator[SDKMessage, None, None]] = None
         self._done = False
@@ -72,6 +73,8 @@ class Query(Iterator[SDKMessage]):
             self._durable = durable_run(conversation.link, run_id, prompt)
             if approvals is not None:  # bad approvals fail here, before a web app answers
                 self._check_approvals()
+            if elicitation is not None:  # and bad answers
+                self._check_answers()
         except BaseException:
             self._finish(Ending("closed"), delivered=False)
             raise
@@ -224,6 +227,16 @@ class Query(Iterator[SDKMessage]):
         approval.check_decisions([c.id for c in pending], self._approvals)
         return pending
 
+    def _check_answers(self) -> Tuple[Dict[str, Any], Any]:
+        """The decisions and answers for a query resumed with ``elicitation=``
+        (ValueError when they do not answer the questions waiting)."""
+        from ..mcp._pending import resume_batch
+
+        assert self._elicitation is not None
+        self._conversation.ensure_loaded()
+        tail = pending_tail(self._conversation.history.messages)
+        return resume_batch(tail or {}, self._elicitation)
+
     def _pending(self, ids: List[str]) -> List[ToolCall]:
         """The ``ToolCall``s of the paused tail with these ids (a replayed result's)."""
         tail = pending_tail(self._conversation.history.messages)
@@ -236,7 +249,7 @@ class Query(Iterator[SDKMessage]):
 
     def _approving(self) -> Optional[Dict[str, Any]]:
         """The paused reply this query resumes with approvals (None: not such a query)."""
-        if self._approvals is None:
+        if self._approvals is None and self._elicitation is None:
             return None
         return pending_tail(self._conversation.history.messages)
 
@@ -249,9 +262,18 @@ class Query(Iterator[SDKMessage]):
         durable run left running."""
         prompt, approvals, durable = self._prompt, self._approvals, self._durable
         history, link = self._conversation.history, self._conversation.link
-        if durable.resumes and approvals is None:
+        if durable.resumes and approvals is None and self._elicitation is None:
             return durable.resume(self._settings, self._owner)
         tail = pending_tail(history.messages)
+        if self._elicitation is not None:  # the calls that waited for input are made again
+            decisions, answers = self._check_answers()  # again, under the session lock
+            assert tail is not None
+            calls = resolve_calls(tool_uses_of(tail["content"]), self._settings.tools,
+                                  AbortSignal(), self._owner)
+            decisions = durable.approve(tail, decisions,
+                                        [c for c in calls if c.id not in decisions])
+            return {"reply": tail, "decisions": decisions, "prompt": prompt,
+                    "answers": answers}
         if approvals is not None:
             self._check_approvals()  # again, under the session lock
             assert tail is not None
@@ -279,7 +301,7 @@ class Query(Iterator[SDKMessage]):
         if self._tail_done:
             return None
         self._tail_done = True
-        if ending.subtype == "awaiting_approval":
+        if ending.subtype in ("awaiting_approval", "awaiting_input"):
             return None
         history, link = self._conversation.history, self._conversation.link
         # The query has ended: the worker can no longer change the history (QueryRace.commit).
