@@ -274,6 +274,10 @@ class RecordedRun(DurableRun):
         uses = tool_uses_of(tail.get("content"))
         if not uses:
             return {"reply": tail, "final": True}
+        if tail.get("pending_input") and not record.approved:  # MCP questions (SPEC 23)
+            from ..mcp._pending import pending_requests
+
+            return {"ending": Ending("awaiting_input", elicitations=pending_requests(tail))}
         if tail.get("pending_approval") and not record.approved:
             return {"ending": Ending("awaiting_approval",
                                      pending=pending_calls(raw, settings, owner))}

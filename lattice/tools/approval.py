@@ -136,6 +136,8 @@ def moved_on(tail: Message) -> Message:
     """The user message answering a paused reply's calls when a new prompt comes instead
     of decisions (a call that ran while a subagent paused keeps its result)."""
     answered = tail.get("answered") or {}
+    # a call waiting for input an MCP server asked for (SPEC 23) says so
+    why = "no_input" if tail.get("pending_input") else "moved_on"
     return {"role": "user", "content": [answered.get(u.get("id")) or
-                                        not_run(u.get("id", ""), "moved_on")
+                                        not_run(u.get("id", ""), why)
                                         for u in tool_uses_of(tail["content"])]}

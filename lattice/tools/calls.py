@@ -39,6 +39,8 @@ NOT_RUN: Dict[str, str] = {
                  "first, then submit.",
     "denied": "The call was not run: the user did not approve it.",
     "moved_on": "The call was not run: the user moved on without approving it.",
+    "no_input": "The call was not run: the user moved on without giving the input its "
+                "server asked for.",
     "ended": "The call was not run: {why}.",
     "cut": "The call was stopped before it finished (its result was discarded): {why}.",
     # a loaded history's call with no result (stores.repair_history)

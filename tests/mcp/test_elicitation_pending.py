@@ -77,7 +77,10 @@ def test_a_new_prompt_instead_of_the_answer_moves_on() -> None:
         agent = Agent(model="m", model_client=model, tools=[server])
         assert agent.prompt("sign me up").subtype == "awaiting_input"
         assert agent.prompt("forget it").result == "Never mind then."
-        well_formed(agent.get_history())
+        history = agent.get_history()
+        well_formed(history)
+        [answer] = history[2]["content"]
+        assert answer["is_error"] and "without giving the input" in str(answer["content"])
         assert agent.pending_elicitations() == []
 
 
@@ -141,3 +144,20 @@ def test_awaiting_input_resumed_in_another_process(tmp_path: Any) -> None:
                     history_store=SqliteHistoryStore(str(path), "user-1")).get_history()
     well_formed(history)
     assert "Grace" in str(history[2]["content"])
+
+
+def test_a_durable_run_records_its_questions(tmp_path: Any) -> None:
+    with everything(on_elicitation=later) as server:
+        tool_name = next(t.name for t in server.tools() if t.name.endswith(TOOL))
+        store = SqliteHistoryStore(str(tmp_path / "runs.db"), "user-1")
+        model = ScriptedModelClient([call(tool_name), "Done."])
+        agent = Agent(model="m", model_client=model, tools=[server], history_store=store)
+        first = agent.prompt("sign me up", run_id="r1")
+        assert first.subtype == "awaiting_input"
+        again = agent.prompt("sign me up", run_id="r1")  # the recorded result, replayed
+        assert again.replayed and again.subtype == "awaiting_input"
+        assert [r.to_dict() for r in again.pending_elicitations] == \
+            [r.to_dict() for r in first.pending_elicitations]
+        [request] = first.pending_elicitations
+        done = agent.prompt(elicitation={request.id: {"action": "decline"}})
+        assert done.result == "Done." and "decline" in str(model.requests[1].messages[-1])
