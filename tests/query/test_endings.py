@@ -27,8 +27,8 @@ from lattice.testing import assert_well_formed
 
 
 def test_every_result_subtype_has_one_row():
-    assert set(ENDINGS) == {"success", "interrupted", "awaiting_approval", "error_max_turns",
-                          "error_abort", "error_timeout", "error_missing_output",
+    assert set(ENDINGS) == {"success", "interrupted", "awaiting_approval", "awaiting_input",
+                          "error_max_turns", "error_abort", "error_timeout", "error_missing_output",
                           "error_max_output_retries", "error_max_budget", "closed", "raised"}
     assert all(kind.is_error == name.startswith("error") for name, kind in ENDINGS.items()
                if name not in ("closed", "raised"))
@@ -41,7 +41,7 @@ def test_the_result_subtype_literal_is_the_tables_result_rows():
 
     assert set(get_args(ResultSubtype)) == set(ENDINGS) - {"closed", "raised"}
     assert [name for name, kind in ENDINGS.items() if not kind.cancels] == [
-        "success", "awaiting_approval"]  # the endings that leave work in flight alone
+        "success", "awaiting_approval", "awaiting_input"]  # leave work in flight alone
 
 
 def test_to_result_fills_the_last_text_and_the_stats():
