@@ -60,8 +60,8 @@ def parse_gemini_stream(chunks: Iterator[bytes], on_event: Optional[EventCallbac
             continue
         if on_event is not None:
             on_event(chunk)
-        reply.feed(chunk)
-        budget.progress()
+        if reply.feed(chunk):  # a chunk that adds nothing is no progress (an idle limit)
+            budget.progress()
     if reply.finish is None and reply.blocked is None:
         raise APIConnectionError("the stream ended before the chunk with the finishReason")
     return reply.message()

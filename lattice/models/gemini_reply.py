@@ -77,8 +77,10 @@ class GeminiReply:
         self.model: Optional[str] = None
         self.chunks = 0
 
-    def feed(self, chunk: Any) -> None:
-        """Apply one ``GenerateContentResponse`` (an error object raises)."""
+    def feed(self, chunk: Any) -> bool:
+        """Apply one ``GenerateContentResponse`` (an error object raises); whether it
+        moved the reply on (a part, a finish or block reason: what an idle limit counts;
+        an empty chunk or a repeated usage does not)."""
         if not isinstance(chunk, dict):
             raise APIConnectionError(f"a reply chunk is not a JSON object: {str(chunk)[:200]!r}")
         if isinstance(chunk.get("error"), dict):
@@ -100,13 +102,14 @@ class GeminiReply:
                 self.blocked = (reason, str(feedback.get("blockReasonMessage") or ""))
         candidates = chunk.get("candidates")
         if not isinstance(candidates, list) or not candidates:
-            return
+            return self.blocked is not None
         candidate = candidates[0]
         if not isinstance(candidate, dict):
             raise APIConnectionError(f"a candidate is not a JSON object: {str(candidate)[:200]!r}")
         finish = _name(candidate.get("finishReason"), FINISH_REASONS)
         if finish:
             self.finish = finish
+        moved = bool(finish)
         if isinstance(candidate.get("finishMessage"), str):
             self.finish_message = candidate["finishMessage"]
         content = candidate.get("content")
@@ -114,6 +117,7 @@ class GeminiReply:
         for n, part in enumerate(parts if isinstance(parts, list) else ()):
             if not isinstance(part, dict):
                 raise APIConnectionError(f"a part is not a JSON object: {str(part)[:200]!r}")
+            moved = True
             last = self.parts[-1] if self.parts and n == 0 else None
             if last is not None and _continues(last, part):
                 last["text"] = last.get("text", "") + part.get("text", "")
@@ -121,6 +125,7 @@ class GeminiReply:
                     last["thoughtSignature"] = part["thoughtSignature"]
             else:
                 self.parts.append(dict(part))
+        return moved
 
     def message(self) -> Dict[str, Any]:
         """The assistant dict; ``APIConnectionError`` if no chunk came."""

@@ -241,6 +241,26 @@ def test_a_stream_that_sends_nothing_useful_ends_after_the_idle_limit(
         client.close()
 
 
+@pytest.mark.parametrize("filler", [{}, {"usageMetadata": {"promptTokenCount": 3}},
+                                    {"candidates": [{"content": {"role": "model"}}]}])
+def test_gemini_chunks_that_add_nothing_are_not_progress(filler: Dict[str, Any]) -> None:
+    def empty_chunks() -> Iterator[bytes]:
+        yield sse({"responseId": "r", "candidates": [
+            {"content": {"role": "model", "parts": [{"text": "a"}]}}]})
+        while True:  # a gateway's keep-alive: valid chunks that move nothing on
+            time.sleep(0.05)
+            yield sse(filler)
+
+    with EndlessServer("body", body=empty_chunks) as server:
+        client = _client("gemini", server.url, stream_idle_timeout_ms=600)
+        began = time.monotonic()
+        with pytest.raises(APIConnectionError, match="nothing useful for "
+                           "stream_idle_timeout_ms"):
+            client.create(request())
+        assert time.monotonic() - began < DEADLINE_MS / 2000
+        client.close()
+
+
 def test_a_slow_gemini_stream_that_progresses_is_not_idle() -> None:
     def slow() -> Iterator[bytes]:
         for text in ("o", "k", "!"):  # 0.2 s apart: 0.6 s in all, over the idle limit
