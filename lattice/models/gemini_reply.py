@@ -86,7 +86,9 @@ class GeminiReply:
         if isinstance(chunk.get("error"), dict):
             from .gemini_status import error_from_gemini
 
-            raise error_from_gemini(chunk.get("error", {}).get("code") or 500, chunk)
+            code = chunk["error"].get("code")  # a proxy may send it as text: "503"
+            status = int(code) if isinstance(code, (int, str)) and str(code).isdigit() else 0
+            raise error_from_gemini(status if 400 <= status < 600 else 500, chunk)
         self.chunks += 1
         for key, field in (("responseId", "response_id"), ("modelVersion", "model")):
             value = chunk.get(key)

@@ -308,3 +308,15 @@ def test_vertex_without_credentials_says_what_to_install(monkeypatch: Any) -> No
     with pytest.raises(ValueError, match="not both"):
         VertexGeminiClient(project_id="p", access_token="ya29.abcdefgh",
                            token_provider=lambda: "t")
+
+
+@pytest.mark.parametrize("code,status", [("503", 503), (None, 500), ("x", 500), (True, 500),
+                                         (429, 429), (200, 500)])
+def test_an_error_chunk_with_an_odd_code_is_still_an_api_error(code: Any, status: int
+                                                                ) -> None:
+    from lattice.errors import APIStatusError
+    from lattice.models.gemini_reply import GeminiReply
+
+    with pytest.raises(APIStatusError) as caught:
+        GeminiReply().feed({"error": {"code": code, "message": "m"}})
+    assert caught.value.status_code == status
