@@ -173,3 +173,19 @@ def test_the_retry_after_a_401_keeps_the_requests_deadline() -> None:
         with pytest.raises(RequestTimeoutError):
             vertex.create(request())
         assert time.monotonic() - started < 3
+
+
+@pytest.mark.parametrize("region", ["x@evil.com\\", "evil.com", "us central1", "us_central1"])
+@pytest.mark.parametrize("kind", ["anthropic", "gemini"])
+def test_a_region_that_is_not_a_region_name_is_refused(kind, region, monkeypatch):
+    """The region goes into the host name: "x@evil.com\\" would send the token to evil.com."""
+    from lattice import AnthropicVertexClient, VertexGeminiClient
+
+    cls = AnthropicVertexClient if kind == "anthropic" else VertexGeminiClient
+    with pytest.raises(ValueError, match="region must be a Google Cloud region name") as info:
+        cls(project_id="p", region=region, access_token="t")
+    assert repr(region.strip()) in str(info.value)
+    monkeypatch.setenv("GOOGLE_CLOUD_LOCATION", region)
+    monkeypatch.setenv("CLOUD_ML_REGION", region)
+    with pytest.raises(ValueError, match="region must be"):
+        cls(project_id="p", access_token="t")
