@@ -51,20 +51,24 @@ def parse_gemini_stream(chunks: Iterator[bytes], on_event: Optional[EventCallbac
     scan = json_scanner()
     budget = budget_of(limit)  # its progress is what the idle limit watches (budget.py)
     total = 0  # the reply is bounded as a whole, not only each event (SPEC 21b)
-    for sse in sse_events(chunks, limit):
-        total += len(sse.data)
-        if total > limit:
-            raise too_large("the streamed reply", limit)
-        chunk = load_data(sse, scan)
-        if chunk is None:
-            continue
-        if on_event is not None:
-            on_event(chunk)
-        if reply.feed(chunk):  # a chunk that adds nothing is no progress (an idle limit)
-            budget.progress()
-    if reply.finish is None and reply.blocked is None:
-        raise APIConnectionError("the stream ended before the chunk with the finishReason")
-    return reply.message()
+    try:
+        for sse in sse_events(chunks, limit):
+            total += len(sse.data)
+            if total > limit:
+                raise too_large("the streamed reply", limit)
+            chunk = load_data(sse, scan)
+            if chunk is None:
+                continue
+            if on_event is not None:
+                on_event(chunk)
+            if reply.feed(chunk):  # a chunk that adds nothing is no progress (idle limit)
+                budget.progress()
+        if reply.finish is None and reply.blocked is None:
+            raise APIConnectionError("the stream ended before the chunk with the finishReason")
+        return reply.message()
+    except BaseException:
+        reply.parts = []  # the traceback keeps this frame: not what it gathered (SPEC 21b)
+        raise
 
 
 class GeminiCodec:

@@ -32,6 +32,7 @@ from lattice.models.base import ModelRequest
 from lattice.models.budget import ReplyBudget
 from lattice.models.chat_stream import parse_chat_stream
 from lattice.models.eventstream import encode_frame
+from lattice.models.gemini import parse_gemini_stream
 from lattice.models.sse import parse_stream
 
 KEY = "sk-bounded-0123456789"
@@ -178,13 +179,16 @@ def test_text_thinking_and_tool_input_count_together() -> None:
         parse_stream(_events(*deltas), limit=1000)
 
 
-@pytest.mark.parametrize("parse", [parse_stream, parse_chat_stream])
+@pytest.mark.parametrize("parse", [parse_stream, parse_chat_stream, parse_gemini_stream])
 def test_the_gathered_deltas_are_released_when_the_limit_ends_the_stream(
         parse: Callable[..., Any]) -> None:
     piece = "q" * (64 * KiB)
     if parse is parse_stream:
         endless: Iterator[bytes] = anthropic_events(
             lambda n: {"type": "text_delta", "text": piece}, {"type": "text", "text": ""})
+    elif parse is parse_gemini_stream:
+        endless = (sse({"candidates": [{"content": {"role": "model", "parts": [
+            {"text": piece, "thought": n % 2 == 0}]}}]}) for n in itertools.count())
     else:
         endless = (sse({"choices": [{"index": 0, "delta": {"content": piece}}]})
                    for _ in iter(int, 1))
