@@ -118,10 +118,7 @@ class _GeminiBase(HTTPModelClient):
     @property
     def _entries_older(self) -> EntryBytes:
         """The encoded entries for models before Gemini 3 (a tool's images go apart)."""
-        entries = self.__dict__.get("_older_entry_bytes")
-        if entries is None:  # setdefault: two threads' first requests keep one
-            entries = self.__dict__.setdefault("_older_entry_bytes", EntryBytes())
-        return entries  # type: ignore[no-any-return]
+        return self._entry_cache("_older_entry_bytes")
 
     def count_tokens(self, request: ModelRequest) -> int:
         """The input tokens ``request`` would use (``:countTokens``; nothing generated)."""
