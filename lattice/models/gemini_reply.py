@@ -40,8 +40,9 @@ MALFORMED_CALL = "malformed_function_call"  # stop_reason: no call to answer; ca
 # Vertex's FinishReason and BlockedReason numbers (``$alt=json;enum-encoding=int``).
 FINISH_REASONS = ("FINISH_REASON_UNSPECIFIED", "STOP", "MAX_TOKENS", "SAFETY", "RECITATION",
                   "OTHER", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII",
-                  "MALFORMED_FUNCTION_CALL", "MODEL_ARMOR", "IMAGE_PROHIBITED_CONTENT",
-                  "IMAGE_RECITATION", "IMAGE_OTHER", "UNEXPECTED_TOOL_CALL", "NO_IMAGE")
+                  "MALFORMED_FUNCTION_CALL", "MODEL_ARMOR", "IMAGE_SAFETY",
+                  "IMAGE_PROHIBITED_CONTENT", "IMAGE_RECITATION", "IMAGE_OTHER",
+                  "UNEXPECTED_TOOL_CALL", "NO_IMAGE")  # 0-16, as aiplatform.v1 numbers them
 BLOCK_REASONS = ("BLOCKED_REASON_UNSPECIFIED", "SAFETY", "OTHER", "BLOCKLIST",
                  "PROHIBITED_CONTENT", "MODEL_ARMOR", "IMAGE_SAFETY", "JAILBREAK")
 _REFUSED = frozenset(["SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII",

@@ -320,3 +320,17 @@ def test_an_error_chunk_with_an_odd_code_is_still_an_api_error(code: Any, status
     with pytest.raises(APIStatusError) as caught:
         GeminiReply().feed({"error": {"code": code, "message": "m"}})
     assert caught.value.status_code == status
+
+
+@pytest.mark.parametrize("number,stop", [(1, "end_turn"), (2, "max_tokens"), (3, "refusal"),
+                                         (9, "malformed_function_call"), (10, "refusal"),
+                                         (11, "refusal"), (14, "end_turn"),
+                                         (15, "malformed_function_call"), (16, "end_turn")])
+def test_vertex_numeric_finish_reasons_read_as_aiplatform_v1_numbers_them(number: int,
+                                                                          stop: str) -> None:
+    """enum-encoding=int: 11 is IMAGE_SAFETY, 14 IMAGE_OTHER, 15 UNEXPECTED_TOOL_CALL."""
+    from lattice.models.gemini_reply import reply_from_gemini
+
+    reply = reply_from_gemini({"candidates": [{"content": {"role": "model", "parts": [
+        {"text": "x"}]}, "finishReason": number}]})
+    assert reply["stop_reason"] == stop
