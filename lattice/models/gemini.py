@@ -28,6 +28,7 @@ from .options import check_secret, resolve_base_url, secret_from_env
 from .retry import RetryPolicy
 from .sse import json_scanner, load_data, sse_events
 from .status import load_json
+from .urls import shown_url
 from .vertex import VertexCredentials, vertex_setting
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -241,6 +242,10 @@ class VertexGeminiClient(VertexCredentials, _GeminiBase):
         url = resolve_base_url(base_url, "VERTEX_GEMINI_BASE_URL", host)
         for version in _VERSIONS:
             if url.endswith("/" + version):
+                if version != api_version:  # never a silent switch to the other version
+                    raise ValueError(f"base_url {shown_url(url)!r} ends in /{version} but "
+                                     f"api_version is {api_version!r}: pass "
+                                     f"api_version={version!r}, or a base_url without it")
                 url = url[: -len(version) - 1]
         self.base_url = url
         self._make_transport(self.base_url, GeminiCodec("Vertex AI"), options)

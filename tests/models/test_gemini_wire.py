@@ -235,6 +235,18 @@ def test_vertex_urls_and_versions(monkeypatch: Any) -> None:
         VertexGeminiClient(access_token="ya29.abcdefgh")
 
 
+def test_a_base_url_naming_the_other_version_is_refused_not_switched() -> None:
+    base = "https://proxy.example/v1beta1"
+    with pytest.raises(ValueError, match=r"ends in /v1beta1 but api_version is 'v1'"):
+        VertexGeminiClient(project_id="p", access_token="t", base_url=base)
+    beta = VertexGeminiClient(project_id="p", access_token="t", base_url=base,
+                              api_version="v1beta1")
+    assert beta._model_url("m", "generateContent").startswith(base + "/projects/p/")
+    plain = VertexGeminiClient(project_id="p", access_token="t", base_url=base[:-8])
+    assert plain._model_url("m", "generateContent").startswith(
+        "https://proxy.example/v1/projects/p/")
+
+
 def test_encoded_once_bodies_equal_whole_bodies() -> None:
     from lattice.models.entries import EntryBytes, dump
     from lattice.models.gemini_wire import gemini_request
