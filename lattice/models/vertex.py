@@ -100,7 +100,9 @@ class VertexCredentials:
             return self._access_token
         if self._token_provider is not None:
             return self._ask_token(self._token_provider)
-        return self._google_token(refresh)
+        # google-auth is a token provider too (it may call the metadata server or an OAuth
+        # endpoint): bounded by the request's deadline, its failures AuthenticationError
+        return self._ask_token(lambda: self._google_token(refresh))
 
     def _google_token(self, refresh: bool) -> str:
         # the vertex extra; only this path needs it (no stubs: imported by name)
