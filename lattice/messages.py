@@ -215,11 +215,13 @@ class _HistoryEntry:
     read, so editing it never changes the conversation (the history's own dicts are never
     changed after they are written, so copying late is as good as copying now)."""
 
-    __slots__ = ("_source", "_copy")
+    __slots__ = ("_source", "_copy", "parent_tool_use_id")
 
     def __init__(self, message: Message) -> None:
         self._source = message
         self._copy: Optional[Message] = None
+        # The subagent call whose agent wrote it (SPEC 22); None for the query's own.
+        self.parent_tool_use_id: Optional[str] = None
 
     @property
     def message(self) -> Message:
@@ -286,13 +288,14 @@ class SystemMessage:
     """Something the SDK did on its own: ``subtype == "compaction"``."""
 
     type = "system"
-    __slots__ = ("subtype", "compacted_messages", "usage")
+    __slots__ = ("subtype", "compacted_messages", "usage", "parent_tool_use_id")
 
     def __init__(self, subtype: str, compacted_messages: int = 0,
                  usage: Optional[Usage] = None) -> None:
         self.subtype = subtype
         self.compacted_messages = compacted_messages
         self.usage = usage if usage is not None else Usage()
+        self.parent_tool_use_id: Optional[str] = None
 
     def __repr__(self) -> str:
         return (f"<SystemMessage {self.subtype} compacted_messages={self.compacted_messages} "
@@ -303,10 +306,11 @@ class StreamEvent:
     """A raw streaming event (only with ``include_partial_messages=True``)."""
 
     type = "stream_event"
-    __slots__ = ("event",)
+    __slots__ = ("event", "parent_tool_use_id")
 
     def __init__(self, event: Dict[str, Any]) -> None:
         self.event = event
+        self.parent_tool_use_id: Optional[str] = None
 
     def __repr__(self) -> str:
         return f"<StreamEvent {self.event.get('type')}>"
@@ -319,7 +323,8 @@ class ResultMessage(Generic[OutputT]):
 
     type = "result"
     __slots__ = ("subtype", "is_error", "result", "structured_result", "usage", "stop_reason",
-                 "num_turns", "duration_ms", "error", "pending_approvals", "run_id", "replayed")
+                 "num_turns", "duration_ms", "error", "pending_approvals", "run_id", "replayed",
+                 "parent_tool_use_id")
 
     def __init__(self, subtype: ResultSubtype, *, is_error: bool = False,
                  result: Optional[str] = None,
@@ -341,6 +346,7 @@ class ResultMessage(Generic[OutputT]):
         self.pending_approvals: List[ToolCall] = list(pending_approvals or ())
         self.run_id = run_id  # the durable run's id (SPEC 17)
         self.replayed = replayed  # True: the recorded result of a run that had ended
+        self.parent_tool_use_id: Optional[str] = None  # (a subagent's is never yielded)
 
     def to_dict(self) -> Dict[str, Any]:
         """A JSON-ready dict (the error as its type and message; a structured result

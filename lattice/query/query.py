@@ -33,6 +33,7 @@ from ..stores.session import SessionHold
 from ..tools import approval
 from ..tools.calls import resolve_calls
 from ..tools.definition import ToolCall
+from ..tools.delegation import child_calls, split_decisions
 from .endings import Ending
 from .loop import Loop
 from .settings import QuerySettings
@@ -48,8 +49,10 @@ class Query(Iterator[SDKMessage]):
 
     def __init__(self, conversation: Conversation, settings: QuerySettings, prompt: Any,
                  approvals: Optional[Dict[str, Any]], signal: Optional[AbortSignal], *,
-                 lockstep: bool, owner: Any = None, run_id: Optional[str] = None) -> None:
+                 lockstep: bool, owner: Any = None, run_id: Optional[str] = None,
+                 parentage: Any = None) -> None:
         self._conversation = conversation
+        self._parentage = parentage  # a subagent's query: what its parent's call lends it
         self._race = conversation.start(signal, lockstep=lockstep)
         self._durable: DurableRun  # set below: where a run is recorded and resumed
         self._owner = owner  # the Agent: only handed to tools (ToolContext.agent)
@@ -129,7 +132,15 @@ class Query(Iterator[SDKMessage]):
                 self._finish(Ending("closed"), delivered=False)
                 yield self._replay(ended)
                 return
-            if settings.observers:
+            parentage = self._parentage
+            if parentage is not None and parentage.observers is not None:
+                # A child traces when its parent does, its span under the parent's call's.
+                self._observers = parentage.observers
+                with describing(self._details()):
+                    self._token = self._observers.agent_start(
+                        settings.model, self._prompt, name=settings.name,
+                        parent=parentage.trace)
+            elif settings.observers:
                 self._observers = ObserverGroup(settings.observers)
                 with describing(self._details()):
                     self._token = self._observers.query_start(settings.model, self._prompt)
@@ -139,7 +150,9 @@ class Query(Iterator[SDKMessage]):
             self._loop = Loop(race, settings, conversation.link, agent=self._owner,
                               observers=self._observers, query_token=self._token,
                               resume=resume, journal=durable.journal, turns=durable.turns,
-                              usage=durable.usage)
+                              usage=durable.usage, parentage=parentage)
+            if parentage is not None and parentage.caller is not None and durable.turns:
+                parentage.caller.add_child(durable.usage)  # a resumed child's, up to its parent
             threading.Thread(target=self._loop, name="lattice-query", daemon=True).start()
             while True:
                 item = race.next_item()
@@ -217,6 +230,7 @@ class Query(Iterator[SDKMessage]):
             return []
         calls = resolve_calls(tool_uses_of(tail["content"]), self._settings.tools,
                               AbortSignal(), self._owner)
+        calls += child_calls(tail, self._settings.tools, self._owner)
         return [c for c in calls if c.id in ids]
 
     def _approving(self) -> Optional[Dict[str, Any]]:
@@ -238,14 +252,16 @@ class Query(Iterator[SDKMessage]):
             return durable.resume(self._settings, self._owner)
         tail = pending_tail(history.messages)
         if approvals is not None:
-            pending = self._check_approvals()  # again, under the session lock
-            decisions: Dict[str, Any] = dict(approvals)
-            if tail is not None:
-                calls = resolve_calls(tool_uses_of(tail["content"]), self._settings.tools,
-                                      AbortSignal(), self._owner)
-                decisions = durable.approve(tail, approvals, [
-                    c for c in calls if c.id not in {p.id for p in pending}])
-            return {"reply": tail, "decisions": decisions, "prompt": prompt}
+            self._check_approvals()  # again, under the session lock
+            assert tail is not None
+            # Decisions for waiting subagents' calls go to them; their calls run again.
+            decisions, children = split_decisions(tail, approvals)
+            calls = resolve_calls(tool_uses_of(tail["content"]), self._settings.tools,
+                                  AbortSignal(), self._owner)
+            decisions = durable.approve(tail, decisions, [
+                c for c in calls if c.id not in decisions], children)
+            return {"reply": tail, "decisions": decisions, "prompt": prompt,
+                    "children": children}
         if tail is not None:  # the user moved on: answer the pending calls first
             link.append(approval.moved_on(tail))
         elif unanswered_tool_uses(history.messages):  # e.g. a store failed mid-batch

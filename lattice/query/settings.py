@@ -43,3 +43,5 @@ class QuerySettings:
     prompt_caching: bool = False
     max_budget_tokens: Optional[int] = None
     observers: List[Observer] = field(default_factory=list)
+    name: Optional[str] = None  # the Agent's name (traces: gen_ai.agent.name; as_tool)
+    include_subagent_messages: bool = False  # query(): yield the subagents' messages too
