@@ -21,6 +21,7 @@ import time
 from typing import Any, Iterator, List, Optional
 
 from ..cancellation import AbortSignal, SignalLike, as_signal
+from ..errors import HistoryStoreError
 from ..messages import (
     AssistantMessage,
     ResultMessage,
@@ -30,7 +31,7 @@ from ..messages import (
     tool_uses_of,
 )
 from ..options import check_bool, non_negative_number
-from ..stores.base import HistoryStore
+from ..stores.base import HistoryStore, describe_store
 from ..stores.capabilities import Capabilities, is_store
 from ..stores.derived import derived_store
 from ..tools.definition import ToolCall
@@ -104,8 +105,7 @@ def _follow(store: Any, caps: Capabilities, position: int, run_id: Optional[str]
         current = store.version() if versioned else object()
         if current != version:
             version = current
-            record = read_record(store.load_run(run_id), run_id, store) \
-                if run_id is not None else None
+            record = _record(store, run_id) if run_id is not None else None
             messages = list(store.load())
             if seen is not None and not _extends(messages, seen):
                 kept = _resume_point(seen, position, messages)
@@ -131,6 +131,17 @@ def _follow(store: Any, caps: Capabilities, position: int, run_id: Optional[str]
             return
         _pause(signal, poll_s)
 
+
+def _record(store: Any, run_id: str) -> Optional[RunRecord]:
+    """The run's record; one the store cannot decode (SQLite's and PostgreSQL's
+    ``load_run`` raise ``ValueError``) is damaged as much as one that decodes to nonsense:
+    a ``HistoryStoreError`` naming the run and the store (SPEC 21b), from ``follow`` too."""
+    try:
+        data = store.load_run(run_id)
+    except ValueError as exc:
+        raise HistoryStoreError(f"{exc}: it is damaged (store: {describe_store(store)})"
+                                ) from None
+    return read_record(data, run_id, store)
 
 def _children(store: Any, run_id: str, message: Message, poll_s: float,
               signal: Optional[AbortSignal]) -> Iterator[SDKMessage]:

@@ -105,9 +105,14 @@ class HTTPModelClient:
     @property
     def _entries(self) -> EntryBytes:
         """This client's encoded history entries (``entries.py``), made on first use."""
-        entries = self.__dict__.get("_entry_bytes")
+        return self._entry_cache("_entry_bytes")
+
+    def _entry_cache(self, key: str) -> EntryBytes:
+        """The encoded entries kept under ``key`` (a client encoding the history two ways
+        keeps two), made on first use."""
+        entries = self.__dict__.get(key)
         if entries is None:  # setdefault: two threads' first requests keep one
-            entries = self.__dict__.setdefault("_entry_bytes", EntryBytes())
+            entries = self.__dict__.setdefault(key, EntryBytes())
         return entries  # type: ignore[no-any-return]
 
     @property
