@@ -247,3 +247,38 @@ def test_the_childs_invoke_agent_span_is_a_child_of_the_parents_execute_tool_spa
     assert tool_span.attributes["gen_ai.agent.name"] == "boss"
     assert {s.attributes["gen_ai.agent.name"] for s in chats
             if s.parent.span_id == inner.context.span_id} == {"helper"}
+
+
+class _OtherProvider(ScriptedModelClient):
+    provider_name = "openai"  # the child talks to another provider than its parent
+
+
+def test_the_childs_spans_name_the_childs_own_provider():
+    sdk_trace = pytest.importorskip("opentelemetry.sdk.trace")
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from lattice.observe.tracing import OtelObserver
+
+    exporter = InMemorySpanExporter()
+    tracer_provider = sdk_trace.TracerProvider()
+    tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
+    child = Agent(model="cheap", name="helper", system="Help.",
+                  model_client=_OtherProvider([reply("child answer", stop_reason="max_tokens")]))
+    parent = Agent(model="big", name="boss", tools=[child.as_tool()],
+                   observers=[OtelObserver(tracer_provider=tracer_provider,
+                                           provider_name="anthropic")],
+                   model_client=ScriptedModelClient([reply(delegate()), "parent answer"]))
+    assert parent.prompt("go").subtype == "success"
+    spans = exporter.get_finished_spans()
+    inner = next(s for s in spans if s.name == "invoke_agent helper")
+    top = next(s for s in spans if s.name == "invoke_agent boss")
+    assert inner.attributes["gen_ai.provider.name"] == "openai"
+    assert top.attributes["gen_ai.provider.name"] == "anthropic"
+    chats = [s for s in spans if s.name.startswith("chat ")]
+    child_chat = next(s for s in chats if s.parent.span_id == inner.context.span_id)
+    assert child_chat.attributes["gen_ai.provider.name"] == "openai"
+    # the finish reason in the child's provider's own words (OpenAI: "length")
+    assert child_chat.attributes["gen_ai.response.finish_reasons"] == ("length",)
+    assert {s.attributes["gen_ai.provider.name"] for s in chats
+            if s.parent.span_id == top.context.span_id} == {"anthropic"}
