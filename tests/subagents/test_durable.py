@@ -214,3 +214,13 @@ def test_a_crash_while_the_child_carries_out_its_approvals_is_resumed_by_approvi
     assert paid == [5]  # not run twice
     for session in ("s1", "s1/d1"):
         assert history_problems(store.with_session(session).load()) == []
+
+
+def test_follow_finds_a_child_with_its_own_store_in_the_same_database(tmp_path):
+    world = World()
+    store = SqliteHistoryStore(tmp_path / "h.db", "s1")
+    child_store = SqliteHistoryStore(tmp_path / "h.db", "kid")  # its own session, one file
+    world.parent(store, child_store).prompt("go", run_id="job")
+    items = list(follow(store, run_id="job", wait_s=0, include_subagent_messages=True))
+    assert [m.parent_tool_use_id for m in items] == [None, None] + ["d1"] * 6 + [None] * 3
+    assert items[2].content == "research it"
