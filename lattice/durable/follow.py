@@ -63,7 +63,7 @@ def follow(store: HistoryStore, *, after: int = 0, run_id: Optional[str] = None,
             subagent runs it made (SPEC 22; those kept in the store's derived sessions,
             the default for a child without a store of its own, or in another session of
             the same database), each with ``.parent_tool_use_id``, before the tool results
-            they led to.
+            they led to (or the result of a run that paused for a child's approval).
 
     Yields ``UserMessage``/``AssistantMessage`` for stored messages (the prompt included),
     a ``SystemMessage(subtype="compaction")`` when the history was rewritten under it
@@ -126,6 +126,11 @@ def _follow(store: Any, caps: Capabilities, position: int, run_id: Optional[str]
                 last_news = time.monotonic()
             position = max(position, end)
             if record is not None and record.is_ended:
+                if children and run_id is not None and end > 0:
+                    # A run that paused for a child's approval (SPEC 22): what its children
+                    # did before the pause, as query() yields it (no tool results follow)
+                    yield from _children(store, run_id, _paused_calls(messages[end - 1]),
+                                         poll_s, signal)
                 yield _result(record, messages[:end])
                 return
         if wait_s is not None and time.monotonic() - last_news >= wait_s:
@@ -140,6 +145,16 @@ def _results_of(message: Message) -> List[str]:
         return []
     return [b["tool_use_id"] for b in content
             if isinstance(b, dict) and isinstance(b.get("tool_use_id"), str)]
+
+
+def _paused_calls(message: Message) -> List[str]:
+    """The call ids of a reply that waits for its subagents (marked by the pause), in
+    the reply's order: the children that paused and those that had returned."""
+    if message.get("role") != "assistant" or not isinstance(
+            message.get("pending_children"), dict):
+        return []
+    return [u["id"] for u in tool_uses_of(message.get("content"))
+            if isinstance(u.get("id"), str)]
 
 
 def _child_store(store: Any, child_run: str, call_id: str) -> Any:
@@ -167,7 +182,7 @@ def _child_store(store: Any, child_run: str, call_id: str) -> Any:
 def _children(store: Any, run_id: str, call_ids: List[str], poll_s: float,
               signal: Optional[AbortSignal]) -> Iterator[SDKMessage]:
     """The messages of the subagent runs of ``call_ids`` (before the tool results they
-    made), each marked with its call's id."""
+    made, or a pause's result), each marked with its call's id."""
     for call_id in call_ids:
         child_run = f"{run_id}/{call_id}"
         child = _child_store(store, child_run, call_id)
