@@ -92,6 +92,10 @@ def make_tool(agent: Agent, *, name: Optional[str], description: Optional[str],
         description = _first_line(agent._settings.system) or f"Ask the {name} agent."
     if output not in OUTPUTS:
         raise ValueError(f"output must be one of {OUTPUTS}, got {output!r}")
+    if output == "structured" and agent._settings.output is None:
+        # else every call's result would be "null": the child has no structured_result
+        raise ValueError("output='structured' needs a child Agent with an output_schema "
+                         "(or output_format); this one has neither")
     check_bool("isolated", isolated)
     if idempotent is not None:
         check_bool("idempotent", idempotent)
