@@ -124,7 +124,8 @@ class SubagentTool(Tool):
         self.template = template
         self.output = output
         self.isolated = isolated
-        self.prompt_field = input_schema is PROMPT_SCHEMA
+        # The default schema (given or not): the child's prompt is the prompt field.
+        self.prompt_field = input_schema == PROMPT_SCHEMA
         # Paused children without a store, by call id, until their approvals come.
         self._shelf: Dict[str, Agent] = {}
         self._shelf_lock = threading.Lock()
