@@ -276,7 +276,8 @@ class Agent(Generic[OutputT]):
                 options (parallel calls run at once); False: on this Agent's own
                 conversation, one call at a time (a concurrent call gets an error result).
             idempotent: default True: after a crash, resuming the parent's durable run
-                resumes the child's run (docs/subagents.md).
+                resumes the child's run (docs/subagents.md); False for a shared child
+                (``isolated=False``) without a history store, whose run is not kept.
 
         The parent's signal, interrupt, token budget, tracer and approvals reach the
         child; its usage and (when asked) its messages come back (docs/subagents.md).

@@ -99,9 +99,15 @@ def make_tool(agent: Agent, *, name: Optional[str], description: Optional[str],
     check_bool("isolated", isolated)
     if idempotent is not None:
         check_bool("idempotent", idempotent)
+    if idempotent is None:
+        # A subagent call is idempotent when its child run is found again after a crash:
+        # not for a shared child without a store (its conversation lives in its Agent, so a
+        # new process's child would start over and repeat its tools): its interrupted call
+        # is answered "uncertain" instead of being run again.
+        idempotent = isolated or agent._conversation.link.home is not None
     return SubagentTool(agent, name, description,
                         PROMPT_SCHEMA if input_schema is None else input_schema, output,
-                        isolated, True if idempotent is None else idempotent)
+                        isolated, idempotent)
 
 
 def _first_line(system: Any) -> str:

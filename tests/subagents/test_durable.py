@@ -224,3 +224,27 @@ def test_follow_finds_a_child_with_its_own_store_in_the_same_database(tmp_path):
     items = list(follow(store, run_id="job", wait_s=0, include_subagent_messages=True))
     assert [m.parent_tool_use_id for m in items] == [None, None] + ["d1"] * 6 + [None] * 3
     assert items[2].content == "research it"
+
+
+def test_a_shared_child_without_a_store_is_not_run_again_after_a_crash(tmp_path):
+    """A shared child without a store keeps its conversation in its Agent: after a crash
+    the child of a new process knows nothing of the call, so running it again would repeat
+    its non-idempotent tools. Its call is answered "uncertain" instead (SPEC 17)."""
+    world = World(crash_at=("child_request", 2))
+    store = SqliteHistoryStore(tmp_path / "h.db", "s1")
+
+    def parent():  # a new process: a new child Agent, its conversation empty
+        return Agent(model="big", model_client=FunctionModelClient(world.parent_model),
+                     tools=[world.child().as_tool(isolated=False)], history_store=store)
+
+    assert not world.child().as_tool(isolated=False).idempotent
+    assert world.child(MemoryHistoryStore()).as_tool(isolated=False).idempotent
+    with pytest.raises(Crash):
+        parent().prompt("go", run_id="job")
+    forget_the_repairs(store, ["s1"])
+    assert world.charged == [0, 1]
+    result = parent().prompt("go", run_id="job")
+    assert result.subtype == "success"
+    assert world.charged == [0, 1]  # the child's non-idempotent tool ran once per call
+    assert "whether it took effect is unknown" in result.result
+    assert history_problems(store.load()) == []
