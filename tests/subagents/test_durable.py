@@ -216,10 +216,20 @@ def test_a_crash_while_the_child_carries_out_its_approvals_is_resumed_by_approvi
         assert history_problems(store.with_session(session).load()) == []
 
 
-def test_follow_finds_a_child_with_its_own_store_in_the_same_database(tmp_path):
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_follow_finds_a_child_with_its_own_store_in_the_same_database(kind, tmp_path, request):
     world = World()
-    store = SqliteHistoryStore(tmp_path / "h.db", "s1")
-    child_store = SqliteHistoryStore(tmp_path / "h.db", "kid")  # its own session, one file
+    if kind == "sqlite":
+        store = SqliteHistoryStore(tmp_path / "h.db", "s1")
+        child_store = SqliteHistoryStore(tmp_path / "h.db", "kid")  # its own session
+    else:
+        pytest.importorskip("psycopg")
+        from lattice import PostgresHistoryStore
+
+        conninfo = request.getfixturevalue("postgres_server").conninfo
+        session = f"s-{tmp_path.name}"
+        store = PostgresHistoryStore(conninfo, session)
+        child_store = PostgresHistoryStore(conninfo, f"kid-{tmp_path.name}")
     world.parent(store, child_store).prompt("go", run_id="job")
     items = list(follow(store, run_id="job", wait_s=0, include_subagent_messages=True))
     assert [m.parent_tool_use_id for m in items] == [None, None] + ["d1"] * 6 + [None] * 3
