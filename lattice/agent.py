@@ -25,6 +25,7 @@ from .cancellation import SignalLike, as_signal
 from .compaction import rules as compaction
 from .compaction.rules import AutoCompact
 from .conversation.conversation import Conversation
+from .cost import check_max_cost, check_prices
 from .durable.runs import check_run_id
 from .messages import OutputT, ResultMessage
 from .models.base import ModelClient, ModelRequest, as_model_client
@@ -83,9 +84,9 @@ class Agent(Generic[OutputT]):
     ``include_partial_messages``, ``parallel_tool_calls``, ``extra`` (more request body
     fields, e.g. temperature), ``before_tool_call``, ``after_tool_call``,
     ``requires_approval``, ``session_lock_wait_s``, ``prompt_caching``,
-    ``max_budget_tokens``, ``tracing``, ``trace_content``, ``observers``, ``name`` (what
-    the agent is called: ``gen_ai.agent.name`` in traces, and ``as_tool()``'s default tool
-    name; None by default).
+    ``max_budget_tokens``, ``prices``, ``max_cost_usd``, ``tracing``, ``trace_content``,
+    ``observers``, ``name`` (what the agent is called: ``gen_ai.agent.name`` in traces, and
+    ``as_tool()``'s default tool name; None by default).
     """
 
     def __init__(self, *, model: Optional[str] = None, api_key: Optional[str] = None,
@@ -105,7 +106,9 @@ class Agent(Generic[OutputT]):
                  after_tool_call: Optional[Callable[[ToolCall, ToolResult], Any]] = None,
                  requires_approval: Optional[Callable[[ToolCall], bool]] = None,
                  session_lock_wait_s: float = 0.0, prompt_caching: bool = False,
-                 max_budget_tokens: Optional[int] = None, tracing: bool = False,
+                 max_budget_tokens: Optional[int] = None,
+                 prices: Optional[Mapping[str, Mapping[str, float]]] = None,
+                 max_cost_usd: Optional[float] = None, tracing: bool = False,
                  trace_content: bool = False,
                  observers: Optional[Iterable[Observer]] = None,
                  name: Optional[str] = None) -> None:
@@ -141,6 +144,7 @@ class Agent(Generic[OutputT]):
             before_tool_call=before_tool_call, after_tool_call=after_tool_call,
             requires_approval=requires_approval, prompt_caching=prompt_caching,
             max_budget_tokens=optional_positive_int("max_budget_tokens", max_budget_tokens),
+            prices=check_prices(prices), max_cost_usd=check_max_cost(max_cost_usd),
             observers=watchers, name=name)
         if output is not None and output_format is None:
             self._settings.tool_definitions.append(output.tool_definition())

@@ -8,7 +8,7 @@ wrap them for the caller with shortcuts. Assistant entries may carry SDK keys (`
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, Dict, Generic, List, Literal, Optional, Union
+from typing import TYPE_CHECKING, Any, Dict, Generic, List, Literal, Mapping, Optional, Union
 
 from .tools.definition import ToolCall
 from .usage import Usage
@@ -324,7 +324,7 @@ class ResultMessage(Generic[OutputT]):
     type = "result"
     __slots__ = ("subtype", "is_error", "result", "structured_result", "usage", "stop_reason",
                  "num_turns", "duration_ms", "error", "pending_approvals", "run_id", "replayed",
-                 "parent_tool_use_id")
+                 "parent_tool_use_id", "_prices", "_model", "_recorded_cost")
 
     def __init__(self, subtype: ResultSubtype, *, is_error: bool = False,
                  result: Optional[str] = None,
@@ -347,6 +347,35 @@ class ResultMessage(Generic[OutputT]):
         self.run_id = run_id  # the durable run's id (SPEC 17)
         self.replayed = replayed  # True: the recorded result of a run that had ended
         self.parent_tool_use_id: Optional[str] = None  # (a subagent's is never yielded)
+        self._prices: Optional[Mapping[str, Any]] = None  # the Agent's prices= (cost.py)
+        self._model: Optional[str] = None  # the Agent's model: tokens no model claims
+        self._recorded_cost: Optional[List[Optional[float]]] = None  # [cost] of a replay
+
+    @property
+    def total_cost_usd(self) -> Optional[float]:
+        """What the query cost in US dollars, from ``usage.by_model`` and the price table
+        (the bundled ``prices.json`` under the Agent's ``prices=``); None when a model
+        that used tokens has no price (a DEBUG log names it). The table is read on first
+        use."""
+        if self._recorded_cost is not None:  # a durable run's replay: as it was recorded
+            return self._recorded_cost[0]
+        from .cost import cost_usd
+
+        return cost_usd(self.usage, self._prices, self._model)
+
+    def _priced_by(self, prices: Optional[Mapping[str, Any]], model: Optional[str]
+                   ) -> ResultMessage[OutputT]:
+        """Price this result with the query's ``prices`` and ``model`` (query.py)."""
+        self._prices, self._model = prices, model
+        return self
+
+    def _as_recorded(self, data: Mapping[str, Any]) -> ResultMessage[OutputT]:
+        """A replayed result's cost is the recorded one (``to_dict``'s, when it has one:
+        the usage kept in a record is not split by model)."""
+        cost = data.get("total_cost_usd")
+        if "total_cost_usd" in data and (cost is None or isinstance(cost, (int, float))):
+            self._recorded_cost = [None if cost is None else float(cost)]
+        return self
 
     def to_dict(self) -> Dict[str, Any]:
         """A JSON-ready dict (the error as its type and message; a structured result
@@ -367,6 +396,7 @@ class ResultMessage(Generic[OutputT]):
             "error": None if self.error is None else
             f"{type(self.error).__name__}: {self.error}",
             "run_id": self.run_id, "replayed": self.replayed,
+            "total_cost_usd": self.total_cost_usd,
         }
 
     def __repr__(self) -> str:

@@ -187,7 +187,7 @@ class RunRecord:
             usage=Usage.from_dict(data.get("usage")), stop_reason=data.get("stop_reason"),
             num_turns=int(data.get("num_turns") or 0),
             duration_ms=int(data.get("duration_ms") or 0), error=_error(data),
-            pending_approvals=waiting, run_id=self.run_id, replayed=True)
+            pending_approvals=waiting, run_id=self.run_id, replayed=True)._as_recorded(data)
 
     # -- the store's form --------------------------------------------------------------------
     def to_dict(self) -> Dict[str, Any]:

@@ -23,6 +23,7 @@ from typing import Any, Dict, List, Optional
 
 from ..compaction.compactor import Compactor
 from ..conversation.store_link import StoreLink
+from ..cost import cost_usd, warn_unchecked
 from ..durable.journal import NO_JOURNAL, Journal
 from ..errors import BudgetExceededError, MaxTurnsExceededError, PromptTooLongError
 from ..messages import AssistantMessage, UserMessage, text_of, tool_uses_of
@@ -131,7 +132,8 @@ class Loop:
         return self.act(reply)
 
     def limit(self) -> Optional[Ending]:
-        """``max_turns`` and ``max_budget_tokens``, checked before each model request."""
+        """``max_turns``, ``max_budget_tokens`` and ``max_cost_usd``, checked before each
+        model request."""
         s = self.settings
         if self.turns >= s.max_turns:
             return Ending("error_max_turns", error=MaxTurnsExceededError(
@@ -146,6 +148,14 @@ class Loop:
             if spent >= limit:
                 return Ending("error_max_budget", error=BudgetExceededError(
                     f"used {spent} tokens, max_budget_tokens={limit}"))
+        if s.max_cost_usd is not None:  # like the token budget, in dollars (cost.py)
+            usage = self.model.usage
+            dollars = cost_usd(usage, s.prices, s.model)
+            if dollars is None:  # a model without a price: not guessed, but said
+                warn_unchecked(usage, s.max_cost_usd, s.prices, s.model)
+            elif dollars >= s.max_cost_usd:
+                return Ending("error_max_budget", error=BudgetExceededError(
+                    f"spent ${dollars:.6f}, max_cost_usd={s.max_cost_usd}"))
         return None
 
     def budgets_below(self) -> List[Any]:

@@ -34,6 +34,19 @@ NO_USAGE = Usage()  # never changed: Usage sums are new values
 __all__ = ["ModelCaller", "private_copy"]
 
 
+def billed_usage(entries: Any) -> Usage:
+    """A reply's ``billed_usage`` (``[{"model": ..., "usage": {...}}]``: what replies the
+    client discarded used, e.g. those a ``FallbackModelClient``'s ``on_reply`` rejected),
+    summed by model; anything malformed counts as nothing."""
+    total = Usage()
+    for entry in entries if isinstance(entries, list) else ():
+        if isinstance(entry, dict) and isinstance(entry.get("usage"), dict):
+            model = entry.get("model")
+            total += Usage.from_dict(entry["usage"]).of_model(
+                model if isinstance(model, str) else None)
+    return total
+
+
 def private_copy(request: ModelRequest) -> ModelRequest:
     """``request`` with its own messages, system, tools, extra and output format, down to
     the content blocks: what a hook does to it reaches neither the history nor the Agent."""
@@ -113,7 +126,8 @@ class ModelCaller:
                 request = hook(mine) or mine
             if observers:
                 token, watched = observers.model_start(self.query_token, request), True
-            reply = normalize_reply(self.settings.client.create(request))
+            raw = self.settings.client.create(request)
+            reply = normalize_reply(raw)
         except BaseException as exc:
             if watched:
                 observers.model_end(token, None, exc)  # type: ignore[union-attr]
@@ -124,6 +138,9 @@ class ModelCaller:
         race.finish_model()
         usage = self.last_usage = Usage.from_dict(reply.get("usage")).of_model(
             reply.get("model") or request.model)  # Usage.by_model: the model that answered
+        billed = raw.get("billed_usage") if type(raw) is dict else None
+        if billed:  # replies the client discarded (a fallback's rejected ones): billed too
+            usage = usage + billed_usage(billed)
         self.usage += usage
         if self.up is not None:
             self.up(usage)

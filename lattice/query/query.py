@@ -199,6 +199,7 @@ class Query(Iterator[SDKMessage]):
                         num_turns=loop.turns,
                         duration_ms=int((time.monotonic() - self._started) * 1000),
                         run_id=durable.run_id)
+                    result._priced_by(loop.settings.prices, loop.settings.model)
                     durable.end(result)
         finally:
             try:
