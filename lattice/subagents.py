@@ -66,11 +66,11 @@ class Parentage:
 
     __slots__ = ("caller", "budgets", "observers", "trace", "ancestors", "forward")
 
-    def __init__(self, caller: Optional[ModelCaller], budgets: List[Tuple[int, Any]],
+    def __init__(self, caller: Optional[ModelCaller], budgets: List[Tuple[Any, ...]],
                  observers: Optional[ObserverGroup], trace: Any, ancestors: Tuple[Any, ...],
                  forward: bool) -> None:
         self.caller = caller  # the parent query's ModelCaller: usage flows up through it
-        self.budgets = budgets  # (max_budget_tokens, ModelCaller) of every query above
+        self.budgets = budgets  # every query above's (Loop.budgets_below: tokens, dollars)
         self.observers = observers  # the parent's: a child traces when its parent does
         self.trace = trace  # the token of the parent's tool span
         self.ancestors = ancestors  # the agents (templates) above, nearest last

@@ -116,6 +116,28 @@ def test_the_parents_token_budget_covers_the_childs_requests():
     assert result.usage.input_tokens + result.usage.output_tokens == 120
 
 
+def test_the_parents_max_cost_usd_covers_the_childs_requests():
+    child_client = ScriptedModelClient([
+        reply(tool_use("noop", id=f"n{i}"), usage=usage(1000, 0)) for i in range(5)])
+
+    def noop() -> str:
+        """Nothing."""
+        return "ok"
+
+    child = Agent(model="child-model", name="helper", system="Help.",
+                  model_client=child_client, tools=[noop])
+    per_1000 = {"input": 1000.0, "output": 0.0}  # $1 per 1000 input tokens
+    parent = Agent(model="parent-model", tools=[child.as_tool()], max_cost_usd=2.5,
+                   prices={"parent-model": per_1000, "child-model": per_1000},
+                   model_client=ScriptedModelClient([reply(delegate(), usage=usage(1000, 0)),
+                                                     "never"]))
+    result = parent.prompt("go")
+    # parent $1, then the child's requests, $1 each: the third would start at $3 >= $2.5
+    assert child_client.calls == 2
+    assert result.subtype == "error_max_budget"
+    assert result.usage.input_tokens == 3000
+
+
 def test_max_turns_is_per_agent():
     child_client = ScriptedModelClient([reply(tool_use("noop", id=f"n{i}")) for i in range(3)]
                                        + ["child done"])
