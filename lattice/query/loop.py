@@ -138,12 +138,18 @@ class Loop:
         if self.turns >= s.max_turns:
             return Ending("error_max_turns", error=MaxTurnsExceededError(
                 f"reached max_turns={s.max_turns} model requests"))
-        budgets = [(s.max_budget_tokens, self.model)] if s.max_budget_tokens is not None \
-            else []
+        budgets: List[Any] = [(s.max_budget_tokens, self.model)] \
+            if s.max_budget_tokens is not None else []
         if self.parentage is not None:  # a subagent: the budgets of the queries above too
             budgets += self.parentage.budgets
-        for limit, caller in budgets:
-            usage = caller.usage
+        for budget in budgets:
+            limit, usage = budget[0], budget[1].usage
+            if len(budget) == 4:  # a max_cost_usd: (limit, caller, its prices, its model)
+                dollars = cost_usd(usage, budget[2], budget[3])
+                if dollars is not None and dollars >= limit:  # None: that query warns
+                    return Ending("error_max_budget", error=BudgetExceededError(
+                        f"spent ${dollars:.6f}, max_cost_usd={limit}"))
+                continue
             spent = usage.prompt_tokens + usage.output_tokens
             if spent >= limit:
                 return Ending("error_max_budget", error=BudgetExceededError(
@@ -160,9 +166,13 @@ class Loop:
 
     def budgets_below(self) -> List[Any]:
         """The budgets a subagent of this query works within: this query's and those
-        above it, with the usage counters they are checked against."""
+        above it, with the usage counters they are checked against: ``(max_budget_tokens,
+        caller)`` and ``(max_cost_usd, caller, prices, model)``."""
         s = self.settings
-        mine = [(s.max_budget_tokens, self.model)] if s.max_budget_tokens is not None else []
+        mine: List[Any] = [(s.max_budget_tokens, self.model)] \
+            if s.max_budget_tokens is not None else []
+        if s.max_cost_usd is not None:  # the children's requests count in dollars too
+            mine.append((s.max_cost_usd, self.model, s.prices, s.model))
         return mine + (self.parentage.budgets if self.parentage is not None else [])
 
     @property

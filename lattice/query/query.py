@@ -114,8 +114,14 @@ class Query(Iterator[SDKMessage]):
         session = getattr(self._conversation.link.home, "session_id", None)  # the store's
         run_id = self._durable.run_id if self._durable is not None else None
         address, port = getattr(owner, "_server", (None, None))
+        provider = None
+        parentage = self._parentage
+        caller = parentage.caller if parentage is not None else None
+        if caller is not None and caller.settings.client is not self._settings.client:
+            provider = getattr(owner, "_provider", None)  # the child's, not the tracer's
         return QueryDetails(getattr(owner, "name", None), getattr(owner, "_agent_id", None),
-                            session if isinstance(session, str) else run_id, address, port)
+                            session if isinstance(session, str) else run_id, address, port,
+                            provider)
 
     # -- the query -------------------------------------------------------------------------
     def _run_query(self) -> Generator[SDKMessage, None, None]:
