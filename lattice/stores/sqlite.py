@@ -258,7 +258,7 @@ class SqliteHistoryStore:
             if not saved and hold is not None:
                 hold.lost = True
                 raise runs.lock_lost(self._where())
-        self._written.done(record, encoded.calls, True)
+        self._written.done(record, True)
 
     def append_and_save_run(self, message: Message, record: Dict[str, Any]) -> None:
         """``append(message)`` and ``save_run(record)`` in one transaction: both or
@@ -290,7 +290,7 @@ class SqliteHistoryStore:
             except BaseException:
                 self._written.forget(record.get("run_id"))
                 raise
-        self._written.done(record, calls, encoded is not None)
+        self._written.done(record, encoded is not None)
 
     def list_runs(self, state: Optional[str] = None, *,
                   all_sessions: bool = False) -> List[Dict[str, Any]]:

@@ -22,6 +22,7 @@ Every function takes an open connection; the caller borrows it and opens transac
 from __future__ import annotations
 
 import copy
+from itertools import islice
 from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
 from . import runs
@@ -141,11 +142,14 @@ class Written:
     __slots__ = ("runs",)
 
     def __init__(self) -> None:
-        self.runs: Dict[str, Any] = {}  # run_id -> (record but journal, journal)
+        # run_id -> (the record but its journal, the journal's keys, its values)
+        self.runs: Dict[str, Any] = {}
 
     def calls_only(self, record: Any) -> Optional[Dict[str, Any]]:
         """The journal entries to write when only the journal changed since this store
-        wrote ``record``'s run (None: write the whole record)."""
+        wrote ``record``'s run (None: write the whole record). The journal only grows at
+        its end (``run_record.Journal``): the entries past those written are new, once
+        the written ones are found unchanged (two list comparisons, in C)."""
         run_id = record.get("run_id") if isinstance(record, dict) else None
         known = self.runs.get(run_id) if isinstance(run_id, str) else None
         if known is None or known[0] != _rest(record):
@@ -153,18 +157,21 @@ class Written:
         calls = record.get("started_calls")
         if not isinstance(calls, dict):
             return None
-        return dict(calls.items() - known[1].items())
+        keys, values = known[1], known[2]
+        n = len(keys)
+        if len(calls) >= n and list(islice(calls, n)) == keys and \
+                list(islice(calls.values(), n)) == values:
+            return dict(islice(calls.items(), n, None))
+        return dict(calls.items() - dict(zip(keys, values)).items())  # (an attempt changed)
 
-    def done(self, record: Dict[str, Any], calls: Dict[str, Any], whole: bool) -> None:
-        """``record`` (as given to the store) and ``calls`` (its journal, or what was added)
-        were written."""
+    def done(self, record: Dict[str, Any], whole: bool) -> None:
+        """``record`` (as given to the store) was written: whole, or its journal."""
         run_id = record["run_id"]
-        if whole:
-            self.runs[run_id] = (copy.deepcopy(_rest(record)), dict(calls))
-            return
         known = self.runs.get(run_id)
-        if known is not None:
-            self.runs[run_id] = (known[0], {**known[1], **calls})
+        rest = copy.deepcopy(_rest(record)) if whole or known is None else known[0]
+        calls = record.get("started_calls")
+        calls = calls if isinstance(calls, dict) else {}
+        self.runs[run_id] = (rest, list(calls), list(calls.values()))
 
     def forget(self, run_id: Any) -> None:
         self.runs.pop(run_id, None)
