@@ -7,7 +7,7 @@ and report billed-input-token equivalents for both:
 
     billed = input_tokens + 0.1 * cache_read_input_tokens + 1.25 * cache_creation_input_tokens
 
-Target: with caching <= 20% of without.
+Target: with caching <= 20% of without. Prints PASS or FAIL; exit status 1 on FAIL.
 
     python bench/cache_bench.py [--turns 50] [--result-chars 800]
 """
@@ -22,7 +22,7 @@ from typing import Any, Dict, List
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from lattice import Agent, AnthropicClient, ResultMessage, tool  # noqa: E402
-from lattice.caching import mark_cache_breakpoints  # noqa: E402
+from lattice.query.caching import mark_cache_breakpoints  # noqa: E402
 from lattice.testing.mock_server import MockMessagesServer  # noqa: E402
 
 SYSTEM = ("You are a code reviewer. Read the files you need one at a time, then write a "
@@ -73,7 +73,10 @@ def billed(result: ResultMessage) -> float:
     return u.input_tokens + 0.1 * u.cache_read_input_tokens + 1.25 * u.cache_creation_input_tokens
 
 
-def main() -> None:
+TARGET = 0.20
+
+
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--turns", type=int, default=50)
     parser.add_argument("--result-chars", type=int, default=800,
@@ -92,9 +95,11 @@ def main() -> None:
               f"{u.cache_creation_input_tokens:>12} {u.cache_read_input_tokens:>12} "
               f"{figures[caching]:>14.0f}")
     ratio = figures[True] / figures[False]
-    print(f"with caching / without = {ratio:.1%} (target <= 20%): "
-          f"{'met' if ratio <= 0.20 else 'NOT met'}")
+    passed = ratio <= TARGET
+    print(f"with caching / without = {ratio:.1%}  {'PASS' if passed else 'FAIL'} "
+          f"(target <= {TARGET:.0%})")
+    return 0 if passed else 1
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

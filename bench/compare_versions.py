@@ -30,7 +30,7 @@ miss.
                                      [--profile] [--only loop|http|sse]
 
 ``--profile`` also runs a 500-turn ``prompt()`` loop under cProfile in each tree (the
-worker thread, by wrapping ``lattice.loop.Loop.__call__``) and prints the top costs per
+worker thread, by wrapping ``lattice.query.loop.Loop.__call__``) and prints the top costs per
 turn side by side: calls/turn and own µs/turn (cProfile inflates absolute figures).
 """
 
@@ -171,7 +171,7 @@ def tracing_figures(lattice: Any, step: Any) -> Dict[str, float]:
     try:
         from loop_overhead import drop_all_provider
 
-        from lattice.tracing import OtelObserver
+        from lattice.observe.tracing import OtelObserver
         provider = drop_all_provider()
     except ImportError:
         return {}
@@ -181,12 +181,12 @@ def tracing_figures(lattice: Any, step: Any) -> Dict[str, float]:
 
 def profile_loop(lattice: Any, step: Any, turns: int, queries: int) -> List[List[Any]]:
     """Own time and calls per turn (per query when ``turns`` is 1) of ``queries``
-    ``prompt()`` queries: the worker thread's functions (``lattice.loop.Loop.__call__``
+    ``prompt()`` queries: the worker thread's functions (``lattice.query.loop.Loop.__call__``
     wrapped) and, for 1-turn queries, the calling thread's, marked ``[caller]``."""
     import cProfile
     import pstats
 
-    from lattice.loop import Loop
+    from lattice.query.loop import Loop
 
     worker_profile, caller_profile = cProfile.Profile(), cProfile.Profile()
     original = Loop.__call__

@@ -16,7 +16,7 @@ valgrind, which the load of a shared machine does not move; #39): ``query()`` <=
 at 50 for both, and a 1-turn ``prompt()`` on a 10,000-message conversation <= 1.5x one on
 an empty conversation (a new query must not walk the whole history).
 Beside them: one thread hand-off round trip on the doorbells ``race.py`` uses
-(``lattice.handoff``: an eventfd on Linux, else a pipe or a raw lock), with the CPUs the
+(``lattice.query.handoff``: an eventfd on Linux, else a pipe or a raw lock), with the CPUs the
 two threads were seen on, and again with both pinned to one CPU in a child process (on a
 VM whose idle cores are slow to wake the two differ tenfold); a ``Condition`` over an
 ``RLock`` and a ``SimpleQueue`` pair to compare. ``query()`` with a client that keeps the
@@ -134,10 +134,10 @@ def queue_round_trip_us(n: int = 20_000) -> float:
 
 def doorbell_round_trip_us(n: int = 20_000) -> float:
     """The floor for query(): one thread handoff there and back on a pair of the doorbells
-    ``QueryRun`` sleeps on in lockstep (``lattice.handoff.fast_doorbell``)."""
+    ``QueryRun`` sleeps on in lockstep (``lattice.query.handoff.fast_doorbell``)."""
     import threading
 
-    from lattice.handoff import fast_doorbell
+    from lattice.query.handoff import fast_doorbell
 
     there, back = fast_doorbell(), fast_doorbell()
 
@@ -208,7 +208,7 @@ def observer_turn_us(turns: int = 2000) -> float:
     from types import SimpleNamespace
 
     from lattice.models.base import ModelRequest
-    from lattice.tracing import OtelObserver
+    from lattice.observe.tracing import OtelObserver
 
     observer = OtelObserver(tracer_provider=drop_all_provider())
     request = ModelRequest(model="bench", messages=[])
@@ -234,7 +234,7 @@ def tracing_options():
         provider = drop_all_provider()
     except ImportError:
         return None, "opentelemetry-sdk is not installed (pip install -e '.[test]')"
-    from lattice.tracing import OtelObserver
+    from lattice.observe.tracing import OtelObserver
 
     candidates = [("observers=[OtelObserver(...)]",
                    {"observers": [OtelObserver(tracer_provider=provider)]}),
@@ -281,7 +281,7 @@ def where_round_trip(n: int = 20_000) -> Tuple[float, Set[int], Set[int]]:
     """``doorbell_round_trip_us`` and the CPUs each of the two threads was seen on."""
     import threading
 
-    from lattice.handoff import fast_doorbell
+    from lattice.query.handoff import fast_doorbell
 
     there, back = fast_doorbell(), fast_doorbell()
     seen: Tuple[Set[int], Set[int]] = (set(), set())
@@ -362,7 +362,7 @@ def main() -> int:
                  f"({spread(long)} / {spread(short)} us)")
     ratio = Spread([q / p for p, q in zip(figures["prompt"][50], figures["query"][50])])
     shown.append(f"query()/prompt() per tool turn at 50 turns {ratio.text()}")
-    from lattice.handoff import fast_doorbell
+    from lattice.query.handoff import fast_doorbell
 
     bell = fast_doorbell()
     kind = (("eventfd" if getattr(bell, "use_eventfd", False) else "pipe")

@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING, Any
 
 from ._version import __version__
 from .agent import Agent, create_agent
-from .calls import ToolCall
 from .cancellation import AbortController, AbortSignal
-from .compaction import DEFAULT_COMPACTION_PROMPT, AutoCompact
+from .compaction.rules import DEFAULT_COMPACTION_PROMPT, AutoCompact
+from .durable.follow import follow
 from .errors import (
     AbortError,
     APIConnectionError,
@@ -36,7 +36,6 @@ from .errors import (
     RequestTimeoutError,
     SchemaError,
 )
-from .follow import follow
 from .messages import (
     AssistantMessage,
     ResultMessage,
@@ -46,10 +45,10 @@ from .messages import (
 )
 from .models.base import ModelClient, ModelRequest
 from .models.retry import RetryPolicy
-from .output import SUBMIT_OUTPUT_TOOL_NAME, OutputSchema
-from .query import Query
+from .query.output import SUBMIT_OUTPUT_TOOL_NAME, OutputSchema
+from .query.query import Query
 from .stores import HistoryStore, MemoryHistoryStore, define_history_store
-from .tools import Tool, ToolContext, ToolResult, tool
+from .tools.definition import Tool, ToolCall, ToolContext, ToolResult, tool
 from .usage import Usage
 
 if TYPE_CHECKING:  # the real classes for type checkers; at run time loaded on first use

@@ -1,6 +1,6 @@
 """``Agent``: one conversation. Its options and tools; the conversation a query works on
-(history, store, guard, session lock) is in ``conversation.py``, a query's start and end
-in ``query.py``, the loop in ``loop.py``."""
+(history, store, guard, session lock) is in ``conversation/conversation.py``, a query's
+start and end in ``query/query.py``, the loop in ``query/loop.py``."""
 
 from __future__ import annotations
 
@@ -8,20 +8,16 @@ import os
 from dataclasses import replace
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Union
 
-from . import compaction
-from .calls import ToolCall
 from .cancellation import SignalLike, as_signal
-from .compaction import AutoCompact
-from .conversation import Conversation
-from .durable import check_run_id
+from .compaction import rules as compaction
+from .compaction.rules import AutoCompact
+from .conversation.conversation import Conversation
+from .durable.runs import check_run_id
 from .messages import ResultMessage
 from .models.base import ModelClient, ModelRequest, as_model_client
-from .observe import Observer
-from .output import SUBMIT_OUTPUT_TOOL_NAME, resolve_output_schema
-from .query import Query
-from .settings import (
+from .observe.observer import Observer
+from .options import (
     UNSET,
-    QuerySettings,
     Unset,
     check_extra,
     check_flags,
@@ -36,8 +32,11 @@ from .settings import (
     optional_positive_int,
     positive_int,
 )
+from .query.output import SUBMIT_OUTPUT_TOOL_NAME, resolve_output_schema
+from .query.query import Query
+from .query.settings import QuerySettings
 from .stores.base import HistoryStore
-from .tools import ToolResult, flatten_tools
+from .tools.definition import ToolCall, ToolResult, flatten_tools
 
 __all__ = ["Agent", "create_agent", "Prompt"]
 
@@ -225,7 +224,7 @@ def _watchers(observers: Optional[Iterable[Observer]], tracing: bool, trace_cont
     watchers = check_instances("observers", observers, Observer,
                                "lattice.observe.Observer objects")
     if tracing or os.environ.get("LATTICE_TRACING"):  # else tracing is never imported
-        from .tracing import tracing_observer
+        from .observe.tracing import tracing_observer
 
         made = tracing_observer(tracing, trace_content, client=model_client)
         if made is not None:

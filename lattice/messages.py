@@ -8,13 +8,10 @@ wrap them for the caller with shortcuts. Assistant entries may carry SDK keys (`
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Union
+from typing import Any, Dict, List, Literal, Optional, Union
 
+from .tools.definition import ToolCall
 from .usage import Usage
-
-if TYPE_CHECKING:  # pragma: no cover - types only (both import this module)
-    from .calls import ToolCall
-    from .endings import ResultSubtype
 
 __all__ = [
     "AssistantMessage",
@@ -22,6 +19,7 @@ __all__ = [
     "SystemMessage",
     "StreamEvent",
     "ResultMessage",
+    "ResultSubtype",
     "SDKMessage",
     "text_of",
     "tool_uses_of",
@@ -36,6 +34,14 @@ __all__ = [
 ]
 
 Message = Dict[str, Any]
+
+ResultSubtype = Literal[
+    "success", "interrupted", "awaiting_approval", "error_max_turns", "error_abort",
+    "error_timeout", "error_missing_output", "error_max_output_retries", "error_max_budget",
+]
+"""``ResultMessage.subtype``: the endings that are results (the rows of
+``lattice/query/endings.py``'s ``KINDS`` above "Not results"; a test holds the two to each
+other)."""
 
 
 def text_of(content: Any) -> str:
@@ -324,7 +330,7 @@ class ResultMessage:
             try:
                 json.dumps(structured)
             except (TypeError, ValueError):
-                from .tools import to_jsonable
+                from .tools.definition import to_jsonable
 
                 structured = to_jsonable(structured)
         return {

@@ -84,7 +84,7 @@ def note(tag: str, step: int) -> str:
 
 def worker(kind, where, sessions, me, log_path):
     from lattice import AbortController, Agent, ConcurrentQueryError, tool
-    from lattice.observe import Observer
+    from lattice.observe.observer import Observer
 
     fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any, Callable, Dict, List
 
-from ..tools import ToolResult
+from ..tools.definition import ToolResult
 
 __all__ = ["to_tool_result", "IMAGE_TYPES"]
 

@@ -21,7 +21,7 @@ from .._version import __version__
 from ..cancellation import SignalLike, as_signal
 from ..errors import SchemaError
 from ..models.urls import redact
-from ..tools import Tool, ToolContext, ToolResult
+from ..tools.definition import Tool, ToolContext, ToolResult
 from ._content import to_tool_result
 from ._errors import MCPError
 from ._rpc import RPCSession, logger

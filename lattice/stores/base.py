@@ -2,7 +2,7 @@
 
 A store only raises ordinary exceptions (``OSError``, ``sqlite3.Error``, ``TypeError`` for
 a message that is not JSON-serialisable, ...). Whether a failure stops the conversation is
-decided in one place for every store: ``lattice/history.py`` (``fail_on_error``).
+decided in one place for every store: ``lattice/conversation/history.py`` (``fail_on_error``).
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ class HistoryStore(Protocol):
 
     Durable runs add three more (``runs.py``): ``load_run``, ``save_run``, ``list_runs``.
 
-    ``lattice.history`` uses them, and puts every store call, these included, under one
+    ``lattice.conversation.history`` uses them, and puts every store call, these included, under one
     failure policy.
     """
 

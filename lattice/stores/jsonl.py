@@ -274,6 +274,18 @@ class JsonlHistoryStore:
             _named(exc, self.path)
             raise
 
+    def append_and_save_run(self, message: Message, record: Dict[str, Any]) -> None:
+        """``save_run(record)`` and ``append(message)`` in one write (a durable run's prompt
+        with its record, a reply with the journal entry of the call it starts): the record's
+        line first, so a crash between the two leaves the record, never the message without
+        it (a partial last line is skipped on load)."""
+        data = runs.record_line(runs.stamp(record, self.session_id)) + _encode_line(message)
+        try:
+            self._append(data)
+        except OSError as exc:
+            _named(exc, self.path)
+            raise
+
     def list_runs(self, state: Optional[str] = None) -> List[Dict[str, Any]]:
         """The file's run records (of ``state``, if given), oldest first."""
         runs.check_state(state)

@@ -184,7 +184,7 @@ class PostgresHistoryStore:
         """The record of run ``run_id`` in this session, or None."""
         sql = f"SELECT record FROM {self._tables.runs} WHERE session_id = %s AND run_id = %s"
         rows = self._run(lambda cur: fetch(cur, sql, (self.session_id, run_id)), retry=True)
-        return runs.decode_record(rows[0][0]) if rows else None
+        return runs.decode_record(rows[0][0], run_id) if rows else None
 
     def save_run(self, record: Dict[str, Any]) -> None:
         """Insert or update the record of ``record["run_id"]`` (one statement, fenced like

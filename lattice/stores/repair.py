@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Tuple
 
-from ..calls import not_run
 from ..messages import pending_tail, tool_uses_of
+from ..tools.calls import not_run
 from .base import Message
 
 __all__ = ["repair_history", "LOST_START_TEXT"]

@@ -95,14 +95,19 @@ def latest(values: Iterable[Any]) -> Dict[str, Record]:
     return found
 
 
-def decode_record(text: Any) -> Optional[Record]:
-    """The record stored as ``text``, None if it does not parse as one."""
+def decode_record(text: Any, run_id: Optional[str] = None) -> Optional[Record]:
+    """The record stored as ``text``, None if it does not parse as one (a listing skips
+    it). Given the ``run_id`` it was stored under, a record that does not parse is a
+    ``ValueError`` naming the run: a damaged record is an error, never a new run (SPEC
+    21b)."""
     try:
         value = json.loads(text)
     except (TypeError, ValueError):
-        return None
+        value = None
     if isinstance(value, dict) and isinstance(value.get("run_id"), str):
         return value
+    if run_id is not None:
+        raise ValueError(f"the run record of {run_id!r} does not parse as a record")
     return None
 
 

@@ -245,7 +245,7 @@ def _with_calls(conn: sqlite3.Connection, found: List[Dict[str, Any]],
 def load_run(conn: sqlite3.Connection, session_id: str, run_id: str) -> Optional[Dict[str, Any]]:
     row = conn.execute("SELECT record FROM lattice_runs WHERE session_id = ? AND run_id = ?",
                        (session_id, run_id)).fetchone()
-    record = None if row is None else runs.decode_record(row[0])
+    record = None if row is None else runs.decode_record(row[0], run_id)
     if record is not None:
         _with_calls(conn, [record], session_id, run_id)
     return record

@@ -22,7 +22,7 @@ import json
 import threading
 from typing import Any, Dict, List, Mapping, Optional, Set, Tuple
 
-from ..caching import MAX_BREAKPOINTS, count_marks
+from ..query.caching import MAX_BREAKPOINTS, count_marks
 
 __all__ = ["PromptCache", "LOOKBACK", "breakpoint_problem", "prompt_blocks"]
 

@@ -14,7 +14,7 @@ from lattice.mcp import MCPError, MCPServerHTTP, MCPServerStdio
 from lattice.mcp._content import to_tool_result
 from lattice.mcp._rpc import RPCSession
 from lattice.testing import ScriptedModelClient
-from lattice.tools import flatten_tools
+from lattice.tools.definition import flatten_tools
 
 PNG = "iVBORw0KGgo="
 

@@ -17,7 +17,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import (  # noqa: E4
     InMemorySpanExporter,
 )
 
-from lattice.tracing import OtelObserver  # noqa: E402
+from lattice.observe.tracing import OtelObserver  # noqa: E402
 
 SECRET = "wJalrXUtnFEMI-K7MDENG-secret-key-0001"
 SESSION = "IQoJb3JpZ2luX2VjE-session-token-0002"

@@ -17,7 +17,6 @@ from typing import Any, Callable, Dict, Iterator, List, Optional
 import pytest
 from helpers import SHARED
 
-from lattice.caching import mark_cache_breakpoints
 from lattice.messages import copy_json
 from lattice.models import entries as entries_module
 from lattice.models.base import ModelRequest
@@ -25,6 +24,7 @@ from lattice.models.chat_wire import Translations, chat_body
 from lattice.models.entries import MARK, EntryBytes
 from lattice.models.responses_wire import responses_body
 from lattice.models.wire import dump_body, request_body, request_dict
+from lattice.query.caching import mark_cache_breakpoints
 
 Body = Callable[[ModelRequest, Optional[EntryBytes]], bytes]
 

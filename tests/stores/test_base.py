@@ -1,5 +1,5 @@
 """The store protocol, stores from callables, the memory store, and the one store-failure
-policy (lattice/history.py) applied to single store calls."""
+policy (lattice/conversation/history.py) applied to single store calls."""
 
 import logging
 
@@ -7,8 +7,8 @@ import pytest
 
 import lattice
 import lattice.stores as stores
+from lattice.conversation.history import History
 from lattice.errors import HistoryStoreError
-from lattice.history import History
 from lattice.stores import (
     HistoryStore,
     JsonlHistoryStore,

@@ -12,7 +12,7 @@ from store_kinds import assistant, pg_connect, user
 
 import lattice
 from lattice import Agent, HistoryStoreError, PostgresHistoryStore
-from lattice.history import History
+from lattice.conversation.history import History
 from lattice.stores.pg_conninfo import parse_conninfo, pg8000_arguments, redacted
 from lattice.testing import FunctionModelClient
 
@@ -26,7 +26,7 @@ def driver(request):
 
 
 def call_store(store, method, *args):
-    """One store call under the Agent's failure policy (lattice/history.py)."""
+    """One store call under the Agent's failure policy (lattice/conversation/history.py)."""
     return History(store).save(method, *args)
 
 

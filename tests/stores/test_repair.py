@@ -6,10 +6,10 @@ import random
 import pytest
 from helpers import reply, tool_use
 
-from lattice.calls import NOT_RUN
 from lattice.stores import repair_history
 from lattice.stores.repair import LOST_START_TEXT
 from lattice.testing import assert_well_formed, history_problems
+from lattice.tools.calls import NOT_RUN
 
 UNFINISHED_CALL_TEXT = NOT_RUN["unfinished"]
 

@@ -16,14 +16,14 @@ from lattice import (
     SqliteHistoryStore,
     define_history_store,
 )
-from lattice.history import History
+from lattice.conversation.history import History
 from lattice.stores import is_message
 from lattice.stores.session import hold_session
 from lattice.testing import ScriptedModelClient
 
 
 def call_store(store, method, *args):
-    """One store call under the Agent's failure policy (lattice/history.py)."""
+    """One store call under the Agent's failure policy (lattice/conversation/history.py)."""
     return History(store).save(method, *args)
 
 

@@ -7,10 +7,10 @@ from typing import Any, Dict, List, Optional
 
 import pytest
 
-from lattice.caching import mark_cache_breakpoints
 from lattice.errors import BadRequestError
 from lattice.models.anthropic import AnthropicClient
 from lattice.models.base import ModelRequest
+from lattice.query.caching import mark_cache_breakpoints
 from lattice.testing._mock_cache import LOOKBACK, PromptCache, breakpoint_problem
 from lattice.testing.mock_server import MockMessagesServer
 

@@ -1,0 +1,167 @@
+"""``follow()``: a session's messages as they are stored, from any thread, process or host.
+
+Following is a reader, not a server (DESIGN-0.3 section 4): each poll makes one cheap
+``version()`` read, and only when it changed loads the history (and, with a ``run_id``, the
+run record). The web page of a background run is a loop over it.
+
+Order of reads, and why: with a ``run_id`` the record is read *before* the messages. A run
+writes its last message and then records its end, so a record seen ended means every
+message of the run was already written when the messages are read after it.
+
+The cursor is stable (SPEC 21b): ``after`` past the stored history waits for the history to
+reach it; a rewrite under the follower (compaction, ``replace_history``) yields the
+compaction ``SystemMessage`` and goes on after the last message it yielded that survived;
+a run id the store does not know yet yields nothing until its record appears; an ended
+run's messages stop at its ``end_index`` (a run superseded by another query included).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Iterator, List, Optional
+
+from ..cancellation import AbortSignal, SignalLike, as_signal
+from ..messages import (
+    AssistantMessage,
+    ResultMessage,
+    SDKMessage,
+    SystemMessage,
+    UserMessage,
+    tool_uses_of,
+)
+from ..options import non_negative_number
+from ..stores.base import HistoryStore
+from ..stores.capabilities import Capabilities, is_store
+from ..tools.definition import ToolCall
+from .record import RunRecord
+from .runs import check_run_id, read_record
+
+__all__ = ["follow"]
+
+Message = Any
+
+
+def follow(store: HistoryStore, *, after: int = 0, run_id: Optional[str] = None,
+           poll_s: float = 0.25, signal: Optional[SignalLike] = None,
+           wait_s: Optional[float] = None) -> Iterator[SDKMessage]:
+    """The session's messages stored after index ``after``, as ``query()`` yields them.
+
+    Args:
+        store: a history store (any; ``version()`` makes polling cheap, without it every
+            poll loads the history).
+        after: how many stored messages to skip (``history[after:]`` is yielded).
+        run_id: follow this run: stop after its last message and yield its
+            ``ResultMessage`` (``replayed=True``) once it has ended; a run not recorded yet
+            is waited for. Needs a store that records runs.
+        poll_s: seconds between polls.
+        signal: an ``AbortSignal`` or ``threading.Event``; when it fires the iterator ends
+            quietly (no result).
+        wait_s: end when this many seconds pass without news (None: never).
+
+    Yields ``UserMessage``/``AssistantMessage`` for stored messages (the prompt included),
+    a ``SystemMessage(subtype="compaction")`` when the history was rewritten under it
+    (compaction, ``replace_history``), and with ``run_id`` last the run's result.
+
+    Raises:
+        TypeError: ``store`` is not a history store.
+        ValueError: a bad option, or ``run_id`` with a store that does not record runs.
+        HistoryStoreError: the run's record is damaged.
+    """
+    if not is_store(store):
+        raise TypeError(f"follow() needs a history store (load, append, replace), got "
+                        f"{type(store).__name__} {store!r:.60}")
+    caps = Capabilities.of(store)  # what the store can do, asked once
+    if isinstance(after, bool) or not isinstance(after, int) or after < 0:
+        raise ValueError(f"after must be an int >= 0, got {after!r}")
+    if isinstance(poll_s, bool) or not isinstance(poll_s, (int, float)) or not poll_s > 0:
+        raise ValueError(f"poll_s must be a number > 0, got {poll_s!r}")
+    if wait_s is not None:
+        wait_s = non_negative_number("wait_s", wait_s)
+    if run_id is not None:
+        check_run_id(run_id)
+        if not caps.records_runs:
+            raise ValueError(f"follow(run_id=...) needs a store that records runs; "
+                             f"{type(store).__name__} has no load_run/save_run/list_runs")
+    return _follow(store, caps, after, run_id, float(poll_s), as_signal(signal), wait_s)
+
+
+def _follow(store: Any, caps: Capabilities, position: int, run_id: Optional[str],
+            poll_s: float, signal: Optional[AbortSignal], wait_s: Optional[float]
+            ) -> Iterator[SDKMessage]:
+    versioned = caps.versioned
+    seen: Optional[List[Message]] = None  # the history as last read
+    version: Any = object()  # equal to no real version: the first poll reads
+    last_news = time.monotonic()
+    while signal is None or not signal.aborted:
+        current = store.version() if versioned else object()
+        if current != version:
+            version = current
+            record = read_record(store.load_run(run_id), run_id, store) \
+                if run_id is not None else None
+            messages = list(store.load())
+            if seen is not None and not _extends(messages, seen):
+                kept = _resume_point(seen, position, messages)
+                yield SystemMessage("compaction", compacted_messages=max(0, position - kept))
+                position = kept
+            seen = messages
+            end = len(messages)
+            if run_id is not None and record is None:
+                end = 0  # not recorded yet: no other run's messages while waiting for it
+            elif record is not None and record.is_ended and record.end_index is not None:
+                end = min(end, record.end_index)
+            for message in messages[position:end]:
+                yield _item(message)
+                last_news = time.monotonic()
+            position = max(position, end)
+            if record is not None and record.is_ended:
+                yield _result(record, messages[:end])
+                return
+        if wait_s is not None and time.monotonic() - last_news >= wait_s:
+            return
+        _pause(signal, poll_s)
+
+
+def _result(record: RunRecord, messages: List[Message]) -> ResultMessage:
+    """The run's recorded result; pending approvals as recorded (a 0.3 record: read from
+    the stored calls), with no tools here (``.tool`` is None)."""
+    uses = {b.get("id"): b for m in messages if m.get("role") == "assistant"
+            for b in tool_uses_of(m.get("content"))}
+
+    def pending(ids: List[str]) -> List[ToolCall]:
+        return [ToolCall(i, uses[i].get("name", ""), uses[i].get("input"), None,
+                         AbortSignal(), None) for i in ids if i in uses]
+
+    return record.replay(None, {}, pending)
+
+
+def _item(message: Message) -> SDKMessage:
+    if message.get("role") == "assistant":
+        return AssistantMessage(message)
+    return UserMessage(message)
+
+
+def _extends(messages: List[Message], seen: List[Message]) -> bool:
+    """Whether ``messages`` is ``seen`` with more messages after it (nothing rewritten)."""
+    return len(messages) >= len(seen) and messages[:len(seen)] == seen
+
+
+def _resume_point(seen: List[Message], position: int, messages: List[Message]) -> int:
+    """Where to go on in a rewritten history: after the last message already yielded that
+    survived the rewrite (compaction keeps the recent ones, right after its summary: the
+    first match, since a later message may repeat it), else from its start. A cursor past
+    what was seen (``after`` beyond the history) keeps its distance from that point."""
+    ahead = max(0, position - len(seen))
+    position -= ahead
+    for back in range(position - 1, max(position - 4, 0) - 1, -1):  # the last few: cheap
+        for index in range(len(messages)):
+            if messages[index] == seen[back]:
+                return index + 1 + ahead
+    return ahead
+
+
+def _pause(signal: Optional[AbortSignal], seconds: float) -> None:
+    if signal is None:
+        time.sleep(seconds)
+    else:
+        signal.wait(seconds)  # a fired signal ends the wait at once
+

@@ -1,0 +1,144 @@
+"""The call journal (SPEC 17): before a tool handler starts, its run record says so.
+
+The loop talks to a ``Journal`` for every batch and every reply, and never asks whether
+the query keeps one: the base class here journals nothing (a query without a run record);
+``RunJournal`` is the journal of one run record. Three moments:
+
+- ``ride(calls, lockstep)``: the record with the first call of a reply's batch marked
+  started, to be written with the reply where the store writes both at once
+  (``append_and_save_run``: one round trip per call fewer). Only for a batch that starts at
+  once: not in lockstep (``query()``: a consumer holding the reply may never let it
+  start), not for calls waiting for approval, never for a call that cannot run; a crash
+  between the two is answered "unknown" (never run twice), like one in the call;
+- ``starting(calls, answered, mark)``: the batch's ``started`` hook: each call that runs
+  is marked with its run id and attempt, and journaled before its handler;
+- ``compacted(...)``: compaction is about to rewrite the history; the record, saved first,
+  keeps what the history will no longer show.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from functools import partial
+from typing import Any, Callable, Dict, List, Optional, Set
+
+from ..tools.calls import Outcome, not_run
+from ..tools.definition import ToolCall
+from ..usage import Usage
+from .record import RunRecord
+
+__all__ = ["Journal", "RunJournal", "NO_JOURNAL", "Started"]
+
+Started = Callable[[str], Optional[Outcome]]
+"""``run_batch``'s hook, called as each call is about to start: None lets it run; an
+``Outcome`` answers it instead."""
+
+
+class Journal:
+    """A query that keeps no run record: nothing is journaled."""
+
+    __slots__ = ()
+
+    def ride(self, calls: List[ToolCall], lockstep: bool) -> Optional[Dict[str, Any]]:
+        return None
+
+    def starting(self, calls: List[ToolCall], answered: Dict[str, Any],
+                 mark: Started) -> Started:
+        return mark
+
+    def compacted(self, before: List[Dict[str, Any]], cut: int, after: List[Dict[str, Any]],
+                  summary: Usage) -> None:
+        return None
+
+
+NO_JOURNAL = Journal()
+
+
+class RunJournal(Journal):
+    """The journal of one run record. ``save(record)`` stores a record (raising for a run
+    id: SPEC 21b); ``writing()`` is False once a lenient store failed (approvals resumed
+    without a run id), after which a call whose start cannot be stored does not run."""
+
+    __slots__ = ("record", "_save", "_writing", "_rides", "_next", "_mutex", "_rode")
+
+    def __init__(self, record: RunRecord, save: Callable[[RunRecord], Any],
+                 writing: Callable[[], bool], rides: bool) -> None:
+        self.record = record
+        self._save = save
+        self._writing = writing
+        self._rides = rides  # the store writes a message and a record at once
+        self._next: Dict[str, int] = {}  # attempts decided by settle (a call run again)
+        self._mutex = threading.Lock()  # a parallel batch journals from several threads
+        self._rode: Set[str] = set()  # started with their reply's write (``ride``)
+
+    @property
+    def run_id(self) -> str:
+        return self.record.run_id
+
+    def again(self, call_id: str, attempt: int) -> None:
+        """The call runs again as ``attempt`` (an idempotent call a crash left started)."""
+        self._next[call_id] = attempt
+
+    def attempt(self, call_id: str) -> int:
+        return self._next.get(call_id, 1)
+
+    # -- the loop's three moments -------------------------------------------------------------
+    def ride(self, calls: List[ToolCall], lockstep: bool) -> Optional[Dict[str, Any]]:
+        if lockstep or not self._rides:
+            return None
+        first = next((c for c in calls if c.problem is None), None)
+        if first is None:
+            return None
+        with self._mutex:
+            self._mark(first.id)
+            self._rode.add(first.id)
+            return self.record.to_dict()
+
+    def starting(self, calls: List[ToolCall], answered: Dict[str, Any],
+                 mark: Started) -> Started:
+        for call in calls:
+            call.run_id, call.attempt = self.run_id, self.attempt(call.id)
+        runs = {c.id: c for c in calls if c.problem is None and c.id not in answered}
+        return partial(self._started, mark, runs)
+
+    def compacted(self, before: List[Dict[str, Any]], cut: int, after: List[Dict[str, Any]],
+                  summary: Usage) -> None:
+        """The record, saved before the history is rewritten, follows it (see
+        ``RunRecord.compacted``)."""
+        with self._mutex:
+            record = self.record.compacted(before, cut, after, summary)
+            if record is not self.record:
+                self.record = record
+                self._save(record)
+
+    # -- inside ------------------------------------------------------------------------------
+    def _started(self, mark: Started, runs: Dict[str, ToolCall], call_id: str
+                 ) -> Optional[Outcome]:
+        """Note the call, and journal it if its handler runs. A call of a tool not declared
+        idempotent whose start could not be stored (a lenient store failed) does not run:
+        after a crash it would run again (SPEC 17: at most once)."""
+        mark(call_id)
+        call = runs.get(call_id)
+        if call is None or self._start(call_id):
+            return None
+        if call.tool is not None and call.tool.idempotent:
+            return None
+        return not_run(call_id, "unjournaled"), False
+
+    def _start(self, call_id: str) -> bool:
+        """Record that ``call_id`` starts; False if that could not be stored."""
+        with self._mutex:
+            if call_id in self._rode:  # already in the store, with its reply
+                self._rode.discard(call_id)
+            else:
+                self._mark(call_id)
+                self._save(self.record)
+            return self._writing()
+
+    def _mark(self, call_id: str) -> None:
+        self.record = dataclasses.replace(
+            self.record, started_calls={**self.record.started_calls,
+                                        call_id: self.attempt(call_id)},
+            updated_at=time.time())

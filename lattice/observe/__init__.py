@@ -1,0 +1,10 @@
+"""What a query reports, and to whom: the observer seam (``observer.py``) and
+OpenTelemetry tracing (``tracing.py``; what it records, in the GenAI conventions' terms,
+``genai.py``). ``opentelemetry`` is imported only when a tracing observer is made.
+"""
+
+from __future__ import annotations
+
+from .observer import Observer, ObserverGroup
+
+__all__ = ["Observer", "ObserverGroup"]

@@ -1,0 +1,246 @@
+"""One query's loop, run by the worker thread: the decisions, and only those.
+
+``loop()`` is a ``while`` over ``step()``: check the race, check the limits, compact if
+due, ask the model, then either end (a final answer) or run the tools and go on. Each
+question is answered by its own object:
+
+- the model request (building, the caller's hook, observers, the race): ``model_call.py``;
+- the output contract (``submit_output`` / ``output_format``): ``output.OutputContract``;
+- compaction and overflow recovery: ``compaction.Compactor``;
+- approval (does a batch wait? what did a person decide?): ``tools/approval.py``;
+- one tool call, and a batch of them: ``tools/calls.py``.
+
+The loop returns how the query ends as an ``Ending``; a race it loses (abort, deadline,
+interrupt during a model call, the consumer closing) surfaces as ``Stopped`` from the
+``QueryRun``. It reads and writes the conversation only through ``History`` and the run's
+``commit``; it never touches the Agent.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any, Dict, List, Optional
+
+from ..compaction.compactor import Compactor
+from ..conversation.history import History
+from ..durable.journal import NO_JOURNAL, Journal
+from ..errors import BudgetExceededError, MaxTurnsExceededError, PromptTooLongError
+from ..messages import AssistantMessage, UserMessage, text_of, tool_uses_of
+from ..observe.observer import ObserverGroup
+from ..tools import approval
+from ..tools.calls import Hooks, not_run, resolve_calls, run_batch
+from ..tools.definition import ToolCall
+from ..usage import Usage
+from .endings import Ending
+from .model_call import ModelCaller
+from .output import OutputContract, Verdict
+from .race import QueryRun, Stopped
+from .settings import QuerySettings
+
+__all__ = ["Loop"]
+
+
+CONTEXT_EXCEEDED = "model_context_window_exceeded"
+
+# What a reply asks for (``Loop.plan``): the final answer, its batch run, calls cut off at
+# max_tokens, a submit_output, or a person's approval.
+ANSWER, RUN, TRUNCATED, SUBMIT, WAIT = "answer", "run", "truncated", "submit", "wait"
+
+
+class Loop:
+    """One query's loop. ``__call__`` is the worker thread's target."""
+
+    def __init__(self, run: QueryRun, settings: QuerySettings, history: History, *,
+                 agent: Any = None, observers: Optional[ObserverGroup] = None,
+                 query_token: Any = None, resume: Optional[Dict[str, Any]] = None,
+                 journal: Journal = NO_JOURNAL, turns: int = 0,
+                 usage: Optional[Usage] = None) -> None:
+        self.run = run
+        self.settings = settings
+        self.history = history
+        self.agent = agent  # only handed to tools, in ToolContext
+        # approvals, or a durable run resumed: {"reply": ..., "decisions": ..., "prompt": ...}
+        # or {"reply": ..., "final": True} (a stored last reply ends the run) or {"ending": ...}
+        self.resume = resume
+        self.journal = journal  # a durable run's call journal (durable/journal.py)
+        self.model = ModelCaller(run, settings, history, observers, query_token, usage)
+        self.output = OutputContract.of(settings.output, settings.output_native,
+                                        settings.max_output_retries)
+        self.compactor = Compactor.of(settings.auto_compact, history, run, self.model,
+                                      journal.compacted)
+        self.gate = approval.Gate(settings)
+        self.hooks = Hooks(settings.before_tool_call, settings.after_tool_call)
+        self.watch = partial(observers.watch_tool, query_token) if observers else None
+        self.turns = turns  # model replies of the run (a resumed run's earlier ones too)
+        self.last_reply: Optional[Dict[str, Any]] = None
+        self.kind = ANSWER  # what the last reply asks for (``plan``)
+        self.uses: List[Dict[str, Any]] = []  # its tool_use blocks
+        self.calls: List[ToolCall] = []  # its batch
+        self.waiting: List[ToolCall] = []  # the calls of it that wait for approval
+
+    def __call__(self) -> None:
+        self.run.worker_enter()
+        try:
+            ending = self.loop()
+        except Stopped:
+            return
+        except BaseException as exc:  # noqa: B036 - handed to the consumer to raise
+            ending = Ending.raised(exc)
+        finally:
+            self.run.worker_exit()
+        self.run.end(ending)
+
+    def loop(self) -> Ending:
+        ending = self.resume_batch() if self.resume is not None else None
+        while ending is None:
+            ending = self.step()
+        return ending
+
+    def step(self) -> Optional[Ending]:
+        """One turn: limits, compaction, a model request, then its answer or its tools."""
+        self.run.check()
+        self.history.check_hold()  # a lock found taken over ends the query here (SPEC 18)
+        limit = self.limit()
+        if limit is None and self.compactor.between_turns():
+            limit = self.limit()  # the summary may have spent the budget
+        if limit is not None:
+            return limit
+        reply = self.next_reply()
+        if reply is None:
+            return None  # overflow recovered: the turn is tried again
+        self.run.check()  # what the consumer did while holding the reply comes first
+        return self.act(reply)
+
+    def limit(self) -> Optional[Ending]:
+        """``max_turns`` and ``max_budget_tokens``, checked before each model request."""
+        s = self.settings
+        if self.turns >= s.max_turns:
+            return Ending("error_max_turns", error=MaxTurnsExceededError(
+                f"reached max_turns={s.max_turns} model requests"))
+        if s.max_budget_tokens is None:
+            return None
+        usage = self.model.usage
+        spent = usage.prompt_tokens + usage.output_tokens
+        if spent >= s.max_budget_tokens:
+            return Ending("error_max_budget", error=BudgetExceededError(
+                f"used {spent} tokens, max_budget_tokens={s.max_budget_tokens}"))
+        return None
+
+    @property
+    def usage(self) -> Usage:
+        """What the query's model calls used so far (the summaries' too)."""
+        return self.model.usage
+
+    def last_text(self) -> Optional[str]:
+        return text_of(self.last_reply["content"]) if self.last_reply is not None else None
+
+    # -- the model ---------------------------------------------------------------------------
+    def next_reply(self) -> Optional[Dict[str, Any]]:
+        """The next reply, in the history and yielded; None after an overflow recovery."""
+        self.turns += 1
+        try:
+            reply = self.model.call(self.model.request())
+            if reply.get("stop_reason") == CONTEXT_EXCEEDED:  # discarded (billed all the same)
+                raise PromptTooLongError(
+                    f"the model stopped with stop_reason {CONTEXT_EXCEEDED!r}")
+        except PromptTooLongError as exc:
+            self.compactor.recover(exc)
+            return None
+        self.plan(reply)
+        self.write(reply, AssistantMessage,
+                   self.journal.ride(self.calls if self.kind is RUN else [], self.run.lockstep))
+        self.last_reply = reply
+        self.history.last_usage = self.model.last_usage
+        return reply
+
+    # -- writing ---------------------------------------------------------------------------
+    def write(self, message: Dict[str, Any], cls: Any = None,
+              record: Optional[Dict[str, Any]] = None) -> None:
+        """Append ``message`` (store first, then memory) and yield it as ``cls`` (which
+        copies when read, so a consumer's edits never reach the history); with ``record``
+        (a run record), both in one store write."""
+        history = self.history
+        save = None
+        if history.store is not None:
+            save = partial(history.save, "append", message) if record is None else \
+                partial(history.save, "append_and_save_run", message, record)
+        item = cls(message) if self.run.lockstep and cls is not None else None
+        self.run.commit(save, partial(history.keep, message), item, late=self.diverged)
+
+    def diverged(self) -> None:
+        """Stored, but the query ended first: the next store operation resyncs it."""
+        self.history.diverged = True
+
+    def decide(self, verdict: Verdict) -> Optional[Ending]:
+        """Act on the output contract's answer: feed back, end, or both."""
+        if verdict.feed is not None:
+            self.write({"role": "user", "content": verdict.feed}, UserMessage)
+        return verdict.end
+
+    # -- tools -----------------------------------------------------------------------------
+    def plan(self, reply: Dict[str, Any]) -> None:
+        """What kind of turn the reply makes (``kind``), its batch (``calls``) and those of
+        its calls that wait for approval (``waiting``: they mark the reply before it is
+        written)."""
+        uses = self.uses = tool_uses_of(reply["content"])
+        self.calls = self.waiting = []  # replaced when the reply asks for tools
+        if not uses:
+            self.kind = ANSWER
+        elif reply.get("stop_reason") == "max_tokens":
+            self.kind = TRUNCATED
+        elif self.output.submits(uses):
+            self.kind = SUBMIT
+        else:
+            self.calls = resolve_calls(uses, self.settings.tools, self.run.controller.signal,
+                                       self.agent)
+            self.waiting = self.gate.waiting(self.calls)
+            self.kind = WAIT if self.waiting else RUN
+            if self.waiting:
+                approval.mark_pending(reply, self.waiting)
+
+    def act(self, reply: Dict[str, Any]) -> Optional[Ending]:
+        """Answer the reply as ``plan`` found it: run its tools, end, or feed back."""
+        kind = self.kind
+        if kind is RUN:
+            return self.batch(self.calls, {})
+        if kind is ANSWER:
+            return self.decide(self.output.final(reply))
+        if kind is TRUNCATED:
+            return self.decide(Verdict([not_run(u["id"], "truncated") for u in self.uses]))
+        if kind is SUBMIT:
+            return self.decide(self.output.submission(self.uses))
+        return Ending("awaiting_approval", pending=self.waiting)
+
+    def batch(self, calls: List[ToolCall], answered: Dict[str, Any]) -> Optional[Ending]:
+        """Run a batch on the tool-call path and write its results as one user message."""
+        run = self.run
+        run.start_tools()
+        # each call that runs is journaled before its handler (nothing without a record)
+        started = self.journal.starting(calls, answered, run.mark_started)
+        done = run_batch(calls, self.hooks, answered, parallel=self.settings.parallel_tool_calls,
+                         record=run.record, started=started, stop=run.user_aborted,
+                         wrap=self.watch)
+        if done is None:  # aborted mid-batch: the consumer answers every call of it
+            run.abort_from_user()
+            raise Stopped
+        self.write({"role": "user", "content": [block for block, _ in done]}, UserMessage)
+        for block, end_turn in done:
+            if end_turn:
+                return self.output.tool_ended(text_of(block["content"]))
+        return None
+
+    def resume_batch(self) -> Optional[Ending]:
+        """Run the batch that waited for approval, then the prompt given with it."""
+        assert self.resume is not None
+        if "ending" in self.resume:  # a resumed run that still waits for approval
+            return self.resume["ending"]  # type: ignore[no-any-return]
+        reply, prompt = self.resume["reply"], self.resume.get("prompt")
+        self.last_reply = reply
+        if self.resume.get("final"):  # a resumed run whose final reply was stored: no request
+            return self.decide(self.output.final(reply))
+        calls = resolve_calls(tool_uses_of(reply["content"]), self.settings.tools,
+                              self.run.controller.signal, self.agent)
+        ending = self.batch(calls, approval.refusals(calls, self.resume["decisions"]))
+        if ending is None and prompt is not None:
+            self.write({"role": "user", "content": prompt})
+        return ending
