@@ -79,6 +79,17 @@ class HTTPModelClient:
         return entries  # type: ignore[no-any-return]
 
     @property
+    def abortable(self) -> bool:
+        """Whether ``create`` returns soon after ``request.signal`` fires, or the request's
+        deadline passes, from whichever thread fires it (so ``query()`` may call it on the
+        consumer's thread, without a hand-off to a worker: docs/model-clients.md). True
+        with the client's own session: the abort or the deadline shuts the socket down
+        from the thread that fires (``cutoff.py``; the blocked read returns within a few
+        ms). False with a session given by the user (cut only once the headers came) or a
+        credential fetched by code lattice does not control (a token provider)."""
+        return self._transport.own_session and not self._asks_provider()
+
+    @property
     def max_response_bytes(self) -> int:
         """The most one response body, SSE line or event may hold (decoded bytes)."""
         return self._transport.max_response_bytes

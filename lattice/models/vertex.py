@@ -129,6 +129,12 @@ class AnthropicVertexClient(HTTPModelClient):
                f"{'streamRawPredict' if streaming else 'rawPredict'}")
         return self._send(request, body, streaming, url=url)
 
+    @property
+    def abortable(self) -> bool:
+        """As ``HTTPModelClient.abortable``, and only with a fixed ``access_token``: a token
+        from Google's credentials may be refreshed by a call no signal reaches."""
+        return super().abortable and self._access_token is not None
+
     def _headers(self) -> Tuple[Dict[str, str], List[str]]:
         return self._signed(self._token(refresh=False))
 

@@ -34,6 +34,8 @@ from ..tools import approval
 from ..tools.calls import resolve_calls
 from ..tools.definition import ToolCall
 from .endings import Ending
+from .handoff import Stopped
+from .inline import runs_inline
 from .loop import Loop
 from .settings import QuerySettings
 
@@ -131,12 +133,15 @@ class Query(Iterator[SDKMessage]):
                               observers=self._observers, query_token=self._token,
                               resume=resume, journal=durable.journal, turns=durable.turns,
                               usage=durable.usage)
-            threading.Thread(target=self._loop, name="lattice-query", daemon=True).start()
-            while True:
-                item = run.next_item()
-                if item is None:
-                    break
-                yield item
+            if runs_inline(run, settings, conversation.history, resume):
+                yield from self._inline(self._loop)
+            else:
+                threading.Thread(target=self._loop, name="lattice-query", daemon=True).start()
+                while True:
+                    item = run.next_item()
+                    if item is None:
+                        break
+                    yield item
             ending = run.ended
             assert ending is not None
             repair = self._repair_tail(ending)
@@ -150,6 +155,22 @@ class Query(Iterator[SDKMessage]):
                 run.end(Ending("closed"))  # a no-op if the query had ended
                 assert run.ended is not None
                 self._finish(run.ended, delivered=False)
+
+    def _inline(self, loop: Loop) -> Generator[SDKMessage, None, None]:
+        """The loop on this (the consumer's) thread, its tools on the run's tool thread
+        (lattice/query/inline.py); as the worker does, a race it loses ends nothing more
+        (``Stopped``: the query has its ending) and an error becomes the ending."""
+        run = self._run
+        run.go_inline()
+        try:
+            ending = yield from loop.inline()
+        except Stopped:
+            return
+        except GeneratorExit:
+            raise
+        except BaseException as exc:  # noqa: B036 - the consumer raises it with the result
+            ending = Ending.raised(exc)
+        run.end(ending)
 
     def _finish(self, ending: Ending, *, delivered: bool = True) -> Optional[ResultMessage]:
         """The one end of every query, however it ends: the tail repaired, the result made

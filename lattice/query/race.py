@@ -18,7 +18,8 @@ from __future__ import annotations
 import enum
 import logging
 import time
-from typing import Any, Callable, Dict, List, Optional, Set
+from collections import deque
+from typing import Any, Callable, Deque, Dict, List, Optional, Set
 
 from ..cancellation import AbortController, AbortSignal, call_later
 from ..errors import AbortError, LatticeError, RequestTimeoutError
@@ -97,6 +98,10 @@ class QueryRun(Handoff):
         self.abandoned: Optional[_abandoned.Abandoned] = None
         self._look_again: Callable[[], None] = _nothing  # cancels that look
         self._after_write: List[Callable[[], None]] = []
+        # An inline query (lattice/query/inline.py): the loop runs on the consumer's
+        # thread, ``commit`` leaves its items in ``stash`` for it, batches go to ``tools``.
+        self.stash: Optional[Deque[Any]] = None
+        self.tools: Optional[Callable[[Callable[[], Any]], Any]] = None
         if signal is not None and not self.poll:
             callback = signal.add_callback(self.abort_from_user)
             self._unlink = lambda: signal.remove_callback(callback)
@@ -210,6 +215,9 @@ class QueryRun(Handoff):
                 keep()
                 if item is None or not self.lockstep:
                     return
+                if self.stash is not None:  # inline: yielded by the loop itself
+                    self.stash.append(item)
+                    return
                 ring = self._hand(item)
                 mine = self.awaited = self.emitted
             elif save is not None and late is not None:
@@ -293,6 +301,19 @@ class QueryRun(Handoff):
                         "model request timed out (the reply came after the deadline)")))
                     raise Stopped
             self.phase = IDLE
+
+    def go_inline(self) -> None:
+        """The loop runs on the consumer's thread (lattice/query/inline.py)."""
+        from .inline import ToolRunner
+
+        self.stash = deque()
+        self.tools = ToolRunner(self)
+
+    def run_tools(self, job: Callable[[], Any]) -> Any:
+        """``job()`` (a tool batch) where an abort can leave it: here in a worker, on the
+        tool thread for an inline query (``Stopped`` if the query ends first)."""
+        tools = self.tools
+        return job() if tools is None else tools(job)
 
     def start_tools(self) -> None:
         with self.cond:
