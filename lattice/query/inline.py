@@ -58,9 +58,12 @@ class ToolRunner:
 
     The two sides use the run's doorbells (lattice/query/handoff.py): the runner sleeps on
     ``_worker`` (rung for a batch, and by every end), the consumer on ``_consumer`` (rung
-    when a batch is done, and by every end). ``job`` and ``outcome`` are guarded by the
-    run's ``cond``. While a batch runs the run counts as ``working`` (``worker_enter``), so
-    a tool still running after the end is looked at again (lattice/query/abandoned.py)."""
+    when a batch is done, and by every end). One side writes ``job`` and the other takes
+    it, then the reverse for ``outcome``: each a single attribute store or load (atomic),
+    made before the ring the other side wakes on, so no lock is needed (a ring that finds
+    nothing new costs one more look). While a batch runs the run counts as ``working``
+    (``worker_enter``), so a tool still running after the end is looked at again
+    (lattice/query/abandoned.py)."""
 
     __slots__ = ("run", "job", "outcome", "thread")
 
@@ -74,40 +77,40 @@ class ToolRunner:
         """``job()`` on the runner's thread: its value, or its exception raised here;
         ``Stopped`` as soon as the query ends (the job is left where it is)."""
         run = self.run
-        with run.cond:
-            if run.ended is not None:
-                raise Stopped
-            self.job, self.outcome = job, None
+        if run.ended is not None:
+            raise Stopped
+        self.outcome = None
+        self.job = job
         if self.thread is None:
             self.thread = threading.Thread(target=self._serve, name="lattice-tools",
                                            daemon=True)
             self.thread.start()
         else:
             run._worker.ring()
+        bell = run._consumer
         while True:
-            with run.cond:
-                outcome = self.outcome
-                if outcome is not None:
-                    self.outcome = None
-                    break
-                if run.ended is not None:
-                    raise Stopped
-            run._consumer.wait()
-        ok, value = outcome
-        if ok:
-            return value
-        raise value
+            outcome = self.outcome
+            if outcome is not None:
+                break
+            if run.ended is not None:
+                raise Stopped
+            bell.wait()
+        self.outcome = None
+        if outcome[0]:
+            return outcome[1]
+        raise outcome[1]
 
     def _serve(self) -> None:
         run = self.run
+        bell = run._worker
         while True:
-            with run.cond:
-                job, self.job = self.job, None
-                if job is None and run.ended is not None:
-                    return
+            job = self.job
             if job is None:
-                run._worker.wait()
+                if run.ended is not None:
+                    return
+                bell.wait()
                 continue
+            self.job = None
             run.worker_enter()
             try:
                 outcome: Tuple[bool, Any] = (True, job())
@@ -115,6 +118,5 @@ class ToolRunner:
                 outcome = (False, exc)
             finally:
                 run.worker_exit()
-            with run.cond:
-                self.outcome = outcome
+            self.outcome = outcome
             run._consumer.ring()
