@@ -111,7 +111,7 @@ class ToolRunner:
                 bell.wait()
                 continue
             self.job = None
-            run.worker_enter()
+            run.working = True  # (worker_enter)
             try:
                 outcome: Tuple[bool, Any] = (True, job())
             except BaseException as exc:  # noqa: B036 - raised on the consumer's thread

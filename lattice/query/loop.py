@@ -246,9 +246,11 @@ class Loop:
         run.start_tools()
         # each call that runs is journaled before its handler (nothing without a record)
         started = self.journal.starting(calls, answered, run.mark_started)
-        done = run.run_tools(partial(
-            run_batch, calls, self.hooks, answered, parallel=self.settings.parallel_tool_calls,
-            record=run.record, started=started, stop=run.user_aborted, wrap=self.watch))
+        job = partial(run_batch, calls, self.hooks, answered,
+                      parallel=self.settings.parallel_tool_calls, record=run.record,
+                      started=started, stop=run.user_aborted, wrap=self.watch)
+        tools = run.tools  # an inline query's tool thread (lattice/query/inline.py)
+        done = job() if tools is None else tools(job)
         if done is None:  # aborted mid-batch: the consumer answers every call of it
             run.abort_from_user()
             raise Stopped

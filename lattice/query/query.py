@@ -75,6 +75,15 @@ class Query(Iterator[SDKMessage]):
             self._finish(Ending("closed"), delivered=False)
             raise
 
+    def __iter__(self) -> Iterator[SDKMessage]:
+        """The messages themselves (a ``for`` loop steps the generator without this
+        object's ``__next__`` in between: a Python call fewer per message)."""
+        if self._steps is None:
+            if self._done:
+                return iter(())
+            self._steps = self._run_query()
+        return self._steps
+
     def __next__(self) -> SDKMessage:
         if self._steps is None:
             if self._done:
@@ -134,7 +143,17 @@ class Query(Iterator[SDKMessage]):
                               resume=resume, journal=durable.journal, turns=durable.turns,
                               usage=durable.usage)
             if runs_inline(run, settings, conversation.history, resume):
-                yield from self._inline(self._loop)
+                run.go_inline()
+                try:  # as the worker does (Loop.__call__), on this thread
+                    last = yield from self._loop.inline()
+                except Stopped:
+                    pass  # the race was lost: the query has its ending
+                except GeneratorExit:
+                    raise
+                except BaseException as exc:  # noqa: B036 - raised with the result
+                    run.end(Ending.raised(exc))
+                else:
+                    run.end(last)
             else:
                 threading.Thread(target=self._loop, name="lattice-query", daemon=True).start()
                 while True:
@@ -155,22 +174,6 @@ class Query(Iterator[SDKMessage]):
                 run.end(Ending("closed"))  # a no-op if the query had ended
                 assert run.ended is not None
                 self._finish(run.ended, delivered=False)
-
-    def _inline(self, loop: Loop) -> Generator[SDKMessage, None, None]:
-        """The loop on this (the consumer's) thread, its tools on the run's tool thread
-        (lattice/query/inline.py); as the worker does, a race it loses ends nothing more
-        (``Stopped``: the query has its ending) and an error becomes the ending."""
-        run = self._run
-        run.go_inline()
-        try:
-            ending = yield from loop.inline()
-        except Stopped:
-            return
-        except GeneratorExit:
-            raise
-        except BaseException as exc:  # noqa: B036 - the consumer raises it with the result
-            ending = Ending.raised(exc)
-        run.end(ending)
 
     def _finish(self, ending: Ending, *, delivered: bool = True) -> Optional[ResultMessage]:
         """The one end of every query, however it ends: the tail repaired, the result made

@@ -99,7 +99,8 @@ class QueryRun(Handoff):
         self._look_again: Callable[[], None] = _nothing  # cancels that look
         self._after_write: List[Callable[[], None]] = []
         # An inline query (lattice/query/inline.py): the loop runs on the consumer's
-        # thread, ``commit`` leaves its items in ``stash`` for it, batches go to ``tools``.
+        # thread, ``commit`` leaves its items in ``stash`` for it, batches go to ``tools``
+        # (a ``ToolRunner``; None: a batch runs where the loop runs, in the worker).
         self.stash: Optional[Deque[Any]] = None
         self.tools: Optional[Callable[[Callable[[], Any]], Any]] = None
         if signal is not None and not self.poll:
@@ -308,12 +309,6 @@ class QueryRun(Handoff):
 
         self.stash = deque()
         self.tools = ToolRunner(self)
-
-    def run_tools(self, job: Callable[[], Any]) -> Any:
-        """``job()`` (a tool batch) where an abort can leave it: here in a worker, on the
-        tool thread for an inline query (``Stopped`` if the query ends first)."""
-        tools = self.tools
-        return job() if tools is None else tools(job)
 
     def start_tools(self) -> None:
         with self.cond:
