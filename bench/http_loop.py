@@ -2,12 +2,13 @@
 
 A local ``MockMessagesServer`` (in a child process, so it does not share our GIL) asks
 for one tool call per turn until turn N, then answers with text, in the Messages API's
-wire format, in Chat Completions form (also on Azure's deployment route), or in the
-Responses API's form (with a reasoning item per reply, which must be sent back). For each
-provider we time
+wire format, in Chat Completions form (also on Azure's deployment route), in the
+Responses API's form (with a reasoning item per reply, which must be sent back), or in
+Gemini's (``generateContent``; SSE chunks with CRLF). For each provider we time
 
 * lattice: ``Agent(model_client=AnthropicClient(...) | OpenAIChatClient(...) |
-  OpenAIResponsesClient(...) | AzureOpenAIChatClient(...), tools=[echo]).prompt(...)``,
+  OpenAIResponsesClient(...) | AzureOpenAIChatClient(...) | GeminiClient(...),
+  tools=[echo]).prompt(...)``,
   and the same query iterated through ``agent.query(...)``;
 * bare: a ``requests.Session().post`` loop configured as lattice's own session
   (``_floor.py``: ``trust_env = False``, lattice reads the proxy environment once; and
@@ -24,7 +25,7 @@ its runs; each ratio is the median over rounds of the ratio within a round (see
 ``compare``). Target: lattice (``prompt()`` and ``query()``) within 1.2x of bare.
 
     python bench/http_loop.py [--reps 6] [--turns 50 500] [--sdk-max-turns 100]
-                              [--providers anthropic openai responses azure]
+                              [--providers anthropic openai responses azure gemini]
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import requests  # noqa: E402
 from _floor import floor_session  # noqa: E402
+from _gemini_loop import bare_gemini_loop  # noqa: E402
 from _responses_loop import bare_responses_loop  # noqa: E402
 from _rounds import DEFAULT_ROUNDS, MIN_ROUNDS, interleave  # noqa: E402
 
@@ -49,7 +51,7 @@ from lattice.testing.mock_server import MockMessagesServer  # noqa: E402
 
 KEY = "sk-ant-bench-0123456789"
 AZURE_VERSION = "2024-10-21"
-PROVIDERS = ["anthropic", "openai", "responses", "azure"]
+PROVIDERS = ["anthropic", "openai", "responses", "azure", "gemini"]
 MODEL = "claude-bench"
 TURNS = {"n": 50}
 
@@ -126,6 +128,8 @@ def lattice_loop(url: str, turns: int, stream: bool, provider: str,
     elif provider == "azure":
         client = lattice.AzureOpenAIChatClient(endpoint=url, deployment=MODEL, api_key=KEY,
                                                api_version=AZURE_VERSION, stream=stream)
+    elif provider == "gemini":
+        client = lattice.GeminiClient(api_key=KEY, base_url=url, stream=stream)
     else:
         client = lattice.AnthropicClient(KEY, url, stream=stream)
     agent = lattice.Agent(model=MODEL, model_client=client, tools=[echo], max_turns=turns + 1)
@@ -352,6 +356,8 @@ def bare_provider_loop(provider: str, url: str, turns: int, stream: bool,
         bare_loop(url, turns, stream, tools)
     elif provider == "responses":
         bare_responses_loop(url, turns, stream, tools, key=KEY, model=MODEL)
+    elif provider == "gemini":
+        bare_gemini_loop(url, turns, stream, tools, key=KEY, model=MODEL)
     else:
         bare_chat_loop(url, turns, stream, tools, azure=provider == "azure")
 

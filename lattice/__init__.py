@@ -1,5 +1,6 @@
 """lattice: a synchronous agent loop for the Anthropic Messages API (direct, on Bedrock or
-Vertex AI) and OpenAI's Chat Completions and Responses APIs (direct or on Azure).
+Vertex AI) and OpenAI's Chat Completions and Responses APIs (direct or on Azure), and Gemini
+(the Gemini API or Vertex AI).
 
 ``Agent.prompt()`` blocks, ``Agent.query()`` is a generator; no asyncio anywhere. The only
 runtime dependency, ``requests``, is imported by the built-in HTTP client when it is used.
@@ -55,6 +56,7 @@ if TYPE_CHECKING:  # the real classes for type checkers; at run time loaded on f
     from .models.anthropic import AnthropicClient
     from .models.azure import AzureOpenAIChatClient, AzureOpenAIResponsesClient
     from .models.bedrock import AnthropicBedrockClient
+    from .models.gemini import GeminiClient, VertexGeminiClient
     from .models.openai import OpenAIChatClient
     from .models.responses import OpenAIResponsesClient
     from .models.vertex import AnthropicVertexClient
@@ -98,6 +100,8 @@ __all__ = [
     "AzureOpenAIResponsesClient",
     "AnthropicBedrockClient",
     "AnthropicVertexClient",
+    "GeminiClient",
+    "VertexGeminiClient",
     "RetryPolicy",
     # history
     "follow",
@@ -145,6 +149,8 @@ _LAZY = {
     "AzureOpenAIResponsesClient": ".models.azure",
     "AnthropicBedrockClient": ".models.bedrock",
     "AnthropicVertexClient": ".models.vertex",
+    "GeminiClient": ".models.gemini",
+    "VertexGeminiClient": ".models.gemini",
     "JsonlHistoryStore": ".stores.jsonl",
     "create_jsonl_history_store": ".stores.jsonl",
     "SqliteHistoryStore": ".stores.sqlite",

@@ -5,16 +5,30 @@ start and end in ``query/query.py``, the loop in ``query/loop.py``."""
 from __future__ import annotations
 
 import os
+import uuid
 from dataclasses import replace
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Union
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Callable,
+    Dict,
+    Generic,
+    Iterable,
+    List,
+    Mapping,
+    Optional,
+    Type,
+    Union,
+)
 
 from .cancellation import SignalLike, as_signal
 from .compaction import rules as compaction
 from .compaction.rules import AutoCompact
 from .conversation.conversation import Conversation
 from .durable.runs import check_run_id
-from .messages import ResultMessage
+from .messages import OutputT, ResultMessage
 from .models.base import ModelClient, ModelRequest, as_model_client
+from .observe.genai import server_of
 from .observe.observer import Observer
 from .options import (
     UNSET,
@@ -25,6 +39,7 @@ from .options import (
     check_hooks,
     check_instances,
     check_model,
+    check_name,
     check_one_of,
     check_system,
     non_negative_number,
@@ -32,11 +47,17 @@ from .options import (
     optional_positive_int,
     positive_int,
 )
-from .query.output import SUBMIT_OUTPUT_TOOL_NAME, resolve_output_schema
+from .query.output import (
+    SUBMIT_OUTPUT_TOOL_NAME,
+    ModelSchemaObject,
+    OutputSchema,
+    SchemaObject,
+    resolve_output_schema,
+)
 from .query.query import Query
 from .query.settings import QuerySettings
 from .stores.base import HistoryStore
-from .tools.definition import ToolCall, ToolResult, flatten_tools
+from .tools.definition import ToolCall, ToolLike, ToolResult, flatten_tools
 
 __all__ = ["Agent", "create_agent", "Prompt"]
 
@@ -45,9 +66,13 @@ Prompt = Union[str, List[Dict[str, Any]]]
 System = Union[str, List[Dict[str, Any]]]
 ClientLike = Union[ModelClient, Callable[[ModelRequest], Any]]
 """A ``ModelClient``, or a plain callable ``request -> dict`` (SPEC 2, 6)."""
+OutputLike = Union[Type[OutputT], SchemaObject[OutputT], ModelSchemaObject[OutputT],
+                   Dict[str, Any], OutputSchema]
+"""What ``output_schema``/``output_format`` take (SPEC 7): a dataclass, TypedDict or
+pydantic-style class, an object with ``parse()``, a JSON Schema dict, an ``OutputSchema``."""
 
 
-class Agent:
+class Agent(Generic[OutputT]):
     """One conversation with a model that can call tools.
 
     Keyword-only options (the README and ``docs/`` describe each): ``model``, ``api_key``,
@@ -57,17 +82,20 @@ class Agent:
     ``include_partial_messages``, ``parallel_tool_calls``, ``extra`` (more request body
     fields, e.g. temperature), ``before_tool_call``, ``after_tool_call``,
     ``requires_approval``, ``session_lock_wait_s``, ``prompt_caching``,
-    ``max_budget_tokens``, ``tracing``, ``trace_content``, ``observers``.
+    ``max_budget_tokens``, ``tracing``, ``trace_content``, ``observers``, ``name`` (what
+    the agent is called: ``gen_ai.agent.name`` in traces; None by default).
     """
 
     def __init__(self, *, model: Optional[str] = None, api_key: Optional[str] = None,
                  base_url: Optional[str] = None, model_client: Optional[ClientLike] = None,
-                 system: Optional[System] = None, tools: Optional[Iterable[Any]] = None,
+                 system: Optional[System] = None, tools: Optional[Iterable[ToolLike]] = None,
                  max_turns: int = 50, max_tokens: int = 8192,
                  request_timeout_ms: Optional[int] = None,
                  auto_compact: Union[bool, AutoCompact, Mapping[str, Any]] = False,
-                 history_store: Optional[HistoryStore] = None, output_schema: Any = None,
-                 output_format: Any = None, max_output_retries: Optional[int] = None,
+                 history_store: Optional[HistoryStore] = None,
+                 output_schema: Optional[OutputLike[OutputT]] = None,
+                 output_format: Optional[OutputLike[OutputT]] = None,
+                 max_output_retries: Optional[int] = None,
                  on_model_request: Optional[Callable[[ModelRequest], Any]] = None,
                  include_partial_messages: bool = False, parallel_tool_calls: bool = False,
                  extra: Optional[Dict[str, Any]] = None,
@@ -77,7 +105,10 @@ class Agent:
                  session_lock_wait_s: float = 0.0, prompt_caching: bool = False,
                  max_budget_tokens: Optional[int] = None, tracing: bool = False,
                  trace_content: bool = False,
-                 observers: Optional[Iterable[Observer]] = None) -> None:
+                 observers: Optional[Iterable[Observer]] = None,
+                 name: Optional[str] = None) -> None:
+        self.name = check_name(name)
+        self._agent_id = uuid.uuid4().hex  # gen_ai.agent.id: this Agent object
         check_model(model, model_client)
         check_one_of(output_schema=output_schema, output_format=output_format)
         check_hooks(on_model_request=on_model_request, before_tool_call=before_tool_call,
@@ -90,6 +121,7 @@ class Agent:
             from .models.anthropic import AnthropicClient
 
             model_client = AnthropicClient(api_key=api_key, base_url=base_url)
+        self._server = server_of(model_client)  # (host, port) for traces
         output = resolve_output_schema(output_schema if output_format is None else output_format)
         self._settings = QuerySettings(
             model=model, client=as_model_client(model_client), system=check_system(system),
@@ -115,7 +147,7 @@ class Agent:
         self.add_tools(*flatten_tools(tools if tools is not None else ()))
 
     # -- tools ---------------------------------------------------------------------------
-    def add_tools(self, *tools: Any) -> None:
+    def add_tools(self, *tools: ToolLike) -> None:
         """Register more tools (``Tool`` objects, functions, or tool providers such as MCP
         servers). A running query keeps the tools it started with."""
         made = flatten_tools(tools)
@@ -141,6 +173,10 @@ class Agent:
         """Replace the conversation (and the store's copy); only while no query runs."""
         if not isinstance(messages, list):
             raise ValueError(f"replace_history takes a list of messages, got {messages!r}")
+        for i, message in enumerate(messages):
+            if not isinstance(message, dict):
+                raise ValueError(f"replace_history: messages[{i}] must be a message dict, "
+                                 f"got {message!r}")
         self._conversation.replace(messages)
 
     def pending_approvals(self) -> List[ToolCall]:
@@ -181,36 +217,37 @@ class Agent:
         ``SystemMessage``, ``StreamEvent`` and, last, the ``ResultMessage``. The query
         starts now: the Agent is busy until the iterator ends or is closed. With a
         ``run_id`` it runs at most once to its end (SPEC 17: docs/durable-runs.md)."""
-        signal = as_signal(signal)
-        run_id = check_run_id(run_id)
-        settings = self._prepare(prompt, approvals, {
+        return self._start(prompt, signal, approvals, run_id, {
             "request_timeout_ms": request_timeout_ms, "max_turns": max_turns,
-            "max_tokens": max_tokens, "max_budget_tokens": max_budget_tokens},
-            partial_messages=True)
-        return Query(self._conversation, settings, prompt, approvals, signal, lockstep=True,
-                     owner=self, run_id=run_id)
+            "max_tokens": max_tokens, "max_budget_tokens": max_budget_tokens}, lockstep=True)
 
     def prompt(self, prompt: Optional[Prompt] = None, *, signal: Optional[SignalLike] = None,
                request_timeout_ms: Union[int, None, Unset] = UNSET, max_turns: Optional[int] = None,
                max_tokens: Optional[int] = None, max_budget_tokens: Union[int, None, Unset] = UNSET,
                approvals: Optional[Dict[str, Any]] = None,
-               run_id: Optional[str] = None) -> ResultMessage:
+               run_id: Optional[str] = None) -> ResultMessage[OutputT]:
         """Run one query to its end and return the ``ResultMessage`` (``run_id``: see
         ``query``)."""
-        signal = as_signal(signal)
-        run_id = check_run_id(run_id)
-        settings = self._prepare(prompt, approvals, {
+        return self._start(prompt, signal, approvals, run_id, {
             "request_timeout_ms": request_timeout_ms, "max_turns": max_turns,
             "max_tokens": max_tokens, "max_budget_tokens": max_budget_tokens},
-            partial_messages=False)
-        return Query(self._conversation, settings, prompt, approvals, signal, lockstep=False,
-                     owner=self, run_id=run_id).result()
+            lockstep=False).result()
+
+    def _start(self, prompt: Any, signal: Optional[SignalLike], approvals: Any, run_id: Any,
+               overrides: Mapping[str, Any], *, lockstep: bool) -> Query:
+        """The one body of ``query()`` and ``prompt()``: the options checked, the query
+        started. ``lockstep``: the caller takes each message as it comes (``query()``),
+        else only the result (``prompt()``: no partial messages, one handoff)."""
+        checked_signal, checked_run_id = as_signal(signal), check_run_id(run_id)
+        settings = self._prepare(prompt, approvals, overrides, partial_messages=lockstep)
+        return Query(self._conversation, settings, prompt, approvals, checked_signal,
+                     lockstep=lockstep, owner=self, run_id=checked_run_id)
 
     def interrupt(self) -> None:
         """End the running query as ``"interrupted"``; nothing when idle."""
-        run = self._conversation.run
-        if run is not None:
-            run.interrupt()
+        race = self._conversation.race
+        if race is not None:
+            race.interrupt()
 
     def __repr__(self) -> str:
         s = self._settings
@@ -232,9 +269,12 @@ def _watchers(observers: Optional[Iterable[Observer]], tracing: bool, trace_cont
     return watchers
 
 
-def create_agent(**options: Any) -> Agent:
-    """``Agent(**options)``."""
-    return Agent(**options)
+if TYPE_CHECKING:  # the type checker sees Agent's own parameters (and its output type)
+    create_agent = Agent
+else:
+    def create_agent(**options: Any) -> Agent[Any]:
+        """``Agent(**options)``."""
+        return Agent(**options)
 
 
 def _check_prompt(prompt: Any) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import math
 import threading
 import time
 import weakref
@@ -119,8 +120,10 @@ class AbortSignal:
     def timeout(ms: Union[int, float]) -> AbortSignal:
         """A signal that aborts itself with an ``AbortError``
         after ``ms`` milliseconds."""
-        if isinstance(ms, bool) or not isinstance(ms, (int, float)) or ms < 0:
-            raise ValueError(f"AbortSignal.timeout(ms) needs a non-negative number, got {ms!r}")
+        if (isinstance(ms, bool) or not isinstance(ms, (int, float)) or not math.isfinite(ms)
+                or ms < 0):
+            raise ValueError(f"AbortSignal.timeout(ms) needs a finite non-negative number, "
+                             f"got {ms!r}")
         controller = AbortController()
         call_later(ms / 1000.0, lambda: controller.abort(AbortError(f"timed out after {ms} ms")))
         return controller.signal

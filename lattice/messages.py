@@ -8,7 +8,7 @@ wrap them for the caller with shortcuts. Assistant entries may carry SDK keys (`
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, List, Literal, Optional, Union
+from typing import TYPE_CHECKING, Any, Dict, Generic, List, Literal, Optional, Union
 
 from .tools.definition import ToolCall
 from .usage import Usage
@@ -20,6 +20,7 @@ __all__ = [
     "StreamEvent",
     "ResultMessage",
     "ResultSubtype",
+    "OutputT",
     "SDKMessage",
     "text_of",
     "tool_uses_of",
@@ -35,12 +36,23 @@ __all__ = [
 
 Message = Dict[str, Any]
 
+if TYPE_CHECKING:  # for the type checker, Any unless an output schema says (PEP 696)
+    from typing_extensions import TypeVar
+
+    OutputT = TypeVar("OutputT", default=Any)
+else:
+    from typing import TypeVar
+
+    OutputT = TypeVar("OutputT")
+"""The structured output's type: ``Agent(output_schema=Forecast)`` is an ``Agent[Forecast]``,
+whose ``prompt()`` returns a ``ResultMessage[Forecast]``."""
+
 ResultSubtype = Literal[
     "success", "interrupted", "awaiting_approval", "error_max_turns", "error_abort",
     "error_timeout", "error_missing_output", "error_max_output_retries", "error_max_budget",
 ]
 """``ResultMessage.subtype``: the endings that are results (the rows of
-``lattice/query/endings.py``'s ``KINDS`` above "Not results"; a test holds the two to each
+``lattice/query/endings.py``'s ``ENDINGS`` above "Not results"; a test holds the two to each
 other)."""
 
 
@@ -61,10 +73,10 @@ def tool_uses_of(content: Any) -> List[Dict[str, Any]]:
     return [b for b in content if isinstance(b, dict) and b.get("type") == "tool_use"]
 
 
-PROVIDER_KEYS = ("openai_items",)
-"""Reply keys one codec needs back next turn (the Responses API's reasoning items, kept
-with the reply that made them): ``sendable`` keeps them, and every other codec leaves
-them out of what it sends."""
+PROVIDER_KEYS = ("openai_items", "gemini_parts")
+"""Reply keys one codec needs back next turn (the Responses API's reasoning items,
+Gemini's parts with their thought signatures, kept with the reply that made them):
+``sendable`` keeps them, and every other codec leaves them out of what it sends."""
 
 
 def sendable(message: Message) -> Message:
@@ -73,6 +85,8 @@ def sendable(message: Message) -> Message:
     ready = {"role": message["role"], "content": message["content"]}
     if "openai_items" in message:
         ready["openai_items"] = message["openai_items"]
+    if "gemini_parts" in message:
+        ready["gemini_parts"] = message["gemini_parts"]
     return ready
 
 
@@ -158,7 +172,8 @@ def normalize_reply(raw: Any) -> Message:
     return entry
 
 
-_REPLY_KEYS = ("model", "provider_response_id", "stop_reason", "usage", "openai_items")
+_REPLY_KEYS = ("model", "provider_response_id", "stop_reason", "usage", "openai_items",
+               "gemini_parts")
 
 
 def tool_result(tool_use_id: str, content: Any, *, is_error: bool = False) -> Dict[str, Any]:
@@ -297,8 +312,10 @@ class StreamEvent:
         return f"<StreamEvent {self.event.get('type')}>"
 
 
-class ResultMessage:
-    """How a query ended; always the last message."""
+class ResultMessage(Generic[OutputT]):
+    """How a query ended; always the last message. ``structured_result`` is the output
+    schema's value (an ``OutputT``) on a success of a query with an output schema, else
+    None."""
 
     type = "result"
     __slots__ = ("subtype", "is_error", "result", "structured_result", "usage", "stop_reason",
@@ -308,19 +325,22 @@ class ResultMessage:
                  result: Optional[str] = None,
                  structured_result: Any = None, usage: Optional[Usage] = None,
                  stop_reason: Optional[str] = None, num_turns: int = 0,
-                 duration_ms: int = 0, error: Optional[BaseException] = None) -> None:
+                 duration_ms: int = 0, error: Optional[BaseException] = None,
+                 pending_approvals: Optional[List[ToolCall]] = None,
+                 run_id: Optional[str] = None, replayed: bool = False) -> None:
         self.subtype: ResultSubtype = subtype
         self.is_error = is_error
         self.result = result
-        self.structured_result = structured_result
+        self.structured_result: OutputT = structured_result
         self.usage = usage if usage is not None else Usage()
         self.stop_reason = stop_reason
         self.num_turns = num_turns
         self.duration_ms = duration_ms
         self.error = error
-        self.pending_approvals: List[ToolCall] = []  # for "awaiting_approval"
-        self.run_id: Optional[str] = None  # the durable run's id (SPEC 17)
-        self.replayed = False  # True: the recorded result of a run that had ended
+        # for "awaiting_approval": the calls waiting for a decision
+        self.pending_approvals: List[ToolCall] = list(pending_approvals or ())
+        self.run_id = run_id  # the durable run's id (SPEC 17)
+        self.replayed = replayed  # True: the recorded result of a run that had ended
 
     def to_dict(self) -> Dict[str, Any]:
         """A JSON-ready dict (the error as its type and message; a structured result
@@ -371,5 +391,6 @@ class ResultMessage:
         return f"{head}  \n{meta}\n\n{body}".rstrip() + "\n"
 
 
-SDKMessage = Union[AssistantMessage, UserMessage, SystemMessage, StreamEvent, ResultMessage]
+SDKMessage = Union[AssistantMessage, UserMessage, SystemMessage, StreamEvent,
+                   "ResultMessage[Any]"]
 """What ``Agent.query()`` yields."""

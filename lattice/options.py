@@ -85,6 +85,15 @@ def check_model(model: Any, model_client: Any) -> Optional[str]:
     return model
 
 
+def check_name(name: Any) -> Optional[str]:
+    """The Agent's ``name``: None, or a non-empty str without control characters."""
+    if name is not None and (not isinstance(name, str) or not name.strip()
+                             or any(ord(c) < 32 or ord(c) == 127 for c in name)):
+        raise ValueError(f"name must be a non-empty str without control characters or "
+                         f"None, got {name!r}")
+    return name
+
+
 def check_system(system: Any) -> Any:
     if system is not None and not isinstance(system, (str, list)):
         raise ValueError(f"system must be a str or a list of content blocks, got {system!r}")

@@ -93,8 +93,9 @@ def raw():
         server.close()
 
 
-# A private PostgreSQL cluster for the store tests (see pg_fixture.py).
+# A private PostgreSQL cluster for the store tests (see pg_fixture.py), a private Redis
+# server for the background-job tests (see redis_fixture.py); in CI a test skipped for a
+# missing real part (Redis, Chromium, PostgreSQL, a job engine) fails instead (real_parts.py).
 from pg_fixture import postgres_server  # noqa: E402, F401
-
-# A private Redis server for the background-job tests (see redis_fixture.py).
+from real_parts import pytest_make_collect_report, pytest_runtest_makereport  # noqa: E402, F401
 from redis_fixture import redis_server  # noqa: E402, F401

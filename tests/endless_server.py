@@ -13,7 +13,7 @@ import socket
 import threading
 import time
 import zlib
-from typing import Callable, List, Optional
+from typing import Callable, Iterator, List, Optional
 
 CHUNK = b"x" * 65536
 
@@ -21,13 +21,18 @@ CHUNK = b"x" * 65536
 class EndlessServer:
     """``EndlessServer(mode)``; ``mode`` is one of ``sse-line``, ``sse-event`` (endless
     ``data:`` lines, no blank line), ``json``, ``gzip``, ``error-json`` (a 500 that never
-    ends), ``keep-alive`` (``: keep-alive`` every 50 ms), or a callable ``(request bytes)
-    -> bytes | None`` (None: use ``mode_after`` for that one)."""
+    ends), ``keep-alive`` (``: keep-alive`` every 50 ms), ``silent`` (the headers of a
+    stream, then nothing), or ``body``: the pieces ``body()`` yields, sent as they come
+    with content type ``kind`` (an endless stream of valid events, say). ``answer`` is a
+    callable ``(request bytes) -> bytes | None`` (None: the mode's answer for that one)."""
 
-    def __init__(self, mode: str, answer: Optional[Callable[[bytes], Optional[bytes]]] = None
-                 ) -> None:
+    def __init__(self, mode: str, answer: Optional[Callable[[bytes], Optional[bytes]]] = None,
+                 *, body: Optional[Callable[[], Iterator[bytes]]] = None,
+                 kind: str = "text/event-stream") -> None:
         self.mode = mode
         self.answer = answer
+        self.body = body
+        self.kind = kind
         self.hung_up: List[float] = []  # when each client connection was found closed
         self.sent: List[int] = []  # bytes sent on each connection
         self.requests: List[bytes] = []
@@ -104,7 +109,8 @@ class EndlessServer:
     def _endless(self):  # type: ignore[no-untyped-def]
         mode = self.mode
         status = "500 Internal Server Error" if mode == "error-json" else "200 OK"
-        kind = "text/event-stream" if mode.startswith(("sse", "keep")) else "application/json"
+        kind = "text/event-stream" if mode.startswith(("sse", "keep")) else (
+            self.kind if mode in ("body", "silent") else "application/json")
         head = f"HTTP/1.1 {status}\r\nContent-Type: {kind}\r\n"
         if mode == "gzip":
             head += "Content-Encoding: gzip\r\n"
@@ -126,6 +132,13 @@ class EndlessServer:
             zeros = b"0" * (1 << 20)
             while True:
                 yield _chunk(squeeze.compress(zeros) + squeeze.flush(zlib.Z_SYNC_FLUSH))
+        elif mode == "body" and self.body is not None:
+            for piece in self.body():
+                yield _chunk(piece)
+            yield b"0\r\n\r\n"  # a body that ends (most never do)
+        elif mode == "silent":
+            while not self._stop.wait(0.05):
+                pass
         elif mode == "keep-alive":
             while True:
                 yield _chunk(b": keep-alive\n\n")

@@ -18,6 +18,9 @@ from lattice.testing import FunctionModelClient, ScriptedModelClient, assert_wel
 
 # ../shared beside the repository; LATTICE_SHARED overrides it (e.g. from a git worktree).
 SHARED = Path(os.environ.get("LATTICE_SHARED") or Path(__file__).resolve().parents[2] / "shared")
+# Why tests reading it skip without it, and how to give it to them.
+NO_SHARED = (f"the project's shared data is not at {SHARED}/data (put the shared/ folder beside "
+             "this checkout, or point LATTICE_SHARED at it)")
 ROOT = Path(__file__).resolve().parents[1]
 MODEL = "test-model"
 
@@ -418,7 +421,7 @@ def tool_then_text(text: str = "fine") -> ScriptedModelClient:
 
 def assert_usable(agent: Agent, expected: str = "fine") -> None:
     """The guard is free and the conversation continues."""
-    assert agent._conversation.run is None
+    assert agent._conversation.race is None
     assert_well_formed(agent.get_history())
     result = agent.prompt("and now?")
     assert result.subtype == "success" and result.result == expected

@@ -7,6 +7,7 @@ reason, only when this machine has no PostgreSQL server programs.
 """
 
 import pytest
+import real_parts
 
 from lattice.testing.postgres import PostgresUnavailable, TemporaryPostgres
 
@@ -17,7 +18,7 @@ def postgres_server():
     try:
         server.start()
     except PostgresUnavailable as exc:
-        pytest.skip(f"PostgreSQL tests need a server: {exc}")
+        real_parts.skip(f"a PostgreSQL server: {exc}", "apt-get install postgresql")
     try:
         yield server
     finally:

@@ -12,6 +12,7 @@ import tempfile
 import time
 
 import pytest
+import real_parts
 
 
 class TemporaryRedis:
@@ -66,7 +67,8 @@ def redis_server():
         server.start()
     except RuntimeError as exc:
         server.stop()
-        pytest.skip(f"background-job tests need Redis: {exc}")
+        real_parts.skip(f"Redis for the background-job tests: {exc}",
+                        "apt-get install redis-server")
     try:
         yield server
     finally:

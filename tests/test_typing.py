@@ -72,15 +72,30 @@ def test_mypy_strict_on_the_readme_program_sees_no_any(tmp_path: Path) -> None:
     # mypy spells the union "A | B" on 3.10+ and "Union[A, B]" on 3.9.
     assert re.search(r"AssistantMessage(, | \| )lattice\.messages\.UserMessage",
                      revealed[2]), revealed[2]
-    assert revealed[0] == "lattice.messages.ResultMessage"
+    # generic in the structured output's type (issue 33): Any without an output schema
+    assert revealed[0] == "lattice.messages.ResultMessage[Any]"
+    assert revealed[-1] == "lattice.messages.ResultMessage[prog.Forecast]", revealed[-1]
 
 
 WRONG = textwrap.dedent('''
     from typing import Any, Dict
 
+    from dataclasses import dataclass
+
     from lattice import (Agent, ModelRequest, MemoryHistoryStore, Query, ResultMessage,
-                         define_history_store)
+                         create_agent, define_history_store, follow, tool)
     from lattice.testing import ScriptedModelClient
+
+
+    @dataclass
+    class Forecast:
+        city: str
+
+
+    @tool
+    def now() -> str:
+        """The time."""
+        return "noon"
 
 
     def plain(request: ModelRequest) -> Dict[str, Any]:
@@ -103,6 +118,22 @@ WRONG = textwrap.dedent('''
     if result.subtype == "sucess":  # E: not an ending
         pass
     call_id: int = result.pending_approvals[0].id  # E: pending_approvals holds ToolCalls
+
+    # Right: a typed output, tools, a store to follow.
+    typed = Agent(model="m", model_client=ScriptedModelClient([]), output_schema=Forecast,
+                  tools=[now])
+    forecast: Forecast = typed.prompt("Paris?").structured_result
+    also: Forecast = create_agent(model="m", output_schema=Forecast).prompt("x").structured_result
+    typed.add_tools(now, lambda city: city)
+    for item in follow(MemoryHistoryStore(), wait_s=0):
+        pass
+    # Wrong (issue 33): each passed mypy --strict in 0.3.
+    create_agent(model="m", model_client=42)  # E: model_client
+    follow("not a store")  # E: not a store
+    Agent(model="m", output_schema=17)  # E: output_schema
+    Agent(model="m", tools=[1, 2])  # E: tools
+    agent.add_tools(42)  # E: a tool
+    wrong: int = typed.prompt("Paris?").structured_result  # E: a Forecast, not an int
 ''')
 
 

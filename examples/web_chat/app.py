@@ -13,6 +13,10 @@ restarted server lose nothing. A reply that needs approval ends its run as
 
 Errors are sentences the page shows: a second message while a run is going ("still
 answering your other request"), an approval another tab already gave, a lost connection.
+A run nobody works on any more (its whole worker was killed) does not freeze the page: the
+conversation's session lock is free, so the app says the run was interrupted, a new message
+starts a run that supersedes it, and a worker that starts resumes it. A message no worker
+has taken yet is shown as queued.
 
 Offline by default: a scripted model behind the bundled mock Messages API server. With
 ANTHROPIC_API_KEY set it talks to the real API (ANTHROPIC_BASE_URL and LATTICE_MODEL are
@@ -47,8 +51,10 @@ USER_ID = re.compile(r"[A-Za-z0-9_-]{1,64}\Z")
 RUN_ID = re.compile(r"[0-9a-f]{16,64}\Z")
 MAX_BODY = 64 * 1024
 PAGE_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "page.html")
-FOLLOW_WAIT_S = 20.0  # an events response ends after this long without news; the page
-                      # reconnects (well under gunicorn's 30 s worker timeout)
+FOLLOW_WAIT_S = float(os.environ.get("WEB_CHAT_FOLLOW_WAIT_S", "20"))
+# An events response ends after FOLLOW_WAIT_S without news (well under gunicorn's 30 s
+# worker timeout), saying why in a last "quiet" event: the run is still going (the page
+# follows it again, showing nothing amiss), queued (no worker took it yet), or interrupted.
 BUSY = ("I am still answering your other request (from another tab, or a second click). "
         "Wait for that answer, then send this again.")
 STALE = ("This call was already answered, maybe in another tab, so nothing changed here. "
@@ -108,13 +114,37 @@ class ChatApp:
         store = self.store(user)
         try:
             messages = store.load()
-            running = _running(store) or self.claims.open_claim(user, store)
+            running = self.going(user, store)
             return {"messages": render(messages), "count": len(messages),
                     "pending": [] if running else
                     [_call_json(c) for c in jobs.pending_calls(user, self.db_path)],
                     "running": running}
         finally:
             store.close()
+
+    def going(self, user: str, store: lattice.SqliteHistoryStore,
+              run_id: Optional[str] = None, holding: bool = False
+              ) -> Optional[Dict[str, Any]]:
+        """The run going on in the conversation (``{"run_id", "after", "state"}``, state
+        ``running`` or ``queued`` with the queued ``message``), else None. ``run_id``: that
+        run only. A run the store says is ``running`` is going only while a job holds the
+        conversation's session lock: one whose worker died is not (a dead holder of this
+        host is taken over at once; on another host its lease runs out within seconds).
+        ``holding``: the caller holds that lock, so no job is working now."""
+        claim = self.claims.last(user)
+        if run_id is None:
+            run = _running(store)
+        else:
+            record = store.load_run(run_id)
+            run = {"run_id": run_id, "after": record.get("index", 0)} if record is not None \
+                and record.get("state") == "running" else None
+        if run is not None and not holding and _held(store):
+            return dict(run, state="running")
+        if claim is not None and (run_id is None or claim["run_id"] == run_id) and \
+                store.load_run(claim["run_id"]) is None and claim["age_s"] < Claims.GRACE_S:
+            return {"run_id": claim["run_id"], "after": claim["after"], "state": "queued",
+                    "message": claim["message"]}
+        return None
 
     def events(self, user: str, environ: Environ) -> Iterator[bytes]:
         query = parse_qs(environ.get("QUERY_STRING", ""))
@@ -143,18 +173,20 @@ class ChatApp:
 
     def _start(self, user: str, **what: Any) -> Dict[str, Any]:
         """Start a run unless one is going: checked and claimed under the conversation's
-        session lock, so two tabs (or two gunicorn workers) cannot both start one."""
+        session lock, so two tabs (or two gunicorn workers) cannot both start one. A run
+        holds the lock while it works; so, holding it here, a run the store still says is
+        ``running`` was cut off (its worker died): the new run supersedes it."""
         store = self.store(user)
         try:
             with store.lock(wait_s=0.5):  # a run holds it while it works: busy
-                if _running(store) is not None or self.claims.open_claim(user, store):
+                if self.going(user, store, holding=True) is not None:  # a job not begun yet
                     raise Refused("409 Conflict", BUSY)
                 if "approvals" in what and set(what["approvals"]) != {
                         c.id for c in jobs.pending_calls(user, self.db_path)}:
                     raise Refused("409 Conflict", STALE)  # another tab answered them
                 after = len(store.load())
                 run_id = secrets.token_hex(12)
-                self.claims.claim(user, run_id, after)
+                self.claims.claim(user, run_id, after, what.get("message"))
         except lattice.ConcurrentQueryError:
             raise Refused("409 Conflict", BUSY) from None
         finally:
@@ -177,27 +209,24 @@ class Claims:
         os.makedirs(folder, exist_ok=True)
         db = sqlite3.connect(self.db_path, timeout=30)
         db.execute("CREATE TABLE IF NOT EXISTS web_chat_claims (user TEXT PRIMARY KEY, "
-                   "run_id TEXT NOT NULL, after INTEGER NOT NULL, at REAL NOT NULL)")
+                   "run_id TEXT NOT NULL, after INTEGER NOT NULL, at REAL NOT NULL, "
+                   "message TEXT)")
         return db
 
-    def claim(self, user: str, run_id: str, after: int) -> None:
+    def claim(self, user: str, run_id: str, after: int, message: Optional[str]) -> None:
         with closing(self._db()) as db, db:
-            db.execute("INSERT OR REPLACE INTO web_chat_claims VALUES (?, ?, ?, ?)",
-                       (user, run_id, after, time.time()))
+            db.execute("INSERT OR REPLACE INTO web_chat_claims VALUES (?, ?, ?, ?, ?)",
+                       (user, run_id, after, time.time(), message))
 
-    def open_claim(self, user: str, store: lattice.SqliteHistoryStore
-                   ) -> Optional[Dict[str, Any]]:
-        """The user's last claimed run (``{"run_id", "after"}``) while it is going or has
-        not begun yet (within GRACE_S), else None."""
+    def last(self, user: str) -> Optional[Dict[str, Any]]:
+        """The user's last claimed run: ``{"run_id", "after", "age_s", "message"}``."""
         with closing(self._db()) as db:
-            row = db.execute("SELECT run_id, after, at FROM web_chat_claims WHERE user = ?",
-                             (user,)).fetchone()
+            row = db.execute("SELECT run_id, after, at, message FROM web_chat_claims "
+                             "WHERE user = ?", (user,)).fetchone()
         if row is None:
             return None
-        record = store.load_run(row[0])
-        going = record.get("state") == "running" if record is not None else \
-            time.time() - row[2] < self.GRACE_S
-        return {"run_id": row[0], "after": row[1]} if going else None
+        return {"run_id": row[0], "after": row[1], "age_s": time.time() - row[2],
+                "message": row[3]}
 
 
 class EventStream:
@@ -213,6 +242,7 @@ class EventStream:
         yield b"retry: 1000\n\n"
         store = self.app.store(self.user)
         count = self.after
+        ended = False
         try:
             for item in lattice.follow(store, run_id=self.run_id, after=self.after,
                                        poll_s=0.1, wait_s=FOLLOW_WAIT_S,
@@ -224,17 +254,30 @@ class EventStream:
                     yield _sse("done", {"subtype": item.subtype,
                                         "error": item.result if item.is_error else None},
                                count)
+                    ended = True
                 elif item.type == "system":
                     yield _sse("shown", {"items": [{"role": "note", "text":
                                                     "(earlier messages were summarised)"}]})
                 else:
                     count += 1
                     yield _sse("shown", {"items": render([item.message])}, count)
+            if not ended and not self.stop.signal.aborted:  # FOLLOW_WAIT_S without news
+                going = self.app.going(self.user, store, self.run_id)
+                yield _sse("quiet", {"state": going["state"] if going else "interrupted"})
         finally:
             store.close()
 
     def close(self) -> None:
         self.stop.abort("the page went away")
+
+
+def _held(store: lattice.SqliteHistoryStore) -> bool:
+    """Whether a job holds the conversation's session lock now (is working on it)."""
+    try:
+        with store.lock(wait_s=0):
+            return False
+    except lattice.ConcurrentQueryError:
+        return True
 
 
 def _running(store: lattice.SqliteHistoryStore) -> Optional[Dict[str, Any]]:
@@ -256,18 +299,26 @@ def render(history: List[Dict[str, Any]]) -> List[Dict[str, str]]:
             if block.get("type") == "text" and block.get("text"):
                 shown.append({"role": message["role"], "text": block["text"]})
             elif block.get("type") == "tool_use":
-                shown.append({"role": "call", "text": _call_text(block)})
+                shown.append({"role": "call",
+                              "text": _call_text(block["name"], block.get("input"))})
             elif block.get("type") == "tool_result":
                 shown.append({"role": "result", "text": _content_text(block.get("content"))})
     return shown
 
 
-def _call_text(block: Dict[str, Any]) -> str:
-    return f"{block['name']}({json.dumps(block.get('input', {}))})"
+def _call_text(name: str, arguments: Any) -> str:
+    """A tool call as a person reads it: ``send_email — to: ada@example.com, subject:
+    Hello`` (text values as they are, other values as JSON), not the raw JSON object."""
+    if not isinstance(arguments, dict) or not arguments:
+        return name if not arguments else f"{name} — {json.dumps(arguments)}"
+    parts = [f"{key}: {value if isinstance(value, str) else json.dumps(value)}"
+             for key, value in arguments.items()]
+    return f"{name} — {', '.join(parts)}"
 
 
 def _call_json(call: lattice.ToolCall) -> Dict[str, Any]:
-    return {"id": call.id, "name": call.name, "input": call.input}
+    return {"id": call.id, "name": call.name, "input": call.input,
+            "text": _call_text(call.name, call.input)}
 
 
 def _content_text(content: Any) -> str:

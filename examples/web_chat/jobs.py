@@ -67,7 +67,8 @@ def unfinished_runs(db_path: str = DB_PATH) -> List[Tuple[str, str, Any]]:
     """``(user, run_id, prompt)`` of every run the store says is still ``running``. Some may
     be alive in another process: resuming one of those is harmless (the job waits for the
     session lock, then finds the run ended and replays it), so no holder is probed here; a
-    crashed holder's lease runs out within seconds and the resumed job takes over."""
+    crashed holder of this host is taken over at once (of another host: its lease runs out
+    within seconds)."""
     store = lattice.SqliteHistoryStore(db_path, session_id="-")
     try:
         return [(r["session_id"], r["run_id"], r.get("prompt"))
@@ -120,7 +121,11 @@ class CeleryRunner:
         self.app.send_task("jobs.chat_task", args=[user, message, approvals], task_id=run_id)
 
     def resume_unfinished(self) -> int:
-        return 0  # the broker redelivers a killed worker's job by itself
+        # A worker process killed while its worker lives on: the job is redelivered at once
+        # (task_reject_on_worker_lost). A whole worker killed: the broker hands the job back
+        # only after the visibility timeout; meanwhile the page says the run was interrupted
+        # and a new message supersedes it (app.py), so nothing waits for that.
+        return 0
 
     def close(self) -> None:
         pass

@@ -1,5 +1,5 @@
-"""The command line's AWS Bedrock and Google Vertex AI providers (``--provider
-bedrock|vertex``): which credentials each needs, its default model, and its client.
+"""The command line's cloud providers (``--provider bedrock|vertex|gemini|vertex-gemini``):
+which credentials each needs, its default model, and its client.
 
 ``bedrock``: credentials and region as ``AnthropicBedrockClient`` finds them
 (``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``/``AWS_SESSION_TOKEN``, ``AWS_PROFILE`` and
@@ -7,6 +7,9 @@ the shared files; ``AWS_REGION``/``AWS_DEFAULT_REGION``). ``vertex``:
 ``ANTHROPIC_VERTEX_PROJECT_ID`` and ``CLOUD_ML_REGION``, tokens from Google
 application-default credentials (``google-auth``, the ``vertex`` extra). With ``--mock``
 both talk to the bundled mock with its credentials (SigV4 is still computed and checked).
+``gemini``: ``GEMINI_API_KEY`` (or ``GOOGLE_API_KEY``). ``vertex-gemini``:
+``GOOGLE_CLOUD_PROJECT`` (``GOOGLE_CLOUD_LOCATION``, default ``global``) and
+application-default credentials, as ``vertex``.
 """
 
 from __future__ import annotations
@@ -18,11 +21,13 @@ from ..errors import AuthenticationError
 
 __all__ = ["PROVIDERS", "REAL_KEY", "DEFAULT_MODELS", "missing_credentials", "make_client"]
 
-PROVIDERS = ("bedrock", "vertex")
+PROVIDERS = ("bedrock", "vertex", "gemini", "vertex-gemini")
 REAL_KEY = {"bedrock": "your AWS credentials and AWS_REGION",
-            "vertex": "ANTHROPIC_VERTEX_PROJECT_ID and CLOUD_ML_REGION"}
+            "vertex": "ANTHROPIC_VERTEX_PROJECT_ID and CLOUD_ML_REGION",
+            "gemini": "GEMINI_API_KEY", "vertex-gemini": "GOOGLE_CLOUD_PROJECT"}
 DEFAULT_MODELS = {"bedrock": "anthropic.claude-sonnet-4-5-20250929-v1:0",
-                  "vertex": "claude-sonnet-4-5@20250929"}
+                  "vertex": "claude-sonnet-4-5@20250929", "gemini": "gemini-2.5-flash",
+                  "vertex-gemini": "gemini-2.5-flash"}
 MOCK_VERTEX_TOKEN = "mock-vertex-access-token"
 
 NO_BEDROCK = """\
@@ -50,8 +55,32 @@ To try lattice offline, add --mock.
 """
 
 
+NO_GEMINI = """\
+lattice: --provider gemini needs an API key. Set:
+
+    export GEMINI_API_KEY=...      # from https://aistudio.google.com/apikey
+
+To try lattice offline, add --mock.
+"""
+
+NO_VERTEX_GEMINI = """\
+lattice: --provider vertex-gemini needs {problem}. Set:
+
+    export GOOGLE_CLOUD_PROJECT=my-project
+    export GOOGLE_CLOUD_LOCATION=us-central1     # default: global
+
+and install google-auth for application-default credentials:
+
+    pip install 'agent-lattice[vertex]' && gcloud auth application-default login
+
+To try lattice offline, add --mock.
+"""
+
+
 def missing_credentials(provider: str) -> Optional[str]:
     """What to tell a user whose environment lacks the provider's credentials (None: ok)."""
+    if provider in ("gemini", "vertex-gemini"):
+        return _missing_gemini(provider)
     if provider == "bedrock":
         from ..models.aws_config import resolve_credentials, resolve_region
 
@@ -73,8 +102,35 @@ def missing_credentials(provider: str) -> Optional[str]:
     return NO_VERTEX.format(problem=", ".join(missing)) if missing else None
 
 
+def _missing_gemini(provider: str) -> Optional[str]:
+    from ..models.vertex import _has_google_auth
+
+    if provider == "gemini":
+        found = any(os.environ.get(n, "").strip() for n in ("GEMINI_API_KEY", "GOOGLE_API_KEY"))
+        return None if found else NO_GEMINI
+    missing = [] if os.environ.get("GOOGLE_CLOUD_PROJECT", "").strip() else [
+        "GOOGLE_CLOUD_PROJECT"]
+    if not _has_google_auth():
+        missing.append("google-auth")
+    return NO_VERTEX_GEMINI.format(problem=", ".join(missing)) if missing else None
+
+
+def _gemini_client(provider: str, base_url: Optional[str], mock: bool) -> Any:
+    from ..models.gemini import GeminiClient, VertexGeminiClient
+
+    if provider == "gemini":
+        return GeminiClient(base_url=base_url, api_key="offline-mock-key" if mock else None)
+    if not mock:
+        return VertexGeminiClient(base_url=base_url)
+    return VertexGeminiClient(base_url=base_url, access_token=MOCK_VERTEX_TOKEN,
+                              project_id=os.environ.get("GOOGLE_CLOUD_PROJECT")
+                              or "mock-project")
+
+
 def make_client(provider: str, *, base_url: Optional[str], mock: bool) -> Any:
     """The provider's client; ValueError for a bad option (the CLI reports it)."""
+    if provider in ("gemini", "vertex-gemini"):
+        return _gemini_client(provider, base_url, mock)
     if provider == "bedrock":
         from ..models.bedrock import AnthropicBedrockClient
 

@@ -5,14 +5,18 @@
     lattice "Summarise RFC 2119 in one line."     # one-shot: streams the reply, exits
     lattice chat --session notes.jsonl            # interactive; resumes notes.jsonl
     lattice --mock "hello"                        # offline, against a local mock server
+    lattice runs --session notes.jsonl [RUN_ID]   # the durable runs the file records
 
 Ctrl-C during a reply interrupts it (``Agent.interrupt()``) and returns to the prompt; the
 conversation keeps every completed turn. Ctrl-C while waiting for input, a second Ctrl-C
 during the same reply, ``/exit`` or end of input quit. In a chat, lines that start with
 ``/`` are commands (``/help`` lists them), never sent to the model.
 
-``--session`` is checked before anything is sent: a path that cannot be written is a usage
-error naming it. If the file fails later, the error is reported and lattice exits 1 (the
+``--session`` is checked before anything is sent: a path that cannot be written, or whose
+folder does not exist (it is never created), is a usage error naming it. So are an empty
+``--model`` or ``--base-url``, a base URL that is not one (a port out of range), and an
+``AWS_REGION`` that is not a region name: one line each, never a traceback. If the
+session file fails later, the error is reported and lattice exits 1 (the
 conversation is never silently kept in memory only).
 
 Exit status: 0 done, 1 the query failed (an API error or an error result), 2 a usage
@@ -24,10 +28,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import re
 import signal
 import sys
 import tempfile
 import threading
+import urllib.parse
 from typing import Any, Dict, List, Optional
 
 from .._version import __version__
@@ -43,6 +49,7 @@ from .openai import PROVIDERS as OPENAI_PROVIDERS
 from .openai import REAL_KEY as OPENAI_KEYS
 from .openai import make_client as make_openai_client
 from .openai import missing_credentials
+from .runs import show_runs
 from .session import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
@@ -82,7 +89,8 @@ def _parser() -> argparse.ArgumentParser:
         prog="lattice",
         description="Talk to a model through the lattice agent loop.",
         epilog="'lattice chat' starts an interactive chat; 'lattice -' reads the prompt "
-               "from stdin.")
+               "from stdin; 'lattice runs --session FILE [RUN_ID]' lists a session's durable "
+               "runs, or shows one.")
     parser.add_argument("words", nargs="*", metavar="PROMPT",
                         help="the prompt (several words are joined), or 'chat'")
     parser.add_argument("--model", help=f"model name (default: $LATTICE_MODEL, else "
@@ -96,8 +104,9 @@ def _parser() -> argparse.ArgumentParser:
                         choices=("anthropic", "openai") + OPENAI_PROVIDERS + CLOUD_PROVIDERS,
                         default=os.environ.get("LATTICE_PROVIDER") or "anthropic",
                         help="API to speak: the Anthropic Messages API, OpenAI-compatible "
-                        "Chat Completions, OpenAI's Responses API, Azure OpenAI, or Claude on "
-                        "AWS Bedrock or Google Vertex AI (default: "
+                        "Chat Completions, OpenAI's Responses API, Azure OpenAI, Claude on "
+                        "AWS Bedrock or Google Vertex AI, or Gemini (the Gemini API or "
+                        "Vertex AI) (default: "
                         "$LATTICE_PROVIDER or %(default)s)")
     parser.add_argument("--base-url", help="API base URL (default: $ANTHROPIC_BASE_URL or "
                         "https://api.anthropic.com; with --provider openai, "
@@ -206,13 +215,23 @@ def main(argv: Optional[List[str]] = None) -> int:
     except ImportError as exc:  # a package the chosen client needs: one line, not a traceback
         sys.stderr.write(f"lattice: {exc}\n")
         return EXIT_USAGE
+    except ValueError as exc:  # a setting found bad only when used: one line, not a traceback
+        sys.stderr.write(f"lattice: {exc}\n")
+        return EXIT_USAGE
 
 
 def _main(parser: argparse.ArgumentParser, argv: Optional[List[str]]) -> int:
-    args = parser.parse_args(argv)
+    # intermixed: 'lattice runs --session FILE RUN_ID' has words on both sides of an option
+    args = parser.parse_intermixed_args(argv)
+    if args.words[:1] == ["runs"]:
+        if not args.session:
+            parser.error("'lattice runs' needs --session FILE.jsonl")
+        return show_runs(args.session, args.words[1:], as_json=args.json, out=sys.stdout,
+                         err=sys.stderr)
+    _check_given(parser, args)
     if args.provider not in ("anthropic", "openai") + OPENAI_PROVIDERS + CLOUD_PROVIDERS:
         parser.error("LATTICE_PROVIDER must be anthropic, openai, openai-responses, azure, "
-                     f"bedrock or vertex, got {args.provider!r}")  # from $LATTICE_PROVIDER
+                     f"bedrock, vertex, gemini or vertex-gemini, got {args.provider!r}")
     args.model = args.model or os.environ.get("LATTICE_MODEL") or (
         os.environ.get("AZURE_OPENAI_DEPLOYMENT") if args.provider == "azure" else None) or (
         CLOUD_MODELS.get(args.provider)) or (
@@ -267,6 +286,27 @@ def _main(parser: argparse.ArgumentParser, argv: Optional[List[str]]) -> int:
         return run_chat(session, banner=banner)
 
 
+_REGION = re.compile(r"[A-Za-z0-9]+(-[A-Za-z0-9]+)*\Z")  # letters, digits, dashes
+
+
+def _check_given(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Options given but empty or malformed are usage errors, never defaults."""
+    if args.model is not None and not args.model.strip():
+        parser.error("--model must name a model, got ''")
+    if args.base_url is not None:
+        if not args.base_url.strip():
+            parser.error("--base-url must be a URL, got '' (leave it out for the default)")
+        try:
+            urllib.parse.urlsplit(args.base_url).port  # noqa: B018 - raises when out of range
+        except ValueError as exc:
+            parser.error(f"--base-url {args.base_url!r} is not a usable URL: {exc}")
+    if args.provider == "bedrock":
+        for name in ("AWS_REGION", "AWS_DEFAULT_REGION"):
+            region = os.environ.get(name)
+            if region and not _REGION.match(region):
+                parser.error(f"{name} must be a region name like us-east-1, got {region!r}")
+
+
 def _prompt(parser: argparse.ArgumentParser, words: List[str]) -> str:
     """The prompt: the words, or stdin for ``-``."""
     if words != ["-"]:
@@ -299,13 +339,11 @@ def _session_problem(path: str) -> Optional[str]:
     target = os.path.abspath(path)
     if os.path.isdir(target):
         return "is a directory, not a file"
-    directory = ancestor = os.path.dirname(target)
-    while not os.path.exists(ancestor):
-        ancestor = os.path.dirname(ancestor)
-    if not os.path.isdir(ancestor):
-        return f"cannot be created: {ancestor} is not a directory"
+    directory = os.path.dirname(target)
+    if not os.path.isdir(directory):
+        what = "is not a directory" if os.path.exists(directory) else "does not exist"
+        return f"its folder {directory} {what} (lattice does not create folders)"
     try:
-        os.makedirs(directory, exist_ok=True)
         existed = os.path.exists(target)
         with open(target, "a+b"):
             pass

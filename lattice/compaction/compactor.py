@@ -19,9 +19,9 @@ from .rules import AutoCompact, Message, find_cut, rebuild, should_compact, summ
 from .summary_request import summary_messages
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..conversation.history import History
+    from ..conversation.store_link import StoreLink
     from ..query.model_call import ModelCaller
-    from ..query.race import QueryRun
+    from ..query.race import QueryRace
 
 __all__ = ["Compactor", "BeforeReplace"]
 
@@ -35,17 +35,18 @@ class Compactor:
 
     The summary call goes through the query's ``ModelCaller`` (raced against the query's
     signal, its usage billed to the query's). The new history goes through
-    ``run.commit``: the store gets ``replace``, memory the new list, the consumer a
+    ``race.commit``: the store gets ``replace``, memory the new list, the consumer a
     ``SystemMessage("compaction")``.
     """
 
-    __slots__ = ("policy", "history", "run", "model", "recovered", "before_replace")
+    __slots__ = ("policy", "link", "history", "race", "model", "recovered", "before_replace")
 
-    def __init__(self, policy: Optional[AutoCompact], history: History, run: QueryRun,
+    def __init__(self, policy: Optional[AutoCompact], link: StoreLink, race: QueryRace,
                  model: ModelCaller, before_replace: Optional[BeforeReplace] = None) -> None:
         self.policy = policy
-        self.history = history
-        self.run = run
+        self.link = link  # writes: the store first, then the history
+        self.history = link.history
+        self.race = race
         self.model = model
         self.recovered = False  # overflow recovery happens once per query
         # Told (old history, cut, new history, the summary's usage) before the store is
@@ -53,13 +54,13 @@ class Compactor:
         self.before_replace = before_replace
 
     @classmethod
-    def of(cls, policy: Optional[AutoCompact], history: History, run: QueryRun,
+    def of(cls, policy: Optional[AutoCompact], link: StoreLink, race: QueryRace,
            model: ModelCaller, before_replace: Optional[BeforeReplace] = None) -> Compactor:
         """The query's compactor; without a policy, one that never compacts (shared: it
         has no state)."""
         if policy is None:
             return _NEVER
-        return cls(policy, history, run, model, before_replace)
+        return cls(policy, link, race, model, before_replace)
 
     def between_turns(self) -> bool:
         """Compact if the last reply's prompt size passed the threshold; True if it did.
@@ -73,7 +74,7 @@ class Compactor:
             raise  # fail_on_error: the history stays uncompacted and the error propagates
         except Exception:
             log.warning("compaction failed; continuing without it", exc_info=True)
-            self.history.last_usage = Usage()  # try again after the next reply
+            self.history.forget_usage()  # try again after the next reply
             return False
 
     def recover(self, error: PromptTooLongError) -> None:
@@ -95,7 +96,7 @@ class Compactor:
     def compact(self, policy: AutoCompact) -> bool:
         """Summarise all but the recent messages with one model call; False if there is
         nothing safe to summarise."""
-        history = self.history
+        history, link = self.history, self.link
         messages = history.messages
         cut = find_cut(messages, policy.keep_recent_messages)
         if cut is None:
@@ -106,17 +107,17 @@ class Compactor:
         rebuilt = rebuild(summary_text(reply), messages[cut:])
 
         def keep() -> None:
-            history.keep_all(rebuilt)
-            history.last_usage = Usage()
+            link.keep_all(rebuilt)
+            history.forget_usage()
 
         def diverged() -> None:  # stored, but the query ended first: resynced next time
-            history.diverged = True
+            link.mark_diverged()
 
         if self.before_replace is not None:
             self.before_replace(messages, cut, rebuilt, model.last_usage)
         item = SystemMessage("compaction", cut, model.last_usage)
-        self.run.commit(partial(history.save, "replace", rebuilt), keep,
-                        item if self.run.lockstep else None, late=diverged)
+        self.race.commit(partial(link.save, "replace", rebuilt), keep,
+                        item if self.race.lockstep else None, late=diverged)
         return True
 
 

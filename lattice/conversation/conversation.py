@@ -1,9 +1,10 @@
 """Where a query starts and ends: the conversation one ``Agent`` holds, as a ``Query`` sees it.
 
-A ``Query`` (query.py) talks only to this object, never to the Agent: the history and the
-store behind it (history.py), loading the store once, the one-query guard, the store's
-session lock and how long to wait for it, and the running query's ``QueryRun`` (so that
-``interrupt()`` and ``get_history()`` reach it). The Agent keeps its options and tools.
+A ``Query`` (query.py) talks only to this object, never to the Agent: the history
+(history.py) and its link to the store (store_link.py), loading the store once, the
+one-query guard, the store's session lock and how long to wait for it, and the running
+query's ``QueryRace`` (so that ``interrupt()`` and ``get_history()`` reach it). The Agent
+keeps its options and tools.
 
 Start and end, in order: ``start`` (the guard; a busy Agent raises
 ``ConcurrentQueryError``), ``hold_session`` (the store's lock, once this Agent's own last
@@ -21,14 +22,14 @@ from typing import Any, Dict, List, Optional
 from ..cancellation import AbortSignal
 from ..durable.runs import running_runs
 from ..errors import ConcurrentQueryError
-from ..query.race import EVENT_POLL_S, QueryRun
+from ..query.race import EVENT_POLL_S, QueryRace
 from ..query.settings import QuerySettings
 from ..stores.repair import repair_history
 from ..stores.session import SessionHold
 from ..tools import approval
 from ..tools.definition import ToolCall
-from ..usage import Usage
 from .history import History
+from .store_link import StoreLink
 
 __all__ = ["Conversation"]
 
@@ -43,10 +44,11 @@ class Conversation:
     """
 
     def __init__(self, store: Any, lock_wait_s: float) -> None:
-        self.history = History(store)
+        self.history = History()
+        self.link = StoreLink(store, self.history)
         self.lock_wait_s = lock_wait_s
         self.guard = threading.Lock()
-        self.run: Optional[QueryRun] = None
+        self.race: Optional[QueryRace] = None
         self._loaded = store is None
         self._load_lock = threading.Lock()
         # Set when the last query's session lock was given back (after its last write).
@@ -55,21 +57,21 @@ class Conversation:
         self._landed: Optional[Any] = None
 
     # -- a query's start and end ---------------------------------------------------------
-    def start(self, signal: Optional[AbortSignal], *, lockstep: bool) -> QueryRun:
-        """Take the guard and make the query's ``QueryRun`` (``interrupt()`` applies from
+    def start(self, signal: Optional[AbortSignal], *, lockstep: bool) -> QueryRace:
+        """Take the guard and make the query's ``QueryRace`` (``interrupt()`` applies from
         now). Raises ``ConcurrentQueryError`` when a query is running."""
         if not self.guard.acquire(blocking=False):
             raise ConcurrentQueryError("this Agent is already running a query; create one "
                                        "Agent per conversation")
         try:
-            self.run = QueryRun(signal, lockstep=lockstep)
+            self.race = QueryRace(signal, lockstep=lockstep)
         except BaseException:
             self.guard.release()
             raise
-        self.history.new_query()
-        return self.run
+        self.link.new_query()
+        return self.race
 
-    def hold_session(self, run: QueryRun, *, strict: bool = False) -> Optional[SessionHold]:
+    def hold_session(self, race: QueryRace, *, strict: bool = False) -> Optional[SessionHold]:
         """The store's session lock (SPEC 14), held until ``end``. This Agent's own last
         write, still in flight after an early end, is not another query: wait for it to
         land (it gives the lock back) instead of raising ``ConcurrentQueryError``. The
@@ -77,49 +79,49 @@ class Conversation:
         landed = self._landed
         if landed is not None:
             while not landed.acquire(timeout=EVENT_POLL_S):
-                if run.user_aborted():  # a polled Event: nobody else would notice
-                    run.abort_from_user()
-                if run.ended is not None:
+                if race.user_aborted():  # a polled Event: nobody else would notice
+                    race.abort_from_user()
+                if race.ended is not None:
                     return None
             landed.release()  # (it stays landed for whoever looks next)
-        return self.history.hold_session(self.lock_wait_s, strict=strict)
+        return self.link.hold_session(self.lock_wait_s, strict=strict)
 
     def catch_up(self) -> None:
         """Under the session lock, before the query writes: load the store if not yet done
         or someone else wrote it; a lenient store left behind by a failure is tried again
-        (history.py: rewritten from memory, or it wins)."""
-        history = self.history
-        if history.behind:
-            loaded = history.rejoin()
+        (store_link.py: rewritten from memory, or it wins)."""
+        link = self.link
+        if link.behind:
+            loaded = link.rejoin()
             if loaded is not None:
                 self._keep_loaded(loaded)
             return
-        self.ensure_loaded(again=history.stale())
+        self.ensure_loaded(again=link.stale())
 
     def end(self, lock: Optional[SessionHold]) -> None:
         """Give back the session lock once no store write of the query is in flight (the
         caller does not wait for it), then the guard."""
-        run = self.run
+        race = self.race
         try:
-            if run is not None:
-                run.release()
+            if race is not None:
+                race.release()
                 if lock is not None and lock.held:
                     landed = threading.Lock()
                     landed.acquire()
                     self._landed = landed
-                    ended, history = run.ended, self.history
-                    read = ended is None or not ended.kind.cancels
+                    ended, link = race.ended, self.link
+                    read = ended is None or not ended.traits.cancels
 
                     def give_back() -> None:
                         try:
-                            history.settle_version(read=read)
+                            link.settle_version(read=read)
                             lock.release()
                         finally:
                             landed.release()
 
-                    run.after_writes(give_back)
+                    race.after_writes(give_back)
         finally:  # even if a KeyboardInterrupt lands above
-            self.run = None
+            self.race = None
             self.guard.release()
 
     # -- the history ---------------------------------------------------------------------
@@ -131,32 +133,32 @@ class Conversation:
         with self._load_lock:
             if self._loaded and not again:
                 return
-            loaded = self.history.load()  # a fail_on_error store raises: retried next time
+            loaded = self.link.load()  # a fail_on_error store raises: retried next time
             self._loaded = True
-            if loaded is not None or not self.history.behind:  # failed: memory goes on
+            if loaded is not None or not self.link.behind:  # failed: memory goes on
                 self._keep_loaded(loaded or [])
 
     def _keep_loaded(self, loaded: List[Message]) -> None:
         messages, changed = repair_history(loaded)
-        self.history.keep_all(messages)
+        self.link.keep_all(messages)
         # The store gets the repair, unless a durable run left running owns the tail: reads
         # never write (SPEC 21a); its resume settles it, or another query supersedes it.
         if changed and not self._run_left_running():
-            self.history.save("replace", list(messages))
+            self.link.save("replace", list(messages))
 
     def _run_left_running(self) -> bool:
         try:
-            return bool(running_runs(self.history))
+            return bool(running_runs(self.link))
         except Exception:  # noqa: BLE001 - cannot tell: then do not write (reads never write)
             return True
 
     def snapshot(self) -> List[Message]:
         """A deep copy of the history (consistent even while a query writes it)."""
         self.ensure_loaded()
-        run = self.run
-        if run is None:
+        race = self.race
+        if race is None:
             return self.history.snapshot()
-        with run.cond:
+        with race.cond:
             return self.history.snapshot()
 
     def replace(self, messages: List[Message]) -> None:
@@ -166,8 +168,8 @@ class Conversation:
         try:
             with self._load_lock:
                 self._loaded = True
-            self.history.replace(copy.deepcopy(messages))
-            self.history.last_usage = Usage()
+            self.link.replace(copy.deepcopy(messages))
+            self.history.forget_usage()
         finally:
             self.guard.release()
 
@@ -176,9 +178,9 @@ class Conversation:
         ``owner`` (the Agent) is what their ``ToolContext.agent`` holds."""
         self.ensure_loaded()
         pending = approval.pending_calls(self.history.messages, settings, owner)
-        if pending and self.history.caps.records_runs:
+        if pending and self.link.caps.records_runs:
             # An approved call journaled as started is no longer pending (SPEC 17): after a
             # crash, the next query settles it by the journal instead.
-            started = {i for r in running_runs(self.history) for i in r.started_calls}
+            started = {i for r in running_runs(self.link) for i in r.started_calls}
             pending = [c for c in pending if c.id not in started]
         return pending

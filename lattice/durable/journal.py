@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import threading
 from functools import partial
-from typing import Any, Callable, Dict, List, Optional, Set
+from typing import Any, Callable, Dict, List, Optional, Sequence, Set
 
 from ..tools.calls import Outcome, not_run
 from ..tools.definition import ToolCall
@@ -30,7 +30,7 @@ from .record import RunRecord
 __all__ = ["Journal", "RunJournal", "NO_JOURNAL", "Started"]
 
 Started = Callable[[str], Optional[Outcome]]
-"""``run_batch``'s hook, called as each call is about to start: None lets it run; an
+"""``execute_batch``'s hook, called as each call is about to start: None lets it run; an
 ``Outcome`` answers it instead."""
 
 
@@ -39,7 +39,7 @@ class Journal:
 
     __slots__ = ()
 
-    def ride(self, calls: List[ToolCall], lockstep: bool) -> Optional[Dict[str, Any]]:
+    def ride(self, calls: Sequence[ToolCall], lockstep: bool) -> Optional[Dict[str, Any]]:
         return None
 
     def starting(self, calls: List[ToolCall], answered: Dict[str, Any],
@@ -83,7 +83,7 @@ class RunJournal(Journal):
         return self._next.get(call_id, 1)
 
     # -- the loop's three moments -------------------------------------------------------------
-    def ride(self, calls: List[ToolCall], lockstep: bool) -> Optional[Dict[str, Any]]:
+    def ride(self, calls: Sequence[ToolCall], lockstep: bool) -> Optional[Dict[str, Any]]:
         if lockstep or not self._rides:
             return None
         first = next((c for c in calls if c.problem is None), None)
@@ -97,7 +97,7 @@ class RunJournal(Journal):
     def starting(self, calls: List[ToolCall], answered: Dict[str, Any],
                  mark: Started) -> Started:
         for call in calls:
-            call.run_id, call.attempt = self.run_id, self.attempt(call.id)
+            call.in_run(self.run_id, self.attempt(call.id))
         runs = {c.id: c for c in calls if c.problem is None and c.id not in answered}
         return partial(self._started, mark, runs)
 

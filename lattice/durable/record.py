@@ -180,25 +180,23 @@ class RunRecord:
                 structured = parse(structured)
             except Exception:  # noqa: BLE001 - the schema changed since: give the JSON back
                 pass
-        result = ResultMessage(
+        calls = data.get("pending_approvals")
+        waiting: List[ToolCall] = []
+        if isinstance(calls, list):
+            waiting = [ToolCall(c["id"], str(c.get("name", "")), c.get("input"),
+                                tools.get(str(c.get("name", ""))), AbortSignal(), None)
+                       for c in calls if isinstance(c, dict) and isinstance(c.get("id"), str)]
+        else:
+            ids = data.get("pending_approval_ids")
+            if isinstance(ids, list) and ids:
+                waiting = pending([i for i in ids if isinstance(i, str)])
+        return ResultMessage(
             data["subtype"], is_error=bool(data.get("is_error")),
             result=data.get("result"), structured_result=structured,
             usage=Usage.from_dict(data.get("usage")), stop_reason=data.get("stop_reason"),
             num_turns=int(data.get("num_turns") or 0),
-            duration_ms=int(data.get("duration_ms") or 0), error=_error(data))
-        calls = data.get("pending_approvals")
-        if isinstance(calls, list):
-            result.pending_approvals = [
-                ToolCall(c["id"], str(c.get("name", "")), c.get("input"),
-                         tools.get(str(c.get("name", ""))), AbortSignal(), None)
-                for c in calls if isinstance(c, dict) and isinstance(c.get("id"), str)]
-        else:
-            ids = data.get("pending_approval_ids")
-            if isinstance(ids, list) and ids:
-                result.pending_approvals = pending([i for i in ids if isinstance(i, str)])
-        result.run_id = self.run_id
-        result.replayed = True
-        return result
+            duration_ms=int(data.get("duration_ms") or 0), error=_error(data),
+            pending_approvals=waiting, run_id=self.run_id, replayed=True)
 
     # -- the store's form --------------------------------------------------------------------
     def to_dict(self) -> Dict[str, Any]:

@@ -19,7 +19,7 @@ import dataclasses
 from typing import Any, Dict, List, Optional
 
 from ..cancellation import AbortSignal
-from ..conversation.history import History
+from ..conversation.store_link import StoreLink
 from ..errors import HistoryStoreError
 from ..messages import ResultMessage, tool_uses_of
 from ..query.endings import Ending
@@ -70,14 +70,14 @@ def read_record(data: Any, run_id: str, store: Any) -> Optional[RunRecord]:
                                 "replayed") from None
 
 
-def running_runs(history: History) -> List[RunRecord]:
+def running_runs(link: StoreLink) -> List[RunRecord]:
     """The session's runs left ``running`` (none for a store that does not record runs),
-    read under the store-failure policy of ``history``; damaged records are left out (they
+    read under the store-failure policy of ``link``; damaged records are left out (they
     are reported when their run id is called)."""
-    if not history.caps.records_runs:
+    if not link.caps.records_runs:
         return []
     found = []
-    for data in history.peek("list_runs", "running") or []:
+    for data in link.peek("list_runs", "running") or []:
         try:
             found.append(RunRecord.from_dict(data))
         except DamagedRecord:
@@ -94,8 +94,9 @@ class DurableRun:
     turns = 0  # replies of the run stored before this query (a resumed run's)
     usage = Usage()
 
-    def __init__(self, history: History) -> None:
-        self.history = history
+    def __init__(self, link: StoreLink) -> None:
+        self.link = link  # the store, under its failure policy
+        self.history = link.history  # the messages
 
     def replay(self) -> Optional[RunRecord]:
         """The ended run to replay without a lock (None: the query runs)."""
@@ -114,7 +115,7 @@ class DurableRun:
 
     def start(self, message: Dict[str, Any]) -> None:
         """The query's prompt ``message`` enters the history."""
-        self.history.append(message)
+        self.link.append(message)
 
     def resume(self, settings: Any, owner: Any) -> Optional[Dict[str, Any]]:
         raise AssertionError("only a RecordedRun resumes")  # pragma: no cover
@@ -141,13 +142,13 @@ class RecordedRun(DurableRun):
     store failure raises ``HistoryStoreError``, whatever ``fail_on_error`` says).
     """
 
-    def __init__(self, history: History, run_id: Optional[str], prompt: Any) -> None:
-        super().__init__(history)
+    def __init__(self, link: StoreLink, run_id: Optional[str], prompt: Any) -> None:
+        super().__init__(link)
         self.run_id = run_id
         self.prompt = prompt
         self.strict = run_id is not None
         self.record: Optional[RunRecord] = None
-        self._loads = history.loads  # the record below was read after this many loads
+        self._loads = link.loads  # the record below was read after this many loads
         if run_id is not None:
             self.record = self._load(run_id)
             if self.record is not None and prompt is not None and \
@@ -156,8 +157,8 @@ class RecordedRun(DurableRun):
                                  "names one prompt")
 
     def _load(self, run_id: str) -> Optional[RunRecord]:
-        data = self.history.peek("load_run", run_id, strict=self.strict)
-        return read_record(data, run_id, self.history.home)
+        data = self.link.peek("load_run", run_id, strict=self.strict)
+        return read_record(data, run_id, self.link.home)
 
     def replay(self) -> Optional[RunRecord]:
         record = self.record
@@ -169,27 +170,27 @@ class RecordedRun(DurableRun):
 
     # -- under the session lock -------------------------------------------------------------
     def under_lock(self, approving: Optional[Dict[str, Any]]) -> Optional[RunRecord]:
-        history = self.history
+        link = self.link
         own = self.run_id
         if own is None and approving is not None:
             own = approval_run_id(approving)  # approvals journal in a record of their own
-        unchanged = history.unchanged_since(self._loads)  # nobody wrote since we read
+        unchanged = link.unchanged_since(self._loads)  # nobody wrote since we read
         if own is not None and (own != self.run_id or not unchanged):
             self.record = self._load(own)
             if self.record is not None and self.record.is_ended:
                 return self.record
-        if not (unchanged and history.no_running_runs_at == history.loads):
-            for other in running_runs(history):
+        if not (unchanged and link.no_running_runs_at == link.loads):
+            for other in running_runs(link):
                 if other.run_id != own:
                     self.supersede(other)
-        history.no_running_runs_at = None if own is not None else history.loads
+        link.runs_closed(own is None)
         return None
 
     def supersede(self, record: RunRecord) -> None:
         """Close a run another query takes the conversation from: its open calls answered
         without running anything (never started: not run; started: unknown), and its
         record ended ``interrupted``, its messages stopping where the history is now."""
-        history = self.history
+        history, link = self.history, self.link
         raw = self._raw()
         record = record.checked_against(raw)
         tail = raw[-1] if raw else None
@@ -197,14 +198,14 @@ class RecordedRun(DurableRun):
                 ] if tail is not None and tail.get("role") == "assistant" else []
         waiting = tail is not None and tail.get("pending_approval") and not record.started_calls
         if uses and not waiting:  # (a paused reply none of whose calls ran: section 12's)
-            history.append({"role": "user", "content": superseded_answers(record, uses)})
-        history.save("save_run", record.superseded(history.messages).to_dict())
+            link.append({"role": "user", "content": superseded_answers(record, uses)})
+        link.save("save_run", record.superseded(history.messages).to_dict())
 
     def _raw(self) -> List[Dict[str, Any]]:
         """The stored history as it is, not repaired (memory follows it)."""
-        loaded = self.history.load()
+        loaded = self.link.load()
         if loaded is not None:
-            self.history.keep_all(loaded)
+            self.link.keep_all(loaded)
         return list(self.history.messages)
 
     # -- beginning ----------------------------------------------------------------------------
@@ -212,17 +213,17 @@ class RecordedRun(DurableRun):
         """A new run: its record, then its prompt ``message`` at the end of the history (in
         one write, where the store can). Without a run id: the prompt only."""
         if self.run_id is None:
-            self.history.append(message)
+            self.link.append(message)
             return
-        history = self.history
+        history, link = self.history, self.link
         record = self.record = RunRecord.new(self.run_id, self.prompt, len(history.messages))
         self.journal = self._journal(record)
-        if history.caps.writes_with_runs:
-            history.save("append_and_save_run", message, record.to_dict(), strict=True)
+        if link.caps.writes_with_runs:
+            link.save("append_and_save_run", message, record.to_dict(), strict=True)
             history.keep(message)
         else:
             self._save(record)
-            history.append(message)
+            link.append(message)
 
     def approve(self, tail: Dict[str, Any], approvals: Dict[str, Any],
                 calls: List[ToolCall]) -> Dict[str, Any]:
@@ -254,7 +255,7 @@ class RecordedRun(DurableRun):
         unstored = len(raw) == index + 1 and self.prompt is not None if approving \
             else len(raw) <= index
         if unstored:  # stopped before its prompt was stored
-            self.history.append({"role": "user", "content": self.prompt})
+            self.link.append({"role": "user", "content": self.prompt})
             return None
         self.turns, self.usage = record.totals(raw)
         tail = raw[-1]
@@ -291,7 +292,7 @@ class RecordedRun(DurableRun):
         return out
 
     def _journal(self, record: RunRecord) -> RunJournal:
-        return RunJournal(record, self._save, self._writing, self.history.caps.writes_with_runs)
+        return RunJournal(record, self._save, self._writing, self.link.caps.writes_with_runs)
 
     # -- the end ---------------------------------------------------------------------------
     def end(self, result: ResultMessage) -> None:
@@ -301,32 +302,30 @@ class RecordedRun(DurableRun):
         record = journal.record if isinstance(journal, RunJournal) else self.record
         if record is None:
             return
-        result.run_id = self.run_id
         self._save(record.ended(result, len(self.history.messages)))
-        history = self.history
-        history.settle_version()
-        history.no_running_runs_at = history.loads  # the others were closed first
+        self.link.settle_version()
+        self.link.runs_closed(True)  # the others were closed first
 
     def _save(self, record: RunRecord) -> None:
-        self.history.save("save_run", record.to_dict(), strict=self.strict)
+        self.link.save("save_run", record.to_dict(), strict=self.strict)
 
     def _writing(self) -> bool:
-        return self.history.store is not None  # (None: a lenient store was left behind)
+        return self.link.store is not None  # (None: a lenient store was left behind)
 
 
-def durable_run(history: History, run_id: Optional[str], prompt: Any) -> DurableRun:
-    """The ``DurableRun`` of a query on ``history``'s store.
+def durable_run(link: StoreLink, run_id: Optional[str], prompt: Any) -> DurableRun:
+    """The ``DurableRun`` of a query on ``link``'s store.
 
     Raises:
         ValueError: a run id on a store that does not record runs, or a run started with
             another prompt.
         HistoryStoreError: the run's record is damaged, or could not be read.
     """
-    if history.caps.records_runs:
-        return RecordedRun(history, run_id, prompt)
+    if link.caps.records_runs:
+        return RecordedRun(link, run_id, prompt)
     if run_id is not None:
         raise ValueError(f"run_id needs a history store that records runs (the built-in "
                          f"stores, or define_history_store(load_run=, save_run=, "
-                         f"list_runs=)); got {describe_store(history.home)}")
-    return DurableRun(history)
+                         f"list_runs=)); got {describe_store(link.home)}")
+    return DurableRun(link)
 

@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 
 from ..errors import APIStatusError, AuthenticationError
 from .base import ModelRequest, ReplyDict
+from .budget import DEFAULT_IDLE_TIMEOUT_MS
 from .client import DEFAULT_MAX_RESPONSE_BYTES, HTTPModelClient
 from .http import EventCallback
 from .options import check_secret, resolve_base_url, secret_from_env
@@ -24,6 +25,8 @@ from .wire import message_from_json, reply_from_message, request_body
 
 if TYPE_CHECKING:  # pragma: no cover
     import requests
+else:  # annotations only (get_type_hints): requests is imported when a request is made
+    from .annotations import requests
 
 __all__ = ["AnthropicClient", "DEFAULT_BASE_URL", "API_VERSION"]
 
@@ -80,7 +83,10 @@ class AnthropicClient(HTTPModelClient):
         retry_policy: a ``RetryPolicy``; it replaces ``max_retries`` when given.
         max_response_bytes: the most one response body, SSE line or SSE event may hold
             (decoded); beyond it the call fails with ``APIConnectionError`` and the
-            response is closed. Default 32 MiB.
+            response is closed. Default 32 MiB. A streamed reply's content (text,
+            thinking, tool input JSON) may add up to no more than this either.
+        stream_idle_timeout_ms: a stream that progresses for this long (pings do not
+            count) fails with ``APIConnectionError``; default 300000, None for no limit.
     """
 
     provider_name = "anthropic"  # gen_ai.provider.name in traces
@@ -98,13 +104,15 @@ class AnthropicClient(HTTPModelClient):
         timeout_ms: Optional[float] = None,
         retry_policy: Optional[RetryPolicy] = None,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        stream_idle_timeout_ms: Optional[float] = DEFAULT_IDLE_TIMEOUT_MS,
     ) -> None:
         self._api_key = check_secret("api_key", api_key)
         self._auth_token = check_secret("auth_token", auth_token)
         options = self._check_options(
             stream=stream, max_retries=max_retries, default_headers=default_headers,
             session=session, timeout_ms=timeout_ms, retry_policy=retry_policy,
-            max_response_bytes=max_response_bytes)
+            max_response_bytes=max_response_bytes,
+            stream_idle_timeout_ms=stream_idle_timeout_ms)
         self.base_url = resolve_base_url(base_url, "ANTHROPIC_BASE_URL", DEFAULT_BASE_URL)
         self._make_transport(endpoint(self.base_url, "/v1/messages"),
                              MessagesCodec(self.base_url), options)

@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import os
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 from urllib.parse import quote
 
 from ..errors import APIStatusError, AuthenticationError
 from .base import ModelRequest
+from .body import DEFAULT_MAX_RESPONSE_BYTES
+from .budget import DEFAULT_IDLE_TIMEOUT_MS
 from .chat_wire import chat_body
 from .openai import ChatCodec, OpenAIChatClient
 from .options import check_secret, resolve_base_url, secret_from_env
@@ -28,6 +30,8 @@ from .status import add_hint
 
 if TYPE_CHECKING:  # pragma: no cover
     import requests
+else:  # annotations only (get_type_hints): requests is imported when a request is made
+    from .annotations import requests
 
 __all__ = ["AzureOpenAIChatClient", "AzureOpenAIResponsesClient", "azure_credentials"]
 
@@ -60,12 +64,14 @@ def _provider(token_provider: Any) -> Optional[TokenProvider]:
     return token_provider  # type: ignore[no-any-return]
 
 
-def azure_credentials(api_key: Optional[str], token_provider: Optional[TokenProvider]
+def azure_credentials(api_key: Optional[str], token_provider: Optional[TokenProvider],
+                      ask: Callable[[TokenProvider], str] = bearer_token
                       ) -> Tuple[Dict[str, str], List[str]]:
     """The auth header and its secret: ``api-key`` (the argument, which wins), else a
-    bearer token from ``token_provider()``, else ``AZURE_OPENAI_API_KEY``."""
+    bearer token from ``token_provider()`` (asked with ``ask``), else
+    ``AZURE_OPENAI_API_KEY``."""
     if api_key is None and token_provider is not None:
-        token = bearer_token(token_provider)
+        token = ask(token_provider)
         return {"authorization": f"Bearer {token}"}, [token]
     key = api_key or secret_from_env("AZURE_OPENAI_API_KEY")
     if key is None:
@@ -79,12 +85,13 @@ class _AzureAuth:
 
     _azure_key: Optional[str]
     _token_provider: Optional[TokenProvider]
+    _ask_token: Callable[[TokenProvider], str]  # HTTPModelClient's
 
     def _asks_provider(self) -> bool:
         return self._azure_key is None and self._token_provider is not None
 
     def _credentials(self) -> Tuple[Dict[str, str], List[str]]:
-        return azure_credentials(self._azure_key, self._token_provider)
+        return azure_credentials(self._azure_key, self._token_provider, self._ask_token)
 
 
 class _AzureChatCodec(ChatCodec):
@@ -130,6 +137,8 @@ class AzureOpenAIChatClient(_AzureAuth, OpenAIChatClient):
         timeout_ms: Optional[float] = None,
         max_tokens_field: str = "max_completion_tokens",
         retry_policy: Optional[RetryPolicy] = None,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        stream_idle_timeout_ms: Optional[float] = DEFAULT_IDLE_TIMEOUT_MS,
     ) -> None:
         self.deployment = _name("deployment", deployment)
         self.api_version = _name("api_version", api_version)
@@ -140,7 +149,8 @@ class AzureOpenAIChatClient(_AzureAuth, OpenAIChatClient):
                          default_headers=default_headers,
                          default_query={"api-version": self.api_version}, session=session,
                          timeout_ms=timeout_ms, max_tokens_field=max_tokens_field,
-                         retry_policy=retry_policy)
+                         retry_policy=retry_policy, max_response_bytes=max_response_bytes,
+                         stream_idle_timeout_ms=stream_idle_timeout_ms)
         self._transport.codec = _AzureChatCodec(self.base_url, base + "/chat/completions")
 
     def _body(self, request: ModelRequest) -> Tuple[bytes, bool]:
@@ -180,6 +190,8 @@ class AzureOpenAIResponsesClient(_AzureAuth, OpenAIResponsesClient):
         session: Optional[requests.Session] = None,
         timeout_ms: Optional[float] = None,
         retry_policy: Optional[RetryPolicy] = None,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        stream_idle_timeout_ms: Optional[float] = DEFAULT_IDLE_TIMEOUT_MS,
     ) -> None:
         self.api_version = None if api_version is None else _name("api_version", api_version)
         self._endpoint = _endpoint(endpoint)
@@ -188,6 +200,8 @@ class AzureOpenAIResponsesClient(_AzureAuth, OpenAIResponsesClient):
                          default_headers=default_headers, session=session,
                          timeout_ms=timeout_ms, retry_policy=retry_policy,
                          token_provider=_provider(token_provider),
+                         max_response_bytes=max_response_bytes,
+                         stream_idle_timeout_ms=stream_idle_timeout_ms,
                          default_query=None if self.api_version is None
                          else {"api-version": self.api_version})
 

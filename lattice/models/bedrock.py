@@ -11,6 +11,7 @@ arguments, the environment or the shared AWS files (``aws_config.py``).
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 from urllib.parse import quote
 
@@ -24,20 +25,26 @@ from .bedrock_wire import (
     parse_event_stream,
 )
 from .body import DEFAULT_MAX_RESPONSE_BYTES
+from .budget import DEFAULT_IDLE_TIMEOUT_MS
 from .client import HTTPModelClient
 from .http import EventCallback
-from .options import check_secret, resolve_base_url, secrets_of
+from .options import check_secret, check_version, resolve_base_url, secrets_of
 from .retry import RetryPolicy
 from .sigv4 import Credentials, sign_headers
 from .wire import dump_body, message_from_json, reply_from_message, request_dict
 
 if TYPE_CHECKING:  # pragma: no cover
     import requests
+else:  # annotations only (get_type_hints): requests is imported when a request is made
+    from .annotations import requests
 
 __all__ = ["AnthropicBedrockClient", "BEDROCK_VERSION", "EVENT_STREAM"]
 
 BEDROCK_VERSION = "bedrock-2023-05-31"
 EVENT_STREAM = "application/vnd.amazon.eventstream"
+
+
+_REGION = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*", re.IGNORECASE)
 
 
 class BedrockCodec:
@@ -74,9 +81,11 @@ class AnthropicBedrockClient(HTTPModelClient):
         base_url: default ``ANTHROPIC_BEDROCK_BASE_URL``, else
             ``https://bedrock-runtime.{region}.amazonaws.com`` (a VPC endpoint or the mock).
         stream, max_retries, default_headers, session, timeout_ms, retry_policy,
-            max_response_bytes: as ``AnthropicClient``. Every retry is signed again. An
-            ``anthropic-beta`` default header goes in the body as ``anthropic_beta``
-            (where Bedrock reads betas).
+            max_response_bytes, stream_idle_timeout_ms: as ``AnthropicClient``. Every
+            retry is signed again. An ``anthropic-beta`` default header goes in the body
+            as ``anthropic_beta`` (where Bedrock reads betas).
+        anthropic_version: the body's ``anthropic_version``: ``"bedrock-2023-05-31"``
+            (the default) or a dated one (``"2023-06-01"``), as newer SDKs send.
 
     The model is a Bedrock model id (``anthropic.claude-sonnet-4-5-20250929-v1:0``), an
     inference profile id (``us.anthropic...``) or an inference profile ARN.
@@ -100,20 +109,27 @@ class AnthropicBedrockClient(HTTPModelClient):
         timeout_ms: Optional[float] = None,
         retry_policy: Optional[RetryPolicy] = None,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        stream_idle_timeout_ms: Optional[float] = DEFAULT_IDLE_TIMEOUT_MS,
+        anthropic_version: str = BEDROCK_VERSION,
     ) -> None:
+        self.anthropic_version = check_version(anthropic_version)
         self._credentials = _given_credentials(access_key_id, secret_access_key,
                                                session_token)
         self._profile = _given_profile(profile, self._credentials is None)
         options = self._check_options(
             stream=stream, max_retries=max_retries, default_headers=default_headers,
             session=session, timeout_ms=timeout_ms, retry_policy=retry_policy,
-            max_response_bytes=max_response_bytes)
+            max_response_bytes=max_response_bytes,
+            stream_idle_timeout_ms=stream_idle_timeout_ms)
         if region is not None and (not isinstance(region, str) or not region.strip()):
             raise ValueError(f"region must be a non-empty str or None, got {region!r}")
         found = resolve_region(region, self._profile)
         if found is None:
             raise ValueError("region: pass region= or set AWS_REGION (or AWS_DEFAULT_REGION,"
                              " or region in the AWS config file)")
+        if not _REGION.fullmatch(found):  # it goes in the host name: nothing else may
+            raise ValueError(f"region must be an AWS region name (letters, digits and "
+                             f"dashes, such as us-east-1), got {found!r}")
         self.region = found
         headers = self._default_headers
         # Bedrock reads betas from the body (anthropic_beta), not from a header.
@@ -157,7 +173,7 @@ class AnthropicBedrockClient(HTTPModelClient):
         body = request_dict(request, stream=self.stream)
         body.pop("model", None)
         streaming = body.pop("stream", None) is True
-        body.setdefault("anthropic_version", BEDROCK_VERSION)
+        body.setdefault("anthropic_version", self.anthropic_version)
         if self._betas:
             body.setdefault("anthropic_beta", self._betas)
         return dump_body(body, self._entries), streaming

@@ -35,6 +35,7 @@ from ..errors import (
     status_error_class,
 )
 from .body import DEFAULT_MAX_RESPONSE_BYTES
+from .budget import budget_of
 from .eventstream import iter_frames
 from .sse import EventCallback, MessageAccumulator, ServerSentEvent, json_scanner, load_data
 from .status import clean_request_id, load_json, redact
@@ -165,38 +166,43 @@ def parse_event_stream(chunks: Iterable[bytes], on_event: Optional[EventCallback
                        limit: int = DEFAULT_MAX_RESPONSE_BYTES) -> Dict[str, Any]:
     """Read a Bedrock event stream up to ``message_stop``; return the message object
     (``sse.parse_stream``'s contract, on event-stream frames; no frame over ``limit``)."""
-    accumulator = MessageAccumulator()
-    feed = accumulator.feed
-    scan = json_scanner()
-    chunk_headers: Any = None  # iter_frames shares one dict between frames of equal headers
-    for headers, payload in iter_frames(chunks, limit):
-        if headers is not chunk_headers:
-            kind = headers.get(":message-type")
-            if kind in ("exception", "error"):
-                raise exception_error(headers, payload)
-            if kind != "event":
-                raise APIConnectionError(
-                    f"malformed event stream: frame of message type {kind!r}")
-            if headers.get(":event-type") != "chunk":
-                continue  # other event types carry nothing for the message
-            chunk_headers = headers
-        # The usual shape, inline (this loop runs once per token): base64 checked by the
-        # pattern, JSON by the scanner; anything odd goes the slow way, which names it.
-        found = _CHUNK.fullmatch(payload)
-        event: Any = None
-        if found is not None:
-            try:
-                text = binascii.a2b_base64(found.group(1)).decode("utf-8")
-                event, end = scan(text, 0)
-                if end != len(text) or type(event) is not dict:
+    accumulator = MessageAccumulator(budget_of(limit))
+    try:
+        feed = accumulator.feed
+        scan = json_scanner()
+        chunk_headers: Any = None  # iter_frames shares one dict between frames of equal
+        # headers
+        for headers, payload in iter_frames(chunks, limit):
+            if headers is not chunk_headers:
+                kind = headers.get(":message-type")
+                if kind in ("exception", "error"):
+                    raise exception_error(headers, payload)
+                if kind != "event":
+                    raise APIConnectionError(
+                        f"malformed event stream: frame of message type {kind!r}")
+                if headers.get(":event-type") != "chunk":
+                    continue  # other event types carry nothing for the message
+                chunk_headers = headers
+            # The usual shape, inline (this loop runs once per token): base64 checked by the
+            # pattern, JSON by the scanner; anything odd goes the slow way, which names it.
+            found = _CHUNK.fullmatch(payload)
+            event: Any = None
+            if found is not None:
+                try:
+                    text = binascii.a2b_base64(found.group(1)).decode("utf-8")
+                    event, end = scan(text, 0)
+                    if end != len(text) or type(event) is not dict:
+                        event = None
+                except (ValueError, StopIteration, RecursionError):
                     event = None
-            except (ValueError, StopIteration, RecursionError):
-                event = None
-        if event is None:
-            event = _chunk_event(payload, scan)
-        if on_event is not None:
-            on_event(event)
-        feed(event)
-        if accumulator.done:
-            break
-    return accumulator.message()
+            if event is None:
+                event = _chunk_event(payload, scan)
+            if on_event is not None:
+                on_event(event)
+            feed(event)
+            if accumulator.done:
+                break
+        return accumulator.message()
+    except BaseException:
+        accumulator.release()  # the traceback keeps this frame: not what it gathered
+        raise

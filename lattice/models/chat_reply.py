@@ -8,7 +8,6 @@
 
 from __future__ import annotations
 
-import json
 import uuid
 from typing import Any, Dict, List, Mapping, Optional
 
@@ -21,7 +20,7 @@ from ..errors import (
     status_error_class,
 )
 from ..usage import token_count
-from .shape import check_reply, malformed, optional
+from .shape import check_reply, malformed, no_content, optional
 from .status import error_message, load_json
 
 __all__ = ["reply_from_completion", "usage_from_chat", "stop_reason_from_finish",
@@ -146,9 +145,8 @@ def reply_from_completion(body: Any) -> Dict[str, Any]:
     if body.get("error"):
         raise error_from_chat(body["error"])
     choices = body.get("choices")
-    if not choices:
-        raise APIConnectionError(
-            f"the reply has no choices (not a chat.completion?): {json.dumps(body)[:200]}")
+    if not choices:  # (a gateway's {}, or not a chat.completion)
+        raise no_content(body, "no choices: not a chat.completion?")
     choice = _first(choices, "choices")
     message = choice.get("message")
     if not isinstance(message, dict):
@@ -173,8 +171,10 @@ def reply_from_completion(body: Any) -> Dict[str, Any]:
     stop = stop_reason_from_finish(finish, bool(calls))
     if stop == "end_turn" and not "".join(texts) and isinstance(refusal, str) and refusal:
         stop = "refusal"
-    return finished(body, assemble(texts, reasoning, calls, refusal), stop,
-                    body.get("usage"))
+    content = assemble(texts, reasoning, calls, refusal)
+    if not content and not finish:
+        raise no_content(body, "no choices: not a chat.completion?")
+    return finished(body, content, stop, body.get("usage"))
 
 
 def _first(choices: Any, field: str) -> Dict[str, Any]:

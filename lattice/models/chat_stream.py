@@ -22,6 +22,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional
 
 from ..errors import APIConnectionError
 from .body import DEFAULT_MAX_RESPONSE_BYTES
+from .budget import ReplyBudget, budget_of
 from .chat_wire import (
     assemble,
     call_block,
@@ -30,7 +31,7 @@ from .chat_wire import (
     finished,
     stop_reason_from_finish,
 )
-from .shape import malformed, optional
+from .shape import malformed, no_content, optional
 from .sse import json_scanner, load_data, sse_events
 
 __all__ = ["ChatStreamAccumulator", "parse_chat_stream"]
@@ -46,12 +47,14 @@ class _Call:
 
 
 class ChatStreamAccumulator:
-    """Feed it chunk dicts in order; ``reply()`` gives the assistant dict."""
+    """Feed it chunk dicts in order; ``reply()`` gives the assistant dict. What it keeps
+    counts against ``budget`` (SPEC 21b); ``release()`` drops it once the stream failed."""
 
     __slots__ = ("_texts", "_reasoning", "_calls", "_refusal", "_finish", "_usage", "_head",
-                 "done")
+                 "_budget", "done")
 
-    def __init__(self) -> None:
+    def __init__(self, budget: Optional[ReplyBudget] = None) -> None:
+        self._budget = ReplyBudget(DEFAULT_MAX_RESPONSE_BYTES) if budget is None else budget
         self._texts: List[str] = []
         self._reasoning: List[str] = []
         self._calls: Dict[Any, _Call] = {}
@@ -60,6 +63,14 @@ class ChatStreamAccumulator:
         self._usage: Any = None
         self._head: Dict[str, Any] = {}  # id and model, from the first chunk naming them
         self.done = False  # [DONE] seen
+
+    def release(self) -> None:
+        """Drop what was gathered (a failed stream: nothing of it is used), in place: the
+        traceback's frames may hold a list."""
+        for call in self._calls.values():
+            call.parts.clear()
+        for gathered in (self._texts, self._reasoning, self._refusal, self._calls):
+            gathered.clear()
 
     def feed(self, chunk: Dict[str, Any]) -> None:
         """Apply one chunk; raise the error an ``error`` object names."""
@@ -91,24 +102,29 @@ class ChatStreamAccumulator:
                 raise malformed("chunk choices[0].delta", delta, "an object") from None
             if content:
                 if isinstance(content, str):
+                    self._budget.take(content)
                     self._texts.append(content)
                 else:
+                    self._budget.take_value(content)
                     content_parts(content, self._texts, self._reasoning,
                                   "chunk choices[0].delta.content")
             if len(delta) > 1 or content is None:
                 self._other(delta)
         finish = choice.get("finish_reason")
         if finish:
+            self._budget.progress()
             self._finish = optional(finish, str, "chunk choices[0].finish_reason", "a string")
 
     def _other(self, delta: Dict[str, Any]) -> None:
         for key in ("reasoning_content", "reasoning"):
             value = delta.get(key)
             if isinstance(value, str):
+                self._budget.take(value)
                 self._reasoning.append(value)
                 break
         refusal = delta.get("refusal")
         if isinstance(refusal, str):
+            self._budget.take(refusal)
             self._refusal.append(refusal)
         fragments = optional(delta.get("tool_calls"), list, "chunk choices[0].delta.tool_calls",
                              "a list")
@@ -119,7 +135,7 @@ class ChatStreamAccumulator:
             self._fragment(fragment, position)
         legacy = delta.get("function_call")
         if isinstance(legacy, dict) and (legacy.get("name") or "legacy" in self._calls):
-            self._merge(self._calls.setdefault("legacy", _Call()), None, legacy)
+            self._merge(self._calls.setdefault("legacy", _Call()), None, legacy, self._budget)
 
     def _fragment(self, fragment: Dict[str, Any], position: int) -> None:
         index = fragment.get("index")
@@ -129,14 +145,16 @@ class ChatStreamAccumulator:
                          ("position", position))
         call = self._calls.get(index)
         if call is None:
+            self._budget.take_value(fragment)
             call = self._calls[index] = _Call()
         function = optional(fragment.get("function"), dict,
                             f"chunk choices[0].delta.tool_calls[{position}].function",
                             "an object")
-        self._merge(call, call_id, function or {})
+        self._merge(call, call_id, function or {}, self._budget)
 
     @staticmethod
-    def _merge(call: _Call, call_id: Any, function: Dict[str, Any]) -> None:
+    def _merge(call: _Call, call_id: Any, function: Dict[str, Any], budget: ReplyBudget
+               ) -> None:
         if call_id and not call.id:
             call.id = call_id  # later fragments may repeat it
         name = function.get("name")
@@ -144,9 +162,11 @@ class ChatStreamAccumulator:
             call.name = name
         arguments = function.get("arguments")
         if isinstance(arguments, str):
+            budget.take(arguments)
             call.parts.append(arguments)
         elif isinstance(arguments, dict):
             call.parts.append(json.dumps(arguments))
+            budget.take(call.parts[-1])
 
     def reply(self) -> Dict[str, Any]:
         """The assistant dict; ``APIConnectionError`` if the stream was cut."""
@@ -158,6 +178,8 @@ class ChatStreamAccumulator:
         if stop == "end_turn" and refusal and not "".join(self._texts):
             stop = "refusal"
         content = assemble(self._texts, self._reasoning, calls, refusal)
+        if not content and not self._finish:
+            raise no_content(self._head or None)
         return finished(self._head, content, stop, self._usage)
 
 
@@ -169,20 +191,24 @@ def parse_chat_stream(
 
     Each chunk dict goes to ``on_event`` exactly as received, before it is applied.
     """
-    accumulator = ChatStreamAccumulator()
-    feed = accumulator.feed
-    scan = json_scanner()
-    for sse in sse_events(chunks, limit):
-        data = sse.data
-        if data[:1] in (b"[", b" ") and data.strip() == b"[DONE]":
-            accumulator.done = True
-            break
-        chunk = load_data(sse, scan)
-        if chunk is None:
-            continue
-        if on_event is not None:
-            on_event(chunk)
-        if sse.event == "error" and not chunk.get("error"):
-            raise error_from_chat(chunk)
-        feed(chunk)
-    return accumulator.reply()
+    accumulator = ChatStreamAccumulator(budget_of(limit))
+    try:
+        feed = accumulator.feed
+        scan = json_scanner()
+        for sse in sse_events(chunks, limit):
+            data = sse.data
+            if data[:1] in (b"[", b" ") and data.strip() == b"[DONE]":
+                accumulator.done = True
+                break
+            chunk = load_data(sse, scan)
+            if chunk is None:
+                continue
+            if on_event is not None:
+                on_event(chunk)
+            if sse.event == "error" and not chunk.get("error"):
+                raise error_from_chat(chunk)
+            feed(chunk)
+        return accumulator.reply()
+    except BaseException:
+        accumulator.release()  # the traceback keeps this frame: not what it gathered
+        raise

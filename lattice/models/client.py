@@ -6,28 +6,50 @@ becomes a request body."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
-from typing import TYPE_CHECKING, Any, Dict, List, Mapping, NamedTuple, Optional, Tuple, TypeVar
+import threading
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Callable,
+    Dict,
+    Iterator,
+    List,
+    Mapping,
+    NamedTuple,
+    Optional,
+    Tuple,
+    TypeVar,
+)
 
 from .._version import __version__
 from ..errors import AuthenticationError, RequestTimeoutError
 from .base import ModelRequest, ReplyDict
 from .body import DEFAULT_MAX_RESPONSE_BYTES
+from .budget import DEFAULT_IDLE_TIMEOUT_MS
 from .entries import EntryBytes
 from .http import Codec, Transport
 from .options import check_client_options, clean_headers, require_requests, secrets_of
 from .retry import RetryPolicy
+from .tokens import ask_provider
 from .urls import shown_url
 
 if TYPE_CHECKING:  # pragma: no cover
     import requests
+else:  # annotations only (get_type_hints): requests is imported when a request is made
+    from .annotations import requests
 
 __all__ = ["HTTPModelClient", "TransportOptions", "check_max_bytes", "DEFAULT_MAX_RESPONSE_BYTES"]
 
 C = TypeVar("C", bound="HTTPModelClient")
 _log = logging.getLogger("lattice")
 _USER_AGENT = f"agent-lattice/{__version__}"
+# The deadline and signal of the request whose headers this thread is making: what a
+# token provider's call is bounded by (``_ask_token``), without every ``_headers`` taking
+# the request.
+_asking = threading.local()
 
 
 class TransportOptions(NamedTuple):
@@ -37,6 +59,7 @@ class TransportOptions(NamedTuple):
     retry_policy: RetryPolicy
     timeout_ms: Optional[float]
     max_response_bytes: int
+    stream_idle_timeout_ms: Optional[float]
 
 
 class HTTPModelClient:
@@ -52,23 +75,26 @@ class HTTPModelClient:
         self, *, stream: Any, max_retries: Any, default_headers: Optional[Mapping[str, str]],
         session: Any, timeout_ms: Any, retry_policy: Any,
         max_response_bytes: Any = DEFAULT_MAX_RESPONSE_BYTES,
+        stream_idle_timeout_ms: Any = DEFAULT_IDLE_TIMEOUT_MS,
     ) -> TransportOptions:
         """Check the options every client takes (ValueError naming the first bad one),
         keep ``stream`` and the cleaned ``default_headers``, and return what the transport
         is made with (``_make_transport``, once the client knows its URL and codec)."""
         check_client_options(max_retries=max_retries, stream=stream, timeout_ms=timeout_ms,
-                             session=session, retry_policy=retry_policy)
+                             session=session, retry_policy=retry_policy,
+                             stream_idle_timeout_ms=stream_idle_timeout_ms)
         limit = check_max_bytes(max_response_bytes)
         self._default_headers = clean_headers(default_headers)
         require_requests(type(self).__name__)  # at construction, not at the first prompt
         self.stream = stream
         return TransportOptions(session, retry_policy or RetryPolicy(max_retries=max_retries),
-                                timeout_ms, limit)
+                                timeout_ms, limit, stream_idle_timeout_ms)
 
     def _make_transport(self, url: str, codec: Codec, options: TransportOptions) -> None:
         self._transport = Transport(
             url, codec, session=options.session, retry_policy=options.retry_policy,
-            timeout_ms=options.timeout_ms, max_response_bytes=options.max_response_bytes)
+            timeout_ms=options.timeout_ms, max_response_bytes=options.max_response_bytes,
+            stream_idle_timeout_ms=options.stream_idle_timeout_ms)
 
     @property
     def _entries(self) -> EntryBytes:
@@ -86,13 +112,26 @@ class HTTPModelClient:
         with the client's own session: the abort or the deadline shuts the socket down
         from the thread that fires (``cutoff.py``; the blocked read returns within a few
         ms). False with a session given by the user (cut only once the headers came) or a
-        credential fetched by code lattice does not control (a token provider)."""
-        return self._transport.own_session and not self._asks_provider()
+        credential fetched by code lattice does not control (a token provider, Google's
+        refresh)."""
+        return (self._transport.own_session and not self._asks_provider()
+                and not self._fetches_credential())
+
+    def _fetches_credential(self) -> bool:
+        """A request may first fetch a credential by a call no signal reaches (Vertex with
+        Google's credentials): the default, no."""
+        return False
 
     @property
     def max_response_bytes(self) -> int:
-        """The most one response body, SSE line or event may hold (decoded bytes)."""
+        """The most one response body, SSE line or event may hold (decoded bytes), and
+        the most a streamed reply's content may add up to."""
         return self._transport.max_response_bytes
+
+    @property
+    def stream_idle_timeout_ms(self) -> Optional[float]:
+        """How long a stream may go without progressing (None: no such limit)."""
+        return self._transport.stream_idle_timeout_ms
 
     def create(self, request: ModelRequest) -> ReplyDict:
         """Send one request; return the assistant dict (nothing partial)."""
@@ -106,19 +145,22 @@ class HTTPModelClient:
         answered by asking for headers again (``_headers_after_401``: the provider asked
         once more) and sending once more, within what is left of the request's deadline;
         not a retry under the policy: a token that went stale under us is no server fault."""
-        headers, secrets = self._headers()
         started = self.retry_policy.clock()
+        limit = request.timeout_ms or self.timeout_ms
+        deadline = started + limit / 1000.0 if limit else None
+        with _bounded_by(deadline, request):
+            headers, secrets = self._headers()
         try:
             return self._transport.send(request, body, headers, secrets, streaming, url=url)
         except AuthenticationError as exc:
             if exc.status_code != 401:
                 raise
-            fresh = self._headers_after_401()
+            with _bounded_by(deadline, request):
+                fresh = self._headers_after_401()
             if fresh is None:  # a fixed key or token: a second try would fail the same way
                 raise
             _log.info("%s: 401 to the token provider's token; sending once more with the "
                       "token it gives now", type(self).__name__)
-        limit = request.timeout_ms or self.timeout_ms
         if limit:
             left = limit - (self.retry_policy.clock() - started) * 1000.0
             if left <= 0:
@@ -138,6 +180,14 @@ class HTTPModelClient:
         """The credential comes from a token provider (no key wins over it): the default,
         no."""
         return False
+
+    def _ask_token(self, provider: Callable[[], Any]) -> str:
+        """``provider()``'s token (``tokens.py``), bounded by the deadline and signal of
+        the request being sent on this thread."""
+        deadline, request = getattr(_asking, "limits", (None, None))
+        return ask_provider(provider, deadline=deadline,
+                            signal=request.signal if request is not None else None,
+                            clock=self.retry_policy.clock)
 
     def _json_headers(self, auth: Dict[str, str], *secrets: Optional[str]
                       ) -> Tuple[Dict[str, str], List[str]]:
@@ -184,6 +234,16 @@ class HTTPModelClient:
         return (f"{type(self).__name__}(base_url={shown_url(self.base_url)!r}, "
                 f"stream={self.stream}, "
                 f"max_retries={self.retry_policy.max_retries}, timeout_ms={self.timeout_ms!r})")
+
+
+@contextlib.contextmanager
+def _bounded_by(deadline: Optional[float], request: ModelRequest) -> Iterator[None]:
+    before = getattr(_asking, "limits", None)
+    _asking.limits = (deadline, request)
+    try:
+        yield
+    finally:
+        _asking.limits = before if before is not None else (None, None)
 
 
 def check_max_bytes(value: Any, option: str = "max_response_bytes") -> int:

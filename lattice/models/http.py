@@ -51,6 +51,7 @@ from ..cancellation import call_later
 from ..errors import AbortError, APIConnectionError, APIError, APIStatusError, RequestTimeoutError
 from .base import ModelRequest, ReplyDict
 from .body import DEFAULT_MAX_RESPONSE_BYTES, finish_stream, read_body, read_chunks
+from .budget import DEFAULT_IDLE_TIMEOUT_MS, ReplyBudget, bound_silence, idle_error, watch_idle
 from .codec import Codec, EventCallback, Signer
 from .cutoff import HeldCall, attach, cut_if_needed, detach
 from .retry import RetryPolicy, status_is_retryable
@@ -59,6 +60,8 @@ from .urls import hide_queries_from_urllib3, redact, shown_url, url_secrets
 
 if TYPE_CHECKING:  # pragma: no cover
     import requests
+else:  # annotations only (get_type_hints): requests is imported when a request is made
+    from .annotations import requests
 
 __all__ = ["Codec", "Transport", "EventCallback", "Signer", "new_session",
            "transport_failure", "transport_errors", "DEFAULT_MAX_RESPONSE_BYTES"]
@@ -78,12 +81,16 @@ class Transport:
         session: a ``requests.Session`` to use instead of our own (made on first use).
         retry_policy: when and how long to wait before retrying.
         timeout_ms: the default deadline of one ``send()`` (retries included).
-        max_response_bytes: the most one body, SSE line or event may hold (decoded).
+        max_response_bytes: the most one body, SSE line or event may hold (decoded), and
+            the most a streamed reply's content may add up to (``budget.py``).
+        stream_idle_timeout_ms: how long a stream may go without progressing (None:
+            no limit but the deadline and the socket's read timeout).
     """
 
     def __init__(self, url: str, codec: Codec, *, session: Optional[requests.Session],
                  retry_policy: RetryPolicy, timeout_ms: Optional[float],
-                 max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES) -> None:
+                 max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+                 stream_idle_timeout_ms: Optional[float] = DEFAULT_IDLE_TIMEOUT_MS) -> None:
         self.url = url
         self.shown_url = shown_url(url)  # password and query values: never shown
         self.url_secrets = url_secrets(url)
@@ -91,6 +98,7 @@ class Transport:
         self.retry_policy = retry_policy
         self.timeout_ms = timeout_ms
         self.max_response_bytes = max_response_bytes
+        self.stream_idle_timeout_ms = stream_idle_timeout_ms
         self.own_session = session is None
         self.session = session
         self._lock = threading.Lock()  # guards session and _calls
@@ -169,6 +177,12 @@ class Transport:
                     else:
                         signal.wait(delay)  # an abort ends the wait at once
                     signal.throw_if_aborted()
+        except (APIError, RequestTimeoutError, AbortError, ValueError) as error:
+            # SPEC 21b: what caused it (a requests exception naming the URL whole, query
+            # secrets and all) does not travel with it; its type name is in the message.
+            error.__cause__ = error.__context__ = None
+            error.__suppress_context__ = True
+            raise
         finally:
             signal.remove_callback(call.abort)
             if cancel_timer is not None:
@@ -207,17 +221,24 @@ class Transport:
                 error = codec.error(status, response.headers,
                                     read_body(response, limit, deadline, clock), call.secrets)
                 if status_is_retryable(status, response.headers):
-                    raise _Retry(error, response.headers)
+                    raise _Retry(error, _with_hint(response.headers, error))
                 raise error
             kind = response.headers.get("content-type", "")
             if streaming and getattr(codec, "stream_type", _SSE) in kind:
+                budget, idle_ms = ReplyBudget(limit), self.stream_idle_timeout_ms
+                bound_silence(response, idle_ms)
                 chunks = read_chunks(response, deadline, clock)
                 on_event = call.request.on_event if call.request is not None else None
-                reply = codec.read_stream(chunks, on_event, limit)
+                reply = codec.read_stream(watch_idle(chunks, budget, idle_ms, clock),
+                                          on_event, budget)
                 finish_stream(response, chunks, transport_errors(), clock)
                 return reply
             return codec.read_json(read_body(response, limit, deadline, clock))
         except transport_errors() as exc:
+            idle_ms = self.stream_idle_timeout_ms
+            if (streaming and idle_ms is not None and call.cause is None
+                    and is_timeout_of(exc) == "read" and not self._past(call.deadline)):
+                raise idle_error(idle_ms) from None  # silent past the idle limit
             raise self._failure(call, exc, shown, "the response broke off") from exc
         except APIError as error:  # a cut stream, bad data, an error event, too large
             if call.cause is not None:
@@ -230,6 +251,9 @@ class Transport:
             raise
         finally:
             response.close()
+
+    def _past(self, deadline: Optional[float]) -> bool:
+        return deadline is not None and self.retry_policy.clock() >= deadline - 0.01
 
     def _failure(self, call: HeldCall, exc: BaseException, shown: str,
                  what: str = "connection error", headers: Optional[Mapping[str, str]] = None
@@ -270,15 +294,24 @@ def transport_failure(exc: BaseException, *, api: str, shown_url: str, secrets: 
     if isinstance(exc, requests.exceptions.InvalidHeader):
         # requests quotes the header value (a key!) in its message: never shown.
         names = [k for k, v in (headers or {}).items() if not valid_header_value(v)]
-        return ValueError(f"{api} request not sent: header(s) {names or '?'} "
-                          "have a value HTTP cannot carry, such as a line break or "
-                          "surrounding whitespace (value not shown)")
+        return ValueError(f"{api} request not sent ({type(exc).__name__}): header(s) "
+                          f"{names or '?'} have a value HTTP cannot carry, such as a line "
+                          "break or surrounding whitespace (value not shown)")
     if isinstance(exc, (requests.exceptions.InvalidURL, requests.exceptions.InvalidSchema,
                         requests.exceptions.MissingSchema)):
-        return ValueError(f"{api} request not sent: {shown_url!r} is not "
-                          f"a URL requests can use ({redact(str(exc), secrets)})")
+        return ValueError(f"{api} request not sent ({type(exc).__name__}): {shown_url!r} "
+                          f"is not a URL requests can use ({redact(str(exc), secrets)})")
     reason = redact(readable(exc), secrets)
-    return APIConnectionError(f"{what} ({shown_url}): {reason}")
+    return APIConnectionError(f"{what} ({shown_url}): {type(exc).__name__}: {reason}")
+
+
+def _with_hint(headers: Mapping[str, str], error: APIError) -> Mapping[str, str]:
+    """``headers``, plus the wait a codec read from the error body (Google's ``RetryInfo``:
+    ``error.retry_after`` seconds) as ``retry-after`` when the headers name none."""
+    hint = getattr(error, "retry_after", None)
+    if not isinstance(hint, (int, float)) or "retry-after" in headers:
+        return headers
+    return {**headers, "retry-after": f"{hint:g}"}
 
 
 class _Retry(Exception):

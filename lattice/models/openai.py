@@ -24,6 +24,7 @@ from urllib.parse import urlsplit
 
 from ..errors import APIConnectionError, APIStatusError
 from .base import ModelRequest, ReplyDict
+from .budget import DEFAULT_IDLE_TIMEOUT_MS
 from .chat_stream import parse_chat_stream
 from .chat_wire import Translations, chat_body, reply_from_completion
 from .client import DEFAULT_MAX_RESPONSE_BYTES, HTTPModelClient
@@ -35,6 +36,8 @@ from .urls import endpoint, shown_url
 
 if TYPE_CHECKING:  # pragma: no cover
     import requests
+else:  # annotations only (get_type_hints): requests is imported when a request is made
+    from .annotations import requests
 
 __all__ = ["OpenAIChatClient", "DEFAULT_OPENAI_BASE_URL"]
 
@@ -122,7 +125,9 @@ class OpenAIChatClient(HTTPModelClient):
         retry_policy: a ``RetryPolicy``; it replaces ``max_retries`` when given.
         max_response_bytes: the most one response body, SSE line or SSE event may hold
             (decoded); beyond it the call fails with ``APIConnectionError`` and the
-            response is closed. Default 32 MiB.
+            response is closed. Default 32 MiB. A streamed reply's content (text,
+            reasoning, tool arguments) may add up to no more than this either.
+        stream_idle_timeout_ms: as ``AnthropicClient``.
     """
 
     provider_name = "openai"  # gen_ai.provider.name in traces
@@ -141,12 +146,14 @@ class OpenAIChatClient(HTTPModelClient):
         max_tokens_field: str = "max_completion_tokens",
         retry_policy: Optional[RetryPolicy] = None,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        stream_idle_timeout_ms: Optional[float] = DEFAULT_IDLE_TIMEOUT_MS,
     ) -> None:
         self._api_key = check_secret("api_key", api_key)
         options = self._check_options(
             stream=stream, max_retries=max_retries, default_headers=default_headers,
             session=session, timeout_ms=timeout_ms, retry_policy=retry_policy,
-            max_response_bytes=max_response_bytes)
+            max_response_bytes=max_response_bytes,
+            stream_idle_timeout_ms=stream_idle_timeout_ms)
         query = _check_query(default_query)
         if max_tokens_field not in _TOKEN_FIELDS:
             raise ValueError(f"max_tokens_field must be one of {list(_TOKEN_FIELDS)}, "

@@ -8,6 +8,7 @@ here ever shows a secret's value.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import sys
@@ -20,6 +21,7 @@ from .urls import shown_url
 __all__ = [
     "check_client_options",
     "check_secret",
+    "check_version",
     "secret_from_env",
     "clean_headers",
     "resolve_base_url",
@@ -31,7 +33,10 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def _bad_number(value: Any, minimum: float, *, strict: bool) -> bool:
+    """Not a number, NaN, infinite, or below ``minimum`` (at it too when ``strict``)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return True
+    if not math.isfinite(value):
         return True
     return value <= minimum if strict else value < minimum
 
@@ -98,14 +103,18 @@ def check_client_options(
     timeout_ms: Any,
     session: Any,
     retry_policy: Any,
+    stream_idle_timeout_ms: Any = None,
 ) -> None:
     """ValueError naming the first option with a bad value."""
     problems = [
         ("max_retries", max_retries, "an int >= 0",
          not isinstance(max_retries, int) or _bad_number(max_retries, 0, strict=False)),
         ("stream", stream, "True or False", not isinstance(stream, bool)),
-        ("timeout_ms", timeout_ms, "a positive number or None",
+        ("timeout_ms", timeout_ms, "a positive finite number or None",
          timeout_ms is not None and _bad_number(timeout_ms, 0, strict=True)),
+        ("stream_idle_timeout_ms", stream_idle_timeout_ms, "a positive finite number or None",
+         stream_idle_timeout_ms is not None
+         and _bad_number(stream_idle_timeout_ms, 0, strict=True)),
         ("session", session, "a requests.Session",
          session is not None and not callable(getattr(session, "post", None))),
         ("retry_policy", retry_policy, "a RetryPolicy",
@@ -114,6 +123,14 @@ def check_client_options(
     for name, value, wanted, bad in problems:
         if bad:
             raise ValueError(f"{name} must be {wanted}, got {value!r}")
+
+
+def check_version(value: Any, option: str = "anthropic_version") -> str:
+    """``value`` if it is a non-empty str without whitespace or control characters."""
+    if not isinstance(value, str) or not value or not re.fullmatch(r"[\x21-\x7e]+", value):
+        raise ValueError(f"{option} must be a non-empty str such as '2023-06-01', "
+                         f"got {value!r}")
+    return value
 
 
 def resolve_base_url(base_url: Optional[str], variable: str, default: str) -> str:

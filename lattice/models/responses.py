@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, 
 from urllib.parse import urlsplit
 
 from .base import ModelRequest
+from .body import DEFAULT_MAX_RESPONSE_BYTES
+from .budget import DEFAULT_IDLE_TIMEOUT_MS
 from .chat_wire import Translations
 from .client import HTTPModelClient
 from .openai import DEFAULT_OPENAI_BASE_URL, OpenAICodec, _check_query
@@ -18,10 +20,13 @@ from .options import check_secret, resolve_base_url, secret_from_env, secrets_of
 from .responses_stream import parse_responses_stream
 from .responses_wire import reply_from_response, responses_body
 from .retry import RetryPolicy
+from .tokens import ask_provider
 from .urls import endpoint
 
 if TYPE_CHECKING:  # pragma: no cover
     import requests
+else:  # annotations only (get_type_hints): requests is imported when a request is made
+    from .annotations import requests
 
 __all__ = ["OpenAIResponsesClient", "ResponsesCodec", "responses_url", "bearer_token"]
 
@@ -51,11 +56,8 @@ def responses_url(base_url: str) -> str:
 
 
 def bearer_token(provider: TokenProvider) -> str:
-    """What ``provider()`` returns, checked (never shown in an error)."""
-    token = check_secret("token_provider()", provider())
-    if token is None:
-        raise ValueError("token_provider() returned None; it must return a token (str)")
-    return token
+    """What ``provider()`` returns, checked (never shown in an error; ``tokens.py``)."""
+    return ask_provider(provider)
 
 
 class OpenAIResponsesClient(HTTPModelClient):
@@ -84,6 +86,7 @@ class OpenAIResponsesClient(HTTPModelClient):
         token_provider: a callable returning a bearer token, called for every request
             (Microsoft Entra ID on Azure; the provider caches; after a 401 it is called
             once more and the request sent once more); ``api_key`` wins over it.
+        max_response_bytes, stream_idle_timeout_ms: as ``OpenAIChatClient``.
     """
 
     provider_name = "openai"  # gen_ai.provider.name in traces
@@ -102,11 +105,15 @@ class OpenAIResponsesClient(HTTPModelClient):
         timeout_ms: Optional[float] = None,
         retry_policy: Optional[RetryPolicy] = None,
         token_provider: Optional[TokenProvider] = None,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        stream_idle_timeout_ms: Optional[float] = DEFAULT_IDLE_TIMEOUT_MS,
     ) -> None:
         self._api_key = check_secret("api_key", api_key)
         options = self._check_options(
             stream=stream, max_retries=max_retries, default_headers=default_headers,
-            session=session, timeout_ms=timeout_ms, retry_policy=retry_policy)
+            session=session, timeout_ms=timeout_ms, retry_policy=retry_policy,
+            max_response_bytes=max_response_bytes,
+            stream_idle_timeout_ms=stream_idle_timeout_ms)
         if not isinstance(store, bool):
             raise ValueError(f"store must be True or False, got {store!r}")
         if token_provider is not None and not callable(token_provider):
@@ -140,7 +147,7 @@ class OpenAIResponsesClient(HTTPModelClient):
         (not when an ``api-key`` header is configured: that key is for another host)."""
         key = self._api_key
         if self._token_provider is not None and self._asks_provider():
-            token = bearer_token(self._token_provider)
+            token = self._ask_token(self._token_provider)
             return {"authorization": f"Bearer {token}"}, [token]
         if key is None and not any(k.lower() == "api-key" for k in self._default_headers):
             key = secret_from_env("OPENAI_API_KEY")

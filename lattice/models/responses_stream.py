@@ -17,8 +17,10 @@ from typing import Any, Callable, Dict, Iterable, List, Optional
 
 from ..errors import APIConnectionError
 from .body import DEFAULT_MAX_RESPONSE_BYTES
+from .budget import ReplyBudget
 from .responses_status import error_from_responses
 from .responses_wire import reply_from_response
+from .shape import malformed
 from .sse import parse_stream
 
 __all__ = ["ResponsesStreamAccumulator", "parse_responses_stream"]
@@ -29,15 +31,26 @@ _FINAL = ("response.completed", "response.incomplete")
 class ResponsesStreamAccumulator:
     """Feed it event dicts in order; ``reply()`` gives the assistant dict."""
 
-    __slots__ = ("_items", "_texts", "_args", "_head", "final", "done")
+    __slots__ = ("_items", "_texts", "_args", "_head", "_budget", "_kept", "final", "done")
 
-    def __init__(self) -> None:
+    def __init__(self, budget: Optional[ReplyBudget] = None) -> None:
         self._items: Dict[Any, Dict[str, Any]] = {}
         self._texts: Dict[Any, List[str]] = {}  # output_index -> text deltas
         self._args: Dict[Any, List[str]] = {}  # output_index -> argument deltas
         self._head: Dict[str, Any] = {}
+        self._budget = ReplyBudget(DEFAULT_MAX_RESPONSE_BYTES) if budget is None else budget
+        self._kept: Dict[Any, int] = {}  # output_index -> bytes counted for it so far
         self.final: Optional[Dict[str, Any]] = None
         self.done = False  # the final event came (``final``)
+
+    def release(self) -> None:
+        """Drop what was gathered (a failed stream: nothing of it is used), in place: the
+        traceback's frames may hold a list."""
+        for parts in (*self._texts.values(), *self._args.values()):
+            parts.clear()
+        for gathered in (self._items, self._texts, self._args):
+            gathered.clear()
+        self.final = None
 
     def feed(self, event: Dict[str, Any]) -> None:
         """Apply one event; raise the error a failed response or ``error`` event names."""
@@ -45,15 +58,22 @@ class ResponsesStreamAccumulator:
         if kind == "response.output_text.delta" or kind == "response.refusal.delta":
             delta = event.get("delta")
             if isinstance(delta, str):
+                self._count(event.get("output_index"), self._budget.take(delta))
                 self._texts.setdefault(event.get("output_index"), []).append(delta)
         elif kind == "response.function_call_arguments.delta":
             delta = event.get("delta")
             if isinstance(delta, str):
+                self._count(event.get("output_index"), self._budget.take(delta))
                 self._args.setdefault(event.get("output_index"), []).append(delta)
         elif kind in ("response.output_item.added", "response.output_item.done"):
             item = event.get("item")
             if isinstance(item, dict):
-                self._items[event.get("output_index", len(self._items))] = dict(item)
+                index = event.get("output_index", len(self._items))
+                # the item replaces what was counted for its index: the item added
+                # before, and its deltas, which it holds (a reasoning item comes whole)
+                self._budget.give_back(self._count(index, 0, replace=True))
+                self._count(index, self._budget.take_value(item))
+                self._items[index] = dict(item)
                 if kind == "response.output_item.done":  # whole: its deltas are in it
                     self._texts.pop(event.get("output_index"), None)
                     self._args.pop(event.get("output_index"), None)
@@ -61,6 +81,7 @@ class ResponsesStreamAccumulator:
             response = event.get("response")
             if not isinstance(response, dict):
                 raise APIConnectionError(f"{kind} event without a response object")
+            self._budget.progress()
             self.final = response
             self.done = True
         elif kind == "response.failed":
@@ -72,8 +93,19 @@ class ResponsesStreamAccumulator:
                 event.get("error"), dict) else event)
         elif kind in ("response.created", "response.in_progress", "response.queued"):
             response = event.get("response")
+            self._budget.progress()
             if isinstance(response, dict):
                 self._head.update({k: response[k] for k in ("id", "model") if response.get(k)})
+
+    def _count(self, index: Any, size: int, *, replace: bool = False) -> int:
+        """Add ``size`` to the bytes counted for output ``index`` (``replace``: set it);
+        return what was counted before."""
+        try:
+            before = self._kept.get(index, 0)
+        except TypeError:  # an unhashable index
+            raise malformed("output_index", index, "an integer") from None
+        self._kept[index] = size if replace else before + size
+        return before
 
     def message(self) -> Dict[str, Any]:
         """The assistant dict; ``APIConnectionError`` if the stream was cut."""
@@ -107,4 +139,4 @@ def parse_responses_stream(
     Each event dict goes to ``on_event`` exactly as received, before it is applied. The
     events are typed as the Messages API's are, so ``sse.parse_stream`` reads them.
     """
-    return parse_stream(chunks, on_event, limit, ResponsesStreamAccumulator())
+    return parse_stream(chunks, on_event, limit, ResponsesStreamAccumulator)

@@ -29,6 +29,7 @@ from .chat_wire import Translations, cached_tools, call_block
 from .chat_wire import system_text as text_of_system
 from .entries import MARK, EntryBytes, dump
 from .responses_status import error_from_responses, usage_from_responses
+from .shape import no_content
 
 __all__ = ["ITEMS_KEY", "responses_body", "responses_input", "responses_tools",
            "reply_from_response", "usage_from_responses", "error_from_responses",
@@ -37,7 +38,7 @@ __all__ = ["ITEMS_KEY", "responses_body", "responses_input", "responses_tools",
 ITEMS_KEY = "openai_items"
 _ENCRYPTED = "reasoning.encrypted_content"
 # Parts of a tool_use / text block the stub does not repeat.
-_CARRIED = {"function_call": ("name", "arguments", "status", "type"), "message": ()}
+_USUAL_CALL = frozenset(("type", "id", "call_id", "status"))  # sent with every call
 
 
 # -- requests ------------------------------------------------------------------------------
@@ -235,6 +236,8 @@ def reply_from_response(body: Any) -> Dict[str, Any]:
     if status == "failed" or (body.get("error") and "output" not in body):
         raise error_from_responses(body.get("error"))
     output = body.get("output")
+    if output is None and status is None:  # a gateway's {}
+        raise no_content(body)
     if not isinstance(output, list):
         raise APIConnectionError(
             f"the reply has no output list (not a response?): {json.dumps(body)[:200]}")
@@ -243,6 +246,8 @@ def reply_from_response(body: Any) -> Dict[str, Any]:
             raise APIConnectionError(f"the reply's {field} is not a string: "
                                      f"{str(body[field])[:100]!r}")
     content, kept, refused = _content(output)
+    if not content and not kept and status is None:
+        raise no_content(body)
     if kept and too_deep(kept, MAX_DEPTH - 2):
         raise APIConnectionError(f"the reply's output items are nested deeper than "
                                  f"{MAX_DEPTH} levels; refused")
@@ -293,7 +298,13 @@ def _content(output: List[Any]) -> Tuple[List[Dict[str, Any]], List[Dict[str, An
         elif kind == "function_call":
             block = call_block(item.get("call_id"), item.get("name"), item.get("arguments"))
             blocks.append(block)
-            kept.append(dict(_stub(item), call_id=block["id"]))
+            # Every field the API sent but the two the block carries goes back as sent
+            # (SPEC 21b: ``namespace`` and any field added later); one beyond the usual
+            # ones makes the items worth keeping.
+            stub = {k: v for k, v in item.items()
+                    if v is not None and k not in ("name", "arguments")}
+            kept.append(dict(stub, call_id=block["id"]))
+            needed = needed or any(k not in _USUAL_CALL for k in stub)
             continue
         elif kind == "reasoning":
             thinking += _reasoning_text(item)
@@ -305,9 +316,9 @@ def _content(output: List[Any]) -> Tuple[List[Dict[str, Any]], List[Dict[str, An
 
 
 def _stub(item: Dict[str, Any]) -> Dict[str, Any]:
-    drop = _CARRIED.get(item.get("type"), ())  # type: ignore[arg-type]
-    return {k: v for k, v in item.items() if v is not None and (k not in drop and k not in (
-        "content", "role", "status") or k == "type")}
+    """What stands for a message item: all but its text, role and status."""
+    return {k: v for k, v in item.items()
+            if v is not None and k not in ("content", "role", "status")}
 
 
 def _message_text(item: Dict[str, Any]) -> Tuple[str, str]:

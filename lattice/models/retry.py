@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import math
 import random as _random
 import time
 from dataclasses import dataclass
@@ -132,9 +133,11 @@ class RetryPolicy:
         for name, top in (("initial_delay", None), ("max_delay", None),
                           ("max_retry_after", None), ("jitter", 1)):
             value = getattr(self, name)
-            if (isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0
+            if (isinstance(value, bool) or not isinstance(value, (int, float))
+                    or not math.isfinite(value) or value < 0
                     or (top is not None and value > top)):
-                wanted = "a number >= 0" if top is None else f"a number between 0 and {top}"
+                wanted = ("a finite number >= 0" if top is None
+                          else f"a number between 0 and {top}")
                 raise ValueError(f"{name} must be {wanted}, got {value!r}")
 
     def should_retry(self, retries_done: int, status: Optional[int], headers: Headers) -> bool:

@@ -23,7 +23,7 @@ from typing import Any, Dict, List, Mapping, Optional
 from ..errors import APIConnectionError
 
 __all__ = ["MAX_DEPTH", "too_deep", "top_level_id", "malformed", "optional", "check_reply",
-           "check_depth"]
+           "no_content", "check_depth"]
 
 MAX_DEPTH = 100
 
@@ -118,6 +118,14 @@ _BLOCK_FIELDS: Dict[str, Any] = {
     "tool_use": (("id", str), ("name", str)),
     "server_tool_use": (("id", str), ("name", str)),
 }
+
+
+def no_content(body: Any, why: str = "no content and no stop reason") -> APIConnectionError:
+    """The error for a 200 reply with no content and no stop reason (a gateway's ``{}``):
+    never a success with an empty result (SPEC 21b)."""
+    shown = json.dumps(body, default=str)[:200] if body is not None else ""
+    return APIConnectionError(f"the reply had no content ({why})"
+                              + (f": {shown}" if shown else ""))
 
 
 def check_reply(reply: Mapping[str, Any]) -> None:

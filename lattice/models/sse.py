@@ -34,6 +34,7 @@ from typing import (
 
 from ..errors import APIConnectionError
 from .body import DEFAULT_MAX_RESPONSE_BYTES, too_large
+from .budget import budget_of
 from .sse_message import MessageAccumulator
 
 __all__ = [
@@ -222,6 +223,8 @@ class TypedEvents(Protocol):
 
     def message(self) -> Dict[str, Any]: ...
 
+    def release(self) -> None: ...
+
 
 def sse_events(chunks: Iterable[bytes], limit: int) -> Iterator[ServerSentEvent]:
     """The events of an SSE byte stream, in order (no line or event over ``limit``); a last
@@ -238,7 +241,8 @@ def json_scanner() -> Callable[[str, int], Tuple[Any, int]]:
 
 def parse_stream(
     chunks: Iterable[bytes], on_event: Optional[EventCallback] = None,
-    limit: int = DEFAULT_MAX_RESPONSE_BYTES, accumulator: Optional[TypedEvents] = None,
+    limit: int = DEFAULT_MAX_RESPONSE_BYTES,
+    accumulator: Optional[Callable[[Any], TypedEvents]] = None,
 ) -> Dict[str, Any]:
     """Read an SSE byte stream up to ``message_stop``; return the message object.
 
@@ -246,21 +250,25 @@ def parse_stream(
     its ``event:`` name. Stops reading at ``message_stop`` (the caller may drain the
     rest). Raises ``APIConnectionError`` for malformed data or a stream that ends early,
     and the matching ``APIStatusError`` for an ``error`` event. ``accumulator`` (default
-    a ``MessageAccumulator``) is fed the events, and says when they end and what they made.
+    ``MessageAccumulator``) is made with the reply's budget (``budget.py``), fed the
+    events, and says when they end and what they made; a failed stream releases it.
     """
-    if accumulator is None:
-        accumulator = MessageAccumulator()
-    feed = accumulator.feed
-    scan = json_scanner()
-    for sse in sse_events(chunks, limit):
-        event = load_data(sse, scan)
-        if event is None:
-            continue
-        if sse.event and "type" not in event:  # the type from the event: name
-            event["type"] = sse.event
-        if on_event is not None:
-            on_event(event)
-        feed(event)
-        if accumulator.done:
-            break
-    return accumulator.message()
+    events = (accumulator or MessageAccumulator)(budget_of(limit))
+    try:
+        feed = events.feed
+        scan = json_scanner()
+        for sse in sse_events(chunks, limit):
+            event = load_data(sse, scan)
+            if event is None:
+                continue
+            if sse.event and "type" not in event:  # the type from the event: name
+                event["type"] = sse.event
+            if on_event is not None:
+                on_event(event)
+            feed(event)
+            if events.done:
+                break
+        return events.message()
+    except BaseException:
+        events.release()  # the traceback keeps this frame: not what it gathered
+        raise

@@ -11,6 +11,8 @@ import json
 from typing import Any, Dict, List, Optional
 
 from ..errors import APIConnectionError
+from .body import DEFAULT_MAX_RESPONSE_BYTES
+from .budget import ReplyBudget
 from .shape import MAX_DEPTH, malformed, optional
 from .wire import error_from_body
 
@@ -87,16 +89,30 @@ class MessageAccumulator:
     Unknown event, block and delta types are ignored: a block stays as
     ``content_block_start`` gave it plus the deltas we understand. Usage starts from
     ``message_start`` and every non-null field of a ``message_delta`` usage replaces the
-    value so far (they are running totals, not increments).
+    value so far (they are running totals, not increments). What the blocks hold counts
+    against ``budget`` (SPEC 21b: the reply is bounded as a whole); ``release()`` drops
+    it all once the stream failed.
     """
 
-    __slots__ = ("_message", "_blocks", "_usage", "done")
+    __slots__ = ("_message", "_blocks", "_usage", "_budget", "done")
 
-    def __init__(self) -> None:
+    def __init__(self, budget: Optional[ReplyBudget] = None) -> None:
         self._message: Dict[str, Any] = {}
         self._blocks: Dict[Any, _Block] = {}
         self._usage: Dict[str, Any] = {}
+        self._budget = ReplyBudget(DEFAULT_MAX_RESPONSE_BYTES) if budget is None else budget
         self.done = False
+
+    def release(self) -> None:
+        """Drop what was gathered (a failed stream: nothing of it is used), in place: the
+        traceback's frames may hold a block."""
+        for block in self._blocks.values():
+            block.text.clear()
+            block.parts.clear()
+            block.block.clear()
+            block.citations = None
+        self._blocks.clear()
+        self._message, self._usage = {}, {}
 
     def feed(self, event: Dict[str, Any]) -> None:
         """Apply one event; raise the matching API error for an ``error`` event."""
@@ -117,19 +133,23 @@ class MessageAccumulator:
                     text = delta.get("text")
                     if not isinstance(text, str):
                         raise malformed("text_delta.text", text, "a string")
+                    self._budget.take(text)
                     block.text.append(text)
                 else:
-                    _apply_delta(block, delta)
+                    _apply_delta(block, delta, self._budget)
         elif kind == "content_block_start":
             self._block_start(event)
         elif kind == "message_start":
             message = event.get("message")
             if not isinstance(message, dict):
                 raise malformed("message_start.message", message, "an object")
+            self._budget.take_value(message)
             self._start(message)
         elif kind == "message_delta":
+            self._budget.progress()
             self._message_delta(event)
         elif kind == "message_stop":
+            self._budget.progress()
             self.done = True
         elif kind == "error":
             raise error_from_body(event, "stream error event: {type}", event.get("request_id"))
@@ -142,6 +162,7 @@ class MessageAccumulator:
         index = event.get("index", len(self._blocks))
         if not isinstance(index, (int, str)):
             raise malformed("content_block_start.index", index, "an integer")
+        self._budget.take_value(block)
         self._blocks[index] = _Block(block)
 
     def _start(self, message: Dict[str, Any]) -> None:
@@ -181,7 +202,7 @@ class MessageAccumulator:
         return message
 
 
-def _apply_delta(block: _Block, delta: Dict[str, Any]) -> None:
+def _apply_delta(block: _Block, delta: Dict[str, Any], budget: ReplyBudget) -> None:
     kind = delta.get("type")
     if not isinstance(kind, str):
         raise malformed("content_block_delta.delta.type", kind, "a string")
@@ -191,13 +212,16 @@ def _apply_delta(block: _Block, delta: Dict[str, Any]) -> None:
         value = delta.get(key)
         if not isinstance(value, str):
             raise malformed(f"{kind}.{key}", value, "a string")
+        budget.take(value)
         block.parts.setdefault(name, []).append(value)
     elif kind == "signature_delta":  # sent whole: the last one wins
         block.signature = optional(delta.get("signature"), str, "signature_delta.signature",
                                    "a string")
+        budget.take(block.signature or "")
     elif kind == "citations_delta":
         if block.citations is None:
             block.citations = []
+        budget.take_value(delta.get("citation"))
         block.citations.append(delta.get("citation"))
 
 

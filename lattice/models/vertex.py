@@ -20,16 +20,19 @@ from ..errors import APIStatusError, AuthenticationError
 from .anthropic import MessagesCodec
 from .base import ModelRequest, ReplyDict
 from .body import DEFAULT_MAX_RESPONSE_BYTES
+from .budget import DEFAULT_IDLE_TIMEOUT_MS
 from .client import HTTPModelClient
-from .options import check_secret, resolve_base_url, secrets_of
+from .options import check_secret, check_version, resolve_base_url, secrets_of
 from .retry import RetryPolicy
 from .status import error_from_response
 from .wire import dump_body, request_dict
 
 if TYPE_CHECKING:  # pragma: no cover
     import requests
+else:  # annotations only (get_type_hints): requests is imported when a request is made
+    from .annotations import requests
 
-__all__ = ["AnthropicVertexClient", "VERTEX_VERSION"]
+__all__ = ["AnthropicVertexClient", "VERTEX_VERSION", "VertexCredentials", "vertex_setting"]
 
 VERTEX_VERSION = "vertex-2023-10-16"
 _SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
@@ -46,7 +49,7 @@ class VertexCodec(MessagesCodec):
         return error_from_response(status, headers, content, secrets)
 
 
-def _setting(value: Optional[str], option: str, variable: str) -> str:
+def vertex_setting(value: Optional[str], option: str, variable: str) -> str:
     if value is not None and (not isinstance(value, str) or not value.strip()):
         raise ValueError(f"{option} must be a non-empty str or None, got {value!r}")
     found = (value or os.environ.get(variable) or "").strip()
@@ -57,44 +60,17 @@ def _setting(value: Optional[str], option: str, variable: str) -> str:
     return found
 
 
-class AnthropicVertexClient(HTTPModelClient):
-    """Claude on Google Vertex AI; a ``ModelClient`` for ``lattice.Agent``. Thread-safe.
+class VertexCredentials:
+    """The credentials of both Vertex clients: a fixed ``access_token``, a
+    ``token_provider()`` called for every request (after a 401 it is called once more), or
+    Google application-default credentials through ``google-auth``."""
 
-    Args:
-        project_id: default ``ANTHROPIC_VERTEX_PROJECT_ID``.
-        region: default ``CLOUD_ML_REGION``; ``global`` uses the global endpoint.
-        access_token: a fixed OAuth access token (``Authorization: Bearer``).
-        token_provider: ``() -> str``, called for every request (let it cache); after a
-            401 it is called once more and the request sent once more (not counted
-            against ``max_retries``).
-        base_url: default ``ANTHROPIC_VERTEX_BASE_URL``, else
-            ``https://{region}-aiplatform.googleapis.com`` (``https://aiplatform.googleapis.com``
-            for ``global``); with or without ``/v1``.
-        stream, max_retries, default_headers, session, timeout_ms, retry_policy,
-            max_response_bytes: as ``AnthropicClient``.
+    _default_headers: Dict[str, str]
+    _json_headers: Callable[..., Tuple[Dict[str, str], List[str]]]
+    _ask_token: Callable[[Callable[[], Any]], str]  # HTTPModelClient's (tokens.py)
 
-    Without ``access_token`` and ``token_provider``, Google application-default
-    credentials are used through ``google-auth`` (the ``vertex`` extra).
-    """
-
-    provider_name = "gcp.vertex_ai"
-
-    def __init__(
-        self,
-        *,
-        project_id: Optional[str] = None,
-        region: Optional[str] = None,
-        access_token: Optional[str] = None,
-        token_provider: Optional[Callable[[], str]] = None,
-        base_url: Optional[str] = None,
-        stream: bool = True,
-        max_retries: int = 2,
-        default_headers: Optional[Mapping[str, str]] = None,
-        session: Optional[requests.Session] = None,
-        timeout_ms: Optional[float] = None,
-        retry_policy: Optional[RetryPolicy] = None,
-        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
-    ) -> None:
+    def _init_credentials(self, access_token: Optional[str],
+                          token_provider: Optional[Callable[[], str]]) -> None:
         self._access_token = check_secret("access_token", access_token)
         if token_provider is not None and not callable(token_provider):
             raise ValueError(f"token_provider must be a callable or None, got "
@@ -103,37 +79,16 @@ class AnthropicVertexClient(HTTPModelClient):
             raise ValueError("pass access_token or token_provider, not both")
         self._token_provider = token_provider
         if self._access_token is None and token_provider is None and not _has_google_auth():
-            raise ValueError("AnthropicVertexClient needs access_token=, token_provider=, or "
+            raise ValueError(f"{type(self).__name__} needs access_token=, token_provider=, or "
                              "google-auth for application-default credentials: pip install "
                              "'agent-lattice[vertex]'")
-        self.project_id = _setting(project_id, "project_id", "ANTHROPIC_VERTEX_PROJECT_ID")
-        self.region = _setting(region, "region", "CLOUD_ML_REGION")
-        options = self._check_options(
-            stream=stream, max_retries=max_retries, default_headers=default_headers,
-            session=session, timeout_ms=timeout_ms, retry_policy=retry_policy,
-            max_response_bytes=max_response_bytes)
-        host = ("https://aiplatform.googleapis.com" if self.region == "global"
-                else f"https://{self.region}-aiplatform.googleapis.com")
-        url = resolve_base_url(base_url, "ANTHROPIC_VERTEX_BASE_URL", host)
-        self.base_url = url[:-3] if url.endswith("/v1") else url
         self._google: Any = None
         self._google_lock = threading.Lock()
-        self._make_transport(self.base_url, VertexCodec(self.base_url), options)
 
-    def create(self, request: ModelRequest) -> ReplyDict:
-        """Send one request; return the assistant dict (nothing partial)."""
-        request.signal.throw_if_aborted()
-        body, streaming = self._body(request)
-        url = (f"{self.base_url}/v1/projects/{self.project_id}/locations/{self.region}/"
-               f"publishers/anthropic/models/{request.model}:"
-               f"{'streamRawPredict' if streaming else 'rawPredict'}")
-        return self._send(request, body, streaming, url=url)
-
-    @property
-    def abortable(self) -> bool:
-        """As ``HTTPModelClient.abortable``, and only with a fixed ``access_token``: a token
-        from Google's credentials may be refreshed by a call no signal reaches."""
-        return super().abortable and self._access_token is not None
+    def _fetches_credential(self) -> bool:
+        """Without a fixed ``access_token``, Google's credentials may be refreshed by a
+        call no signal reaches (so the client is not ``abortable``)."""
+        return self._access_token is None
 
     def _headers(self) -> Tuple[Dict[str, str], List[str]]:
         return self._signed(self._token(refresh=False))
@@ -146,12 +101,7 @@ class AnthropicVertexClient(HTTPModelClient):
         if self._access_token is not None:
             return self._access_token
         if self._token_provider is not None:
-            token = self._token_provider()
-            if not isinstance(token, str):
-                raise AuthenticationError("token_provider() must return the access token as "
-                                          f"a str, got {type(token).__name__}",
-                                          status_code=None)
-            return check_secret("token", token, "the token token_provider() returned") or ""
+            return self._ask_token(self._token_provider)
         return self._google_token(refresh)
 
     def _google_token(self, refresh: bool) -> str:
@@ -177,10 +127,77 @@ class AnthropicVertexClient(HTTPModelClient):
         return headers, sorted(set(secrets) | set(secrets_of({}, token)), key=len,
                                reverse=True)
 
+
+class AnthropicVertexClient(VertexCredentials, HTTPModelClient):
+    """Claude on Google Vertex AI; a ``ModelClient`` for ``lattice.Agent``. Thread-safe.
+
+    Args:
+        project_id: default ``ANTHROPIC_VERTEX_PROJECT_ID``.
+        region: default ``CLOUD_ML_REGION``; ``global`` uses the global endpoint.
+        access_token: a fixed OAuth access token (``Authorization: Bearer``).
+        token_provider: ``() -> str``, called for every request (let it cache); after a
+            401 it is called once more and the request sent once more (not counted
+            against ``max_retries``).
+        base_url: default ``ANTHROPIC_VERTEX_BASE_URL``, else
+            ``https://{region}-aiplatform.googleapis.com`` (``https://aiplatform.googleapis.com``
+            for ``global``); with or without ``/v1``.
+        stream, max_retries, default_headers, session, timeout_ms, retry_policy,
+            max_response_bytes, stream_idle_timeout_ms: as ``AnthropicClient``.
+        anthropic_version: the body's ``anthropic_version``: ``"vertex-2023-10-16"`` (the
+            default) or a dated one (``"2023-06-01"``), as newer SDKs send.
+
+    Without ``access_token`` and ``token_provider``, Google application-default
+    credentials are used through ``google-auth`` (the ``vertex`` extra).
+    """
+
+    provider_name = "gcp.vertex_ai"
+
+    def __init__(
+        self,
+        *,
+        project_id: Optional[str] = None,
+        region: Optional[str] = None,
+        access_token: Optional[str] = None,
+        token_provider: Optional[Callable[[], str]] = None,
+        base_url: Optional[str] = None,
+        stream: bool = True,
+        max_retries: int = 2,
+        default_headers: Optional[Mapping[str, str]] = None,
+        session: Optional[requests.Session] = None,
+        timeout_ms: Optional[float] = None,
+        retry_policy: Optional[RetryPolicy] = None,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        stream_idle_timeout_ms: Optional[float] = DEFAULT_IDLE_TIMEOUT_MS,
+        anthropic_version: str = VERTEX_VERSION,
+    ) -> None:
+        self.anthropic_version = check_version(anthropic_version)
+        self._init_credentials(access_token, token_provider)
+        self.project_id = vertex_setting(project_id, "project_id", "ANTHROPIC_VERTEX_PROJECT_ID")
+        self.region = vertex_setting(region, "region", "CLOUD_ML_REGION")
+        options = self._check_options(
+            stream=stream, max_retries=max_retries, default_headers=default_headers,
+            session=session, timeout_ms=timeout_ms, retry_policy=retry_policy,
+            max_response_bytes=max_response_bytes,
+            stream_idle_timeout_ms=stream_idle_timeout_ms)
+        host = ("https://aiplatform.googleapis.com" if self.region == "global"
+                else f"https://{self.region}-aiplatform.googleapis.com")
+        url = resolve_base_url(base_url, "ANTHROPIC_VERTEX_BASE_URL", host)
+        self.base_url = url[:-3] if url.endswith("/v1") else url
+        self._make_transport(self.base_url, VertexCodec(self.base_url), options)
+
+    def create(self, request: ModelRequest) -> ReplyDict:
+        """Send one request; return the assistant dict (nothing partial)."""
+        request.signal.throw_if_aborted()
+        body, streaming = self._body(request)
+        url = (f"{self.base_url}/v1/projects/{self.project_id}/locations/{self.region}/"
+               f"publishers/anthropic/models/{request.model}:"
+               f"{'streamRawPredict' if streaming else 'rawPredict'}")
+        return self._send(request, body, streaming, url=url)
+
     def _body(self, request: ModelRequest) -> Tuple[bytes, bool]:
         body = request_dict(request, stream=self.stream)
         body.pop("model", None)
-        body.setdefault("anthropic_version", VERTEX_VERSION)
+        body.setdefault("anthropic_version", self.anthropic_version)
         return dump_body(body, self._entries), body.get("stream") is True
 
     def __repr__(self) -> str:

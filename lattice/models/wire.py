@@ -27,7 +27,7 @@ from ..messages import PROVIDER_KEYS
 from ..usage import USAGE_FIELDS, token_count
 from .base import ModelRequest
 from .entries import MARK, EntryBytes, dump
-from .shape import check_reply, optional
+from .shape import check_reply, no_content, optional
 from .status import error_from_response, load_json, redact
 
 __all__ = [
@@ -71,7 +71,7 @@ def dump_body(body: Mapping[str, Any], entries: Optional[EntryBytes] = None) -> 
 
 def _sendable(message: Any) -> Tuple[Any]:
     """One history entry as the Messages API takes it (``without_provider_keys``)."""
-    if type(message) is dict and "openai_items" in message:
+    if type(message) is dict and ("openai_items" in message or "gemini_parts" in message):
         return ({k: v for k, v in message.items() if k not in PROVIDER_KEYS},)
     return (message,)
 
@@ -100,10 +100,11 @@ def without_provider_keys(messages: List[Dict[str, Any]]) -> List[Dict[str, Any]
     """``messages`` without another codec's reply keys (``PROVIDER_KEYS``: the Responses
     API's reasoning items), which the Messages API would refuse; the list itself when no
     message has one (checked at C speed: this runs on every request)."""
-    if not any(map(operator.contains, messages, repeat("openai_items"))):
+    if not any(map(operator.contains, messages, repeat("openai_items"))) and \
+            not any(map(operator.contains, messages, repeat("gemini_parts"))):
         return messages
     return [{k: v for k, v in m.items() if k not in PROVIDER_KEYS}
-            if "openai_items" in m else m for m in messages]
+            if "openai_items" in m or "gemini_parts" in m else m for m in messages]
 
 
 def reply_from_message(message: Mapping[str, Any]) -> Dict[str, Any]:
@@ -111,6 +112,8 @@ def reply_from_message(message: Mapping[str, Any]) -> Dict[str, Any]:
     ``APIConnectionError`` naming the field when one has the wrong type (SPEC 16a)."""
     usage = optional(message.get("usage"), dict, "usage", "an object") or {}
     content = optional(message.get("content"), list, "content", "a list") or []
+    if not content and message.get("stop_reason") is None:
+        raise no_content(message)
     reply = {
         "role": "assistant",
         "content": list(content),

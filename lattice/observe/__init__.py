@@ -5,6 +5,6 @@ OpenTelemetry tracing (``tracing.py``; what it records, in the GenAI conventions
 
 from __future__ import annotations
 
-from .observer import Observer, ObserverGroup
+from .observer import Observer, ObserverGroup, QueryDetails, query_details
 
-__all__ = ["Observer", "ObserverGroup"]
+__all__ = ["Observer", "ObserverGroup", "QueryDetails", "query_details"]

@@ -1,13 +1,15 @@
 """What tracing records, in the OpenTelemetry GenAI semantic conventions' terms (SPEC 16a).
 
 ``gen_ai.provider.name`` comes from the model client (``provider_name``, else its class);
-``gen_ai.response.finish_reasons`` and each output message's ``finish_reason`` are the
-provider's own values (an OpenAI-family client's ``stop_reason`` is mapped back to its
-``finish_reason``); message content follows the conventions' JSON schemas: messages are
-``{"role", "parts"}`` (output messages also ``finish_reason``), system instructions a list
-of parts. Parts: ``text`` (``content``), ``tool_call`` (``id``, ``name``, ``arguments``),
-``tool_call_response`` (``id``, ``response``), ``reasoning`` (``content``), ``blob`` and
-``uri`` for images and documents; any other block is kept as a generic part of its type.
+``gen_ai.response.finish_reasons`` are the provider's own values (an OpenAI-family
+client's ``stop_reason`` is mapped back to its ``finish_reason``), each output message's
+``finish_reason`` the conventions' (``stop``, ``length``, ``content_filter``,
+``tool_call``, ``error``: SPEC 21b); message content follows the conventions' JSON
+schemas: messages are ``{"role", "parts"}`` (output messages also ``finish_reason``),
+system instructions a list of parts. Parts: ``text`` (``content``), ``tool_call``
+(``id``, ``name``, ``arguments``), ``tool_call_response`` (``id``, ``response``),
+``reasoning`` (``content``), ``blob`` and ``uri`` for images and documents; any other
+block is kept as a generic part of its type.
 A user message's tool results become a ``tool`` message, as the conventions model them.
 
 Pure functions of plain data: nothing here imports OpenTelemetry.
@@ -15,13 +17,14 @@ Pure functions of plain data: nothing here imports OpenTelemetry.
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
+from urllib.parse import urlsplit
 
-__all__ = ["provider_name", "finish_reason", "input_messages", "output_messages",
-           "system_instructions", "parts"]
+__all__ = ["provider_name", "finish_reason", "output_finish_reason", "server_of",
+           "input_messages", "output_messages", "system_instructions", "parts"]
 
 # Known client families by a word of their class name, for clients that do not say.
-_FAMILIES = (("bedrock", "aws.bedrock"), ("vertex", "gcp.vertex_ai"),
+_FAMILIES = (("bedrock", "aws.bedrock"), ("vertex", "gcp.vertex_ai"), ("gemini", "gcp.gemini"),
              ("azure", "azure.ai.openai"), ("openai", "openai"), ("anthropic", "anthropic"))
 # The Messages-shaped stop_reason of an OpenAI-family reply, back to its finish_reason
 # (the inverse of SPEC 11's mapping).
@@ -55,6 +58,39 @@ def finish_reason(provider: str, stop_reason: Any) -> Optional[str]:
     return stop_reason
 
 
+# A Messages-shaped stop_reason as the conventions' finish_reason of an output message,
+# whose schema allows only these five values.
+_CONVENTIONS_FINISH = {"end_turn": "stop", "stop_sequence": "stop", "pause_turn": "stop",
+                       "max_tokens": "length", "model_context_window_exceeded": "length",
+                       "tool_use": "tool_call", "refusal": "content_filter"}
+
+
+def output_finish_reason(stop_reason: Any, error: bool = False) -> str:
+    """An output message's ``finish_reason`` in the conventions' values (``stop``,
+    ``length``, ``content_filter``, ``tool_call``, ``error``): ``error`` for a reply or
+    query that ended in one, ``stop`` for a reason they have no word for."""
+    if error:
+        return "error"
+    return _CONVENTIONS_FINISH.get(stop_reason, "stop") if isinstance(stop_reason, str) else (
+        "stop")
+
+
+def server_of(client: Any) -> Tuple[Optional[str], Optional[int]]:
+    """``server.address`` and ``server.port`` of a model client: its ``base_url``'s host
+    and port (the scheme's default when none is given); (None, None) without one."""
+    url = getattr(client, "base_url", None)
+    if not isinstance(url, str):
+        return None, None
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return None, None
+    if parts.hostname is None:
+        return None, None
+    return parts.hostname, port or {"https": 443, "http": 80}.get(parts.scheme)
+
+
 def system_instructions(system: Any) -> Optional[List[Dict[str, Any]]]:
     """``gen_ai.system_instructions``: the system prompt as a list of parts."""
     if system is None or system == "" or system == []:
@@ -82,10 +118,10 @@ def input_messages(messages: Any) -> List[Dict[str, Any]]:
     return out
 
 
-def output_messages(content: Any, finish: Optional[str]) -> List[Dict[str, Any]]:
-    """``gen_ai.output.messages``: one assistant message (the schema requires a
-    ``finish_reason``: ``""`` when the provider gave none)."""
-    return [{"role": "assistant", "parts": parts(content), "finish_reason": finish or ""}]
+def output_messages(content: Any, finish: str) -> List[Dict[str, Any]]:
+    """``gen_ai.output.messages``: one assistant message with its ``finish_reason``
+    (``output_finish_reason``: the conventions' values)."""
+    return [{"role": "assistant", "parts": parts(content), "finish_reason": finish}]
 
 
 def parts(content: Any) -> List[Dict[str, Any]]:

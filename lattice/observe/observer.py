@@ -10,17 +10,61 @@ With no observer the loop's cost is a None check.
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional, Protocol, Tuple
+import threading
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Callable,
+    Dict,
+    Iterable,
+    Iterator,
+    List,
+    NamedTuple,
+    Optional,
+    Protocol,
+    Tuple,
+)
 
 if TYPE_CHECKING:
     from ..messages import ResultMessage
     from ..models.base import ModelRequest
 
-__all__ = ["Observer", "ObserverGroup", "ToolCallLike"]
+__all__ = ["Observer", "ObserverGroup", "ToolCallLike", "QueryDetails", "query_details",
+           "describing"]
 
 log = logging.getLogger("lattice")
 _NO_TOKEN: Any = object()
+_details = threading.local()
+
+
+class QueryDetails(NamedTuple):
+    """Who runs a query and where it talks, for observers that record it (tracing):
+    readable with ``query_details()`` during ``query_start`` (which keeps its 0.3
+    signature, so observers written for it keep working)."""
+
+    agent_name: Optional[str] = None
+    agent_id: Optional[str] = None
+    conversation_id: Optional[str] = None  # the store's session id, else the run id
+    server_address: Optional[str] = None  # the model client's host
+    server_port: Optional[int] = None
+
+
+def query_details() -> Optional[QueryDetails]:
+    """The details of the query whose ``query_start`` is running on this thread."""
+    return getattr(_details, "value", None)
+
+
+@contextlib.contextmanager
+def describing(details: QueryDetails) -> Iterator[None]:
+    """``query_details()`` is ``details`` inside the block, on this thread."""
+    before = query_details()
+    _details.value = details
+    try:
+        yield
+    finally:
+        _details.value = before
 
 
 class ToolCallLike(Protocol):

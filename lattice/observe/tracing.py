@@ -16,13 +16,14 @@ from __future__ import annotations
 import json
 import logging
 import os
+import traceback
 from typing import TYPE_CHECKING, Any, Dict, Optional
 
 from .._version import __version__
 from ..options import check_bool
 from ..usage import Usage
 from . import genai
-from .observer import Observer, ToolCallLike
+from .observer import Observer, QueryDetails, ToolCallLike, query_details
 
 if TYPE_CHECKING:
     from ..messages import ResultMessage
@@ -60,12 +61,15 @@ def tracing_observer(enabled: bool = False, trace_content: bool = False, *,
 
 
 class _Open:
-    """A started span and what its end needs (the token handed back to the loop)."""
+    """A started span and what its end needs (the token handed back to the loop); a
+    query's also what its children's spans carry (``shared``: the conversation id and
+    the server)."""
 
-    __slots__ = ("span",)
+    __slots__ = ("span", "shared")
 
-    def __init__(self, span: Any) -> None:
+    def __init__(self, span: Any, shared: Optional[Dict[str, Any]] = None) -> None:
         self.span = span
+        self.shared = shared or {}
 
 
 class OtelObserver(Observer):
@@ -107,18 +111,22 @@ class OtelObserver(Observer):
     # -- spans ---------------------------------------------------------------------------
     def _start(self, name: str, parent: Any, kind: Any, attributes: Dict[str, Any]) -> _Open:
         # The loop calls from worker threads, where the caller's context is not current:
-        # children name their parent explicitly.
+        # children name their parent explicitly (and carry what the query shares).
         context = None
         if isinstance(parent, _Open):
             context = self._trace.set_span_in_context(parent.span)
+            attributes = {**parent.shared, **attributes}
         span = self._tracer.start_span(name, context=context, kind=kind,
                                        attributes=_clean(attributes))
         return _Open(span)
 
     def _fail(self, span: Any, error_type: str, error: Optional[BaseException]) -> None:
         span.set_attribute("error.type", error_type)
-        if error is not None:
-            span.record_exception(error)
+        if error is not None:  # the stacktrace of the error alone: its causes may hold
+            # what it was redacted of (SPEC 21b)
+            trace = traceback.format_exception(type(error), error, error.__traceback__,
+                                               chain=False)
+            span.record_exception(error, attributes={"exception.stacktrace": "".join(trace)})
         span.set_status(self._status(self._error, str(error) if error is not None else error_type))
 
     def _content(self, span: Any, name: str, value: Any) -> None:
@@ -127,9 +135,17 @@ class OtelObserver(Observer):
 
     # -- the query -------------------------------------------------------------------
     def query_start(self, model: Optional[str], prompt: Any) -> Any:
-        opened = self._start("invoke_agent", None, self._kinds.INTERNAL, {
+        details = query_details() or QueryDetails()
+        shared = _clean({"gen_ai.conversation.id": details.conversation_id,
+                         "server.address": details.server_address,
+                         "server.port": details.server_port})
+        name = details.agent_name
+        opened = self._start(f"invoke_agent {name}" if name else "invoke_agent", None,
+                             self._kinds.INTERNAL, {
             "gen_ai.operation.name": "invoke_agent", "gen_ai.provider.name": self.provider_name,
-            "gen_ai.request.model": model})
+            "gen_ai.request.model": model, "gen_ai.agent.name": name,
+            "gen_ai.agent.id": details.agent_id, **shared})
+        opened.shared = shared
         if prompt is not None:  # None: a resumed query (approvals), no new prompt
             self._content(opened.span, "gen_ai.input.messages",
                           genai.input_messages([{"role": "user", "content": prompt}]))
@@ -147,8 +163,9 @@ class OtelObserver(Observer):
                 "gen_ai.response.finish_reasons": [finish] if finish else None,
                 **_usage_attributes(result.usage)}))
             if result.result is not None:
-                self._content(span, "gen_ai.output.messages",
-                              genai.output_messages(result.result, finish))
+                self._content(span, "gen_ai.output.messages", genai.output_messages(
+                    result.result, genai.output_finish_reason(result.stop_reason,
+                                                              result.is_error)))
         if error is not None:
             self._fail(span, _error_type(error), error)
         elif result is not None and result.is_error:
@@ -184,8 +201,8 @@ class OtelObserver(Observer):
                 "gen_ai.response.finish_reasons": [finish] if finish else None,
                 **_usage_attributes(Usage.from_dict(reply.get("usage")))}))
             if self.trace_content:
-                self._content(span, "gen_ai.output.messages",
-                              genai.output_messages(reply.get("content"), finish))
+                self._content(span, "gen_ai.output.messages", genai.output_messages(
+                    reply.get("content"), genai.output_finish_reason(reply.get("stop_reason"))))
         if error is not None:
             self._fail(span, _error_type(error), error)
         span.end()
@@ -194,7 +211,8 @@ class OtelObserver(Observer):
     def tool_start(self, query: Any, call: ToolCallLike) -> Any:
         opened = self._start(f"execute_tool {call.name}", query, self._kinds.INTERNAL, {
             "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": call.name,
-            "gen_ai.tool.call.id": call.id, "gen_ai.tool.type": "function"})
+            "gen_ai.tool.call.id": call.id, "gen_ai.tool.type": "function",
+            "gen_ai.tool.description": _description(call)})
         self._content(opened.span, "gen_ai.tool.call.arguments", call.input)
         return opened
 
@@ -210,6 +228,12 @@ class OtelObserver(Observer):
         elif result is not None and result.get("is_error"):
             self._fail(span, "tool_error", None)
         span.end()
+
+
+def _description(call: Any) -> Optional[str]:
+    """The called tool's description (``ToolCall.tool``), when it has one."""
+    text = getattr(getattr(call, "tool", None), "description", None)
+    return text if isinstance(text, str) and text else None
 
 
 def _error_type(error: BaseException) -> str:

@@ -3,7 +3,7 @@ about past ten.
 
 A worker that ignores its query's end (a tool or a model client that does not watch its
 signal, or code holding the GIL) cannot be stopped: it runs on as a daemon and keeps its
-resources. ``QueryRun.release`` looks at a worker still running ``ABANDONED_AFTER_S`` after
+resources. ``QueryRace.release`` looks at a worker still running ``ABANDONED_AFTER_S`` after
 the end and counts it here until it exits.
 """
 

@@ -1,5 +1,5 @@
 """The lockstep handoff between a query's worker thread and its consumer: ``Handoff``, the
-base of ``QueryRun`` (lattice/query/race.py), and the doorbells each side sleeps on.
+base of ``QueryRace`` (lattice/query/race.py), and the doorbells each side sleeps on.
 
 ``query()``'s lockstep hands each history message between two threads, twice per tool turn,
 so the cost of a wake-up is most of what ``query()`` costs above ``prompt()``. Round trips
@@ -152,7 +152,7 @@ class Handoff:
     """The items a query's worker hands its consumer, and the query's end.
 
     ``cond`` (re-entrant: a SIGINT handler may call ``interrupt()`` on a thread that holds
-    it) guards these fields and ``QueryRun``'s, except ``user_signal``/``poll``/``lockstep``
+    it) guards these fields and ``QueryRace``'s, except ``user_signal``/``poll``/``lockstep``
     (set once) and the two doorbells (rung from any thread, each waited on by one side).
     The consumer sleeps on ``_consumer`` for an item or the end, rung by the worker and by
     every end (``_end``: the loop's, an abort, a request deadline on the shared timer
@@ -196,7 +196,7 @@ class Handoff:
         return self.user_signal is not None and self.user_signal.aborted
 
     def abort_from_user(self) -> None:
-        raise NotImplementedError  # QueryRun: end the query as the caller's signal says
+        raise NotImplementedError  # QueryRace: end the query as the caller's signal says
 
     # -- worker side -------------------------------------------------------------------
     def _hand(self, item: Any) -> bool:

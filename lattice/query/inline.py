@@ -35,18 +35,18 @@ from typing import TYPE_CHECKING, Any, Callable, Optional, Tuple
 from .handoff import Stopped
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..conversation.history import History
-    from .race import QueryRun
+    from ..conversation.store_link import StoreLink
+    from .race import QueryRace
     from .settings import QuerySettings
 
 __all__ = ["runs_inline", "ToolRunner"]
 
 
-def runs_inline(run: QueryRun, settings: QuerySettings, history: History,
+def runs_inline(race: QueryRace, settings: QuerySettings, link: StoreLink,
                 resume: Optional[Any]) -> bool:
     """Whether this query's loop may run on the consumer's thread (the module docstring)."""
-    return (run.lockstep and getattr(settings.client, "abortable", False) is True
-            and not run.poll and history.store is None and resume is None
+    return (race.lockstep and getattr(settings.client, "abortable", False) is True
+            and not race.poll and link.store is None and resume is None
             and settings.on_model_request is None and not settings.observers
             and not settings.include_partial_messages and settings.auto_compact is None
             and threading.current_thread() is not threading.main_thread())
@@ -67,7 +67,7 @@ class ToolRunner:
 
     __slots__ = ("run", "job", "outcome", "thread")
 
-    def __init__(self, run: QueryRun) -> None:
+    def __init__(self, run: QueryRace) -> None:
         self.run = run
         self.job: Optional[Callable[[], Any]] = None
         self.outcome: Optional[Tuple[bool, Any]] = None

@@ -12,7 +12,7 @@ question is answered by its own object:
 
 The loop returns how the query ends as an ``Ending``; a race it loses (abort, deadline,
 interrupt during a model call, the consumer closing) surfaces as ``Stopped`` from the
-``QueryRun``. It reads and writes the conversation only through ``History`` and the run's
+``QueryRace``. It reads and writes the conversation only through ``History`` and the run's
 ``commit``; it never touches the Agent.
 """
 
@@ -22,64 +22,71 @@ from functools import partial
 from typing import Any, Dict, Generator, List, Optional
 
 from ..compaction.compactor import Compactor
-from ..conversation.history import History
+from ..conversation.store_link import StoreLink
 from ..durable.journal import NO_JOURNAL, Journal
 from ..errors import BudgetExceededError, MaxTurnsExceededError, PromptTooLongError
 from ..messages import AssistantMessage, UserMessage, text_of, tool_uses_of
 from ..observe.observer import ObserverGroup
 from ..tools import approval
-from ..tools.calls import Hooks, not_run, resolve_calls, run_batch
+from ..tools.calls import Hooks, execute_batch, not_run, resolve_calls
 from ..tools.definition import ToolCall
 from ..usage import Usage
 from .endings import Ending
 from .model_call import ModelCaller
 from .output import OutputContract, Verdict
-from .race import QueryRun, Stopped
+from .race import QueryRace, Stopped
 from .settings import QuerySettings
 
 __all__ = ["Loop"]
 
 
 CONTEXT_EXCEEDED = "model_context_window_exceeded"
+# Gemini's MALFORMED_FUNCTION_CALL / UNEXPECTED_TOOL_CALL with no call to answer: the model
+# is asked to call again (SPEC 25a), a turn like any other (counted by max_turns).
+MALFORMED_CALL = "malformed_function_call"
+MALFORMED_TEXT = ("Your function call was malformed and was not run. Call the function again "
+                  "with valid arguments (a JSON object matching its schema).")
 
 # What a reply asks for (``Loop.plan``): the final answer, its batch run, calls cut off at
-# max_tokens, a submit_output, or a person's approval.
-ANSWER, RUN, TRUNCATED, SUBMIT, WAIT = "answer", "run", "truncated", "submit", "wait"
+# max_tokens, a submit_output, a person's approval, or a malformed call made again.
+ANSWER, TOOLS, TRUNCATED, SUBMIT, WAIT = "answer", "run", "truncated", "submit", "wait"
+AGAIN = "again"
 
 
 class Loop:
     """One query's loop. ``__call__`` is the worker thread's target."""
 
-    def __init__(self, run: QueryRun, settings: QuerySettings, history: History, *,
+    def __init__(self, race: QueryRace, settings: QuerySettings, link: StoreLink, *,
                  agent: Any = None, observers: Optional[ObserverGroup] = None,
                  query_token: Any = None, resume: Optional[Dict[str, Any]] = None,
                  journal: Journal = NO_JOURNAL, turns: int = 0,
                  usage: Optional[Usage] = None) -> None:
-        self.run = run
+        self.race = race
         self.settings = settings
-        self.history = history
+        self.link = link  # writes: the store first, then the history
+        self.history = link.history
         self.agent = agent  # only handed to tools, in ToolContext
         # approvals, or a durable run resumed: {"reply": ..., "decisions": ..., "prompt": ...}
         # or {"reply": ..., "final": True} (a stored last reply ends the run) or {"ending": ...}
         self.resume = resume
         self.journal = journal  # a durable run's call journal (durable/journal.py)
-        self.model = ModelCaller(run, settings, history, observers, query_token, usage)
+        self.model = ModelCaller(race, settings, self.history, observers, query_token, usage)
         self.output = OutputContract.of(settings.output, settings.output_native,
                                         settings.max_output_retries)
-        self.compactor = Compactor.of(settings.auto_compact, history, run, self.model,
+        self.compactor = Compactor.of(settings.auto_compact, link, race, self.model,
                                       journal.compacted)
         self.gate = approval.Gate(settings)
         self.hooks = Hooks(settings.before_tool_call, settings.after_tool_call)
         self.watch = partial(observers.watch_tool, query_token) if observers else None
         self.turns = turns  # model replies of the run (a resumed run's earlier ones too)
         self.last_reply: Optional[Dict[str, Any]] = None
-        self.kind = ANSWER  # what the last reply asks for (``plan``)
+        self.asks = ANSWER  # what the last reply asks for (``plan``)
         self.uses: List[Dict[str, Any]] = []  # its tool_use blocks
         self.calls: List[ToolCall] = []  # its batch
         self.waiting: List[ToolCall] = []  # the calls of it that wait for approval
 
     def __call__(self) -> None:
-        self.run.worker_enter()
+        self.race.worker_enter()
         try:
             ending = self.loop()
         except Stopped:
@@ -87,8 +94,8 @@ class Loop:
         except BaseException as exc:  # noqa: B036 - handed to the consumer to raise
             ending = Ending.raised(exc)
         finally:
-            self.run.worker_exit()
-        self.run.end(ending)
+            self.race.worker_exit()
+        self.race.end(ending)
 
     def loop(self) -> Ending:
         ending = self.resume_batch() if self.resume is not None else None
@@ -104,13 +111,13 @@ class Loop:
         reply = self.next_reply()
         if reply is None:
             return None  # overflow recovered: the turn is tried again
-        self.run.check()  # what the consumer did while holding the reply comes first
+        self.race.check()  # what the consumer did while holding the reply comes first
         return self.act(reply)
 
     def prelude(self) -> Optional[Ending]:
         """Before a model request: the race, the lock, the limits, compaction if due."""
-        self.run.check()
-        self.history.check_hold()  # a lock found taken over ends the query here (SPEC 18)
+        self.race.check()
+        self.link.check_hold()  # a lock found taken over ends the query here (SPEC 18)
         limit = self.limit()
         if limit is None and self.compactor.between_turns():
             limit = self.limit()  # the summary may have spent the budget
@@ -121,8 +128,8 @@ class Loop:
         each message yielded where the worker would stop for the consumer (after the
         reply; after the answer to it), so what the consumer does while holding it still
         comes first. Only for a query ``runs_inline`` allows: no compaction or resumed
-        batch (each yields mid-turn), batches on the run's tool thread."""
-        stash = self.run.stash
+        batch (each yields mid-turn), batches on the race's tool thread."""
+        stash = self.race.stash
         assert stash is not None and self.resume is None
         while True:
             ending = self.prelude()
@@ -133,7 +140,7 @@ class Loop:
                 yield stash.popleft()
             if reply is None:
                 continue
-            self.run.check()  # what the consumer did while holding the reply comes first
+            self.race.check()  # what the consumer did while holding the reply comes first
             ending = self.act(reply)
             while stash:
                 yield stash.popleft()
@@ -177,9 +184,9 @@ class Loop:
             return None
         self.plan(reply)
         self.write(reply, AssistantMessage,
-                   self.journal.ride(self.calls if self.kind is RUN else [], self.run.lockstep))
+                   self.journal.ride(self.calls if self.asks is TOOLS else (), self.race.lockstep))
         self.last_reply = reply
-        self.history.last_usage = self.model.last_usage
+        self.history.note_usage(self.model.last_usage)
         return reply
 
     # -- writing ---------------------------------------------------------------------------
@@ -188,17 +195,17 @@ class Loop:
         """Append ``message`` (store first, then memory) and yield it as ``cls`` (which
         copies when read, so a consumer's edits never reach the history); with ``record``
         (a run record), both in one store write."""
-        history = self.history
+        history, link = self.history, self.link
         save = None
-        if history.store is not None:
-            save = partial(history.save, "append", message) if record is None else \
-                partial(history.save, "append_and_save_run", message, record)
-        item = cls(message) if self.run.lockstep and cls is not None else None
-        self.run.commit(save, partial(history.keep, message), item, late=self.diverged)
+        if link.store is not None:
+            save = partial(link.save, "append", message) if record is None else \
+                partial(link.save, "append_and_save_run", message, record)
+        item = cls(message) if self.race.lockstep and cls is not None else None
+        self.race.commit(save, partial(history.keep, message), item, late=self.diverged)
 
     def diverged(self) -> None:
         """Stored, but the query ended first: the next store operation resyncs it."""
-        self.history.diverged = True
+        self.link.mark_diverged()
 
     def decide(self, verdict: Verdict) -> Optional[Ending]:
         """Act on the output contract's answer: feed back, end, or both."""
@@ -208,51 +215,53 @@ class Loop:
 
     # -- tools -----------------------------------------------------------------------------
     def plan(self, reply: Dict[str, Any]) -> None:
-        """What kind of turn the reply makes (``kind``), its batch (``calls``) and those of
+        """What kind of turn the reply makes (``asks``), its batch (``calls``) and those of
         its calls that wait for approval (``waiting``: they mark the reply before it is
         written)."""
         uses = self.uses = tool_uses_of(reply["content"])
         self.calls = self.waiting = []  # replaced when the reply asks for tools
         if not uses:
-            self.kind = ANSWER
+            self.asks = AGAIN if reply.get("stop_reason") == MALFORMED_CALL else ANSWER
         elif reply.get("stop_reason") == "max_tokens":
-            self.kind = TRUNCATED
+            self.asks = TRUNCATED
         elif self.output.submits(uses):
-            self.kind = SUBMIT
+            self.asks = SUBMIT
         else:
-            self.calls = resolve_calls(uses, self.settings.tools, self.run.controller.signal,
+            self.calls = resolve_calls(uses, self.settings.tools, self.race.controller.signal,
                                        self.agent)
             self.waiting = self.gate.waiting(self.calls)
-            self.kind = WAIT if self.waiting else RUN
+            self.asks = WAIT if self.waiting else TOOLS
             if self.waiting:
                 approval.mark_pending(reply, self.waiting)
 
     def act(self, reply: Dict[str, Any]) -> Optional[Ending]:
         """Answer the reply as ``plan`` found it: run its tools, end, or feed back."""
-        kind = self.kind
-        if kind is RUN:
+        asks = self.asks
+        if asks is TOOLS:
             return self.batch(self.calls, {})
-        if kind is ANSWER:
+        if asks is ANSWER:
             return self.decide(self.output.final(reply))
-        if kind is TRUNCATED:
+        if asks is TRUNCATED:
             return self.decide(Verdict([not_run(u["id"], "truncated") for u in self.uses]))
-        if kind is SUBMIT:
+        if asks is AGAIN:
+            return self.decide(Verdict([{"type": "text", "text": MALFORMED_TEXT}]))
+        if asks is SUBMIT:
             return self.decide(self.output.submission(self.uses))
         return Ending("awaiting_approval", pending=self.waiting)
 
     def batch(self, calls: List[ToolCall], answered: Dict[str, Any]) -> Optional[Ending]:
         """Run a batch on the tool-call path and write its results as one user message."""
-        run = self.run
-        run.start_tools()
+        race = self.race
+        race.start_tools()
         # each call that runs is journaled before its handler (nothing without a record)
-        started = self.journal.starting(calls, answered, run.mark_started)
-        job = partial(run_batch, calls, self.hooks, answered,
-                      parallel=self.settings.parallel_tool_calls, record=run.record,
-                      started=started, stop=run.user_aborted, wrap=self.watch)
-        tools = run.tools  # an inline query's tool thread (lattice/query/inline.py)
+        started = self.journal.starting(calls, answered, race.mark_started)
+        job = partial(execute_batch, calls, self.hooks, answered,
+                      parallel=self.settings.parallel_tool_calls, record=race.record,
+                      started=started, stop=race.user_aborted, wrap=self.watch)
+        tools = race.tools  # an inline query's tool thread (lattice/query/inline.py)
         done = job() if tools is None else tools(job)
         if done is None:  # aborted mid-batch: the consumer answers every call of it
-            run.abort_from_user()
+            race.abort_from_user()
             raise Stopped
         self.write({"role": "user", "content": [block for block, _ in done]}, UserMessage)
         for block, end_turn in done:
@@ -270,7 +279,7 @@ class Loop:
         if self.resume.get("final"):  # a resumed run whose final reply was stored: no request
             return self.decide(self.output.final(reply))
         calls = resolve_calls(tool_uses_of(reply["content"]), self.settings.tools,
-                              self.run.controller.signal, self.agent)
+                              self.race.controller.signal, self.agent)
         ending = self.batch(calls, approval.refusals(calls, self.resume["decisions"]))
         if ending is None and prompt is not None:
             self.write({"role": "user", "content": prompt})

@@ -25,7 +25,7 @@ from ..observe.observer import ObserverGroup
 from ..usage import Usage
 from .caching import MAX_BREAKPOINTS, count_marks, fit_cache_breakpoints
 from .endings import Ending
-from .race import QueryRun, Stopped
+from .race import QueryRace, Stopped
 from .settings import QuerySettings
 
 NO_USAGE = Usage()  # never changed: Usage sums are new values
@@ -46,13 +46,13 @@ class ModelCaller:
     """Builds and sends one query's model requests (the loop decides what to do with the
     replies)."""
 
-    __slots__ = ("run", "settings", "history", "observers", "query_token", "fixed_marks",
+    __slots__ = ("race", "settings", "history", "observers", "query_token", "fixed_marks",
                  "usage", "last_usage")
 
-    def __init__(self, run: QueryRun, settings: QuerySettings, history: History,
+    def __init__(self, race: QueryRace, settings: QuerySettings, history: History,
                  observers: Optional[ObserverGroup], query_token: Any,
                  usage: Optional[Usage] = None) -> None:
-        self.run = run
+        self.race = race
         self.settings = settings
         self.history = history
         self.observers = observers  # None when nobody watches: one check per event
@@ -71,14 +71,14 @@ class ModelCaller:
         s = self.settings
         on_event = None
         if s.include_partial_messages:
-            emit = self.run.emit
+            emit = self.race.emit
             on_event = lambda event: emit(StreamEvent(event))  # noqa: E731
         sendable = self.history.sendable
         request = ModelRequest(
             model=s.model, messages=list(sendable), system=s.system,
             tools=list(s.tool_definitions), max_tokens=s.max_tokens,
             timeout_ms=s.request_timeout_ms, on_event=on_event, extra=dict(s.extra),
-            signal=self.run.controller.signal)  # call() gives it the request's own
+            signal=self.race.controller.signal)  # call() gives it the request's own
         if s.output_native and s.output is not None:
             request.output_format = s.output.json_schema
         present = self.fixed_marks + self.history.marks.count(sendable)
@@ -92,13 +92,13 @@ class ModelCaller:
         s = self.settings
         return ModelRequest(model=s.model, messages=messages, max_tokens=s.max_tokens,
                             timeout_ms=s.request_timeout_ms, extra=dict(s.extra),
-                            signal=self.run.controller.signal)
+                            signal=self.race.controller.signal)
 
     def call(self, request: ModelRequest) -> Dict[str, Any]:
         """One model call, raced against abort, interrupt and the request deadline; its
         reply's usage is added to the query's (``usage``, ``last_usage``)."""
-        run, observers, hook = self.run, self.observers, self.settings.on_model_request
-        request.signal = run.start_model(request.timeout_ms)
+        race, observers, hook = self.race, self.observers, self.settings.on_model_request
+        request.signal = race.start_model(request.timeout_ms)
         watched, token = False, None
         try:
             if hook is not None:
@@ -114,7 +114,7 @@ class ModelCaller:
             raise
         if watched:
             observers.model_end(token, reply, None)  # type: ignore[union-attr]
-        run.finish_model()
+        race.finish_model()
         usage = self.last_usage = Usage.from_dict(reply.get("usage"))
         self.usage += usage
         return reply
@@ -122,13 +122,13 @@ class ModelCaller:
     def lost(self, error: BaseException) -> None:
         """A failed call: the query's ending if it lost a race (then ``Stopped``), else the
         model phase ends and the caller raises ``error``."""
-        run = self.run
-        if isinstance(error, Stopped) or run.ended is not None:
+        race = self.race
+        if isinstance(error, Stopped) or race.ended is not None:
             raise Stopped from None
         if isinstance(error, RequestTimeoutError):
-            run.end(Ending("error_timeout", error=error))
+            race.end(Ending("error_timeout", error=error))
             raise Stopped from None
-        if isinstance(error, AbortError) and run.user_aborted():
-            run.end(Ending("error_abort", error=error))
+        if isinstance(error, AbortError) and race.user_aborted():
+            race.end(Ending("error_abort", error=error))
             raise Stopped from None
-        run.finish_model()
+        race.finish_model()

@@ -16,7 +16,7 @@ import dataclasses
 import enum
 import json
 import typing
-from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Protocol, Tuple, TypeVar
 
 from ..errors import MissingOutputError
 from ..messages import text_of, tool_result
@@ -24,7 +24,26 @@ from ..tools.calls import not_run
 from .endings import Ending
 
 __all__ = ["SUBMIT_OUTPUT_TOOL_NAME", "OutputSchema", "resolve_output_schema",
-           "OutputContract", "Verdict"]
+           "OutputContract", "Verdict", "SchemaObject", "ModelSchemaObject"]
+
+_T_co = TypeVar("_T_co", covariant=True)
+
+
+class SchemaObject(Protocol[_T_co]):
+    """An ``output_schema`` object: ``parse(input)`` gives the value, ``json_schema()`` the
+    schema."""
+
+    def parse(self, input: Any) -> _T_co: ...
+
+    def json_schema(self) -> Dict[str, Any]: ...
+
+
+class ModelSchemaObject(Protocol[_T_co]):
+    """An ``output_schema`` object with ``model_json_schema()`` instead of ``json_schema()``."""
+
+    def parse(self, input: Any) -> _T_co: ...
+
+    def model_json_schema(self) -> Dict[str, Any]: ...
 
 SUBMIT_OUTPUT_TOOL_NAME = "submit_output"
 

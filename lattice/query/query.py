@@ -27,7 +27,7 @@ from ..messages import (
     tool_uses_of,
     unanswered_tool_uses,
 )
-from ..observe.observer import ObserverGroup
+from ..observe.observer import ObserverGroup, QueryDetails, describing
 from ..stores.repair import repair_history
 from ..stores.session import SessionHold
 from ..tools import approval
@@ -52,8 +52,8 @@ class Query(Iterator[SDKMessage]):
                  approvals: Optional[Dict[str, Any]], signal: Optional[AbortSignal], *,
                  lockstep: bool, owner: Any = None, run_id: Optional[str] = None) -> None:
         self._conversation = conversation
-        self._run = conversation.start(signal, lockstep=lockstep)
-        self._durable: Optional[DurableRun] = None
+        self._race = conversation.start(signal, lockstep=lockstep)
+        self._durable: DurableRun  # set below: where a run is recorded and resumed
         self._owner = owner  # the Agent: only handed to tools (ToolContext.agent)
         self._prompt = prompt
         self._approvals = approvals
@@ -68,7 +68,7 @@ class Query(Iterator[SDKMessage]):
         self._tail_done = False
         try:
             # where a run is recorded and resumed (a bad run id or prompt fails here)
-            self._durable = durable_run(conversation.history, run_id, prompt)
+            self._durable = durable_run(conversation.link, run_id, prompt)
             if approvals is not None:  # bad approvals fail here, before a web app answers
                 self._check_approvals()
         except BaseException:
@@ -116,17 +116,25 @@ class Query(Iterator[SDKMessage]):
         assert isinstance(last, ResultMessage)
         return last
 
+    def _details(self) -> QueryDetails:
+        """Who runs this query and where it talks, for observers (tracing)."""
+        owner = self._owner
+        session = getattr(self._conversation.link.home, "session_id", None)  # the store's
+        run_id = self._durable.run_id if self._durable is not None else None
+        address, port = getattr(owner, "_server", (None, None))
+        return QueryDetails(getattr(owner, "name", None), getattr(owner, "_agent_id", None),
+                            session if isinstance(session, str) else run_id, address, port)
+
     # -- the query -------------------------------------------------------------------------
     def _run_query(self) -> Generator[SDKMessage, None, None]:
-        run, settings, conversation = self._run, self._settings, self._conversation
+        race, settings, conversation = self._race, self._settings, self._conversation
         durable = self._durable
-        assert durable is not None
         try:
             ended = durable.replay()
             taken = True
             if ended is None:
                 taken = self._take_session(durable)
-                if taken and conversation.history.home is not None:
+                if taken and conversation.link.home is not None:
                     ended = durable.under_lock(self._approving())
             if ended is not None:  # the run had ended: its result again, nothing else
                 self._finish(Ending("closed"), delivered=False)
@@ -134,16 +142,17 @@ class Query(Iterator[SDKMessage]):
                 return
             if settings.observers:
                 self._observers = ObserverGroup(settings.observers)
-                self._token = self._observers.query_start(settings.model, self._prompt)
+                with describing(self._details()):
+                    self._token = self._observers.query_start(settings.model, self._prompt)
             self._started = time.monotonic()
             resume = self._begin() if taken else None
             # a resumed run counts the replies it stored before (durable.turns, .usage)
-            self._loop = Loop(run, settings, conversation.history, agent=self._owner,
+            self._loop = Loop(race, settings, conversation.link, agent=self._owner,
                               observers=self._observers, query_token=self._token,
                               resume=resume, journal=durable.journal, turns=durable.turns,
                               usage=durable.usage)
-            if runs_inline(run, settings, conversation.history, resume):
-                run.go_inline()
+            if runs_inline(race, settings, conversation.link, resume):
+                race.go_inline()
                 try:  # as the worker does (Loop.__call__), on this thread
                     last = yield from self._loop.inline()
                 except Stopped:
@@ -151,29 +160,29 @@ class Query(Iterator[SDKMessage]):
                 except GeneratorExit:
                     raise
                 except BaseException as exc:  # noqa: B036 - raised with the result
-                    run.end(Ending.raised(exc))
+                    race.end(Ending.raised(exc))
                 else:
-                    run.end(last)
+                    race.end(last)
             else:
                 threading.Thread(target=self._loop, name="lattice-query", daemon=True).start()
                 while True:
-                    item = run.next_item()
+                    item = race.next_item()
                     if item is None:
                         break
                     yield item
-            ending = run.ended
+            ending = race.ended
             assert ending is not None
             repair = self._repair_tail(ending)
-            if repair is not None and run.lockstep:
+            if repair is not None and race.lockstep:
                 yield UserMessage(repair)  # copies when read
             result = self._finish(ending)
             assert result is not None
             yield result
         finally:
             if not self._done:  # closed, dropped, or an exception (e.g. Ctrl-C) in here
-                run.end(Ending("closed"))  # a no-op if the query had ended
-                assert run.ended is not None
-                self._finish(run.ended, delivered=False)
+                race.end(Ending("closed"))  # a no-op if the query had ended
+                assert race.ended is not None
+                self._finish(race.ended, delivered=False)
 
     def _finish(self, ending: Ending, *, delivered: bool = True) -> Optional[ResultMessage]:
         """The one end of every query, however it ends: the tail repaired, the result made
@@ -188,13 +197,14 @@ class Query(Iterator[SDKMessage]):
                 self._repair_tail(ending)
                 if delivered and ending.subtype != "closed":
                     last = loop.last_reply
+                    durable = self._durable
                     result = ending.to_result(
                         last_text=loop.last_text, usage=loop.usage,
                         stop_reason=last.get("stop_reason") if last else None,
                         num_turns=loop.turns,
-                        duration_ms=int((time.monotonic() - self._started) * 1000))
-                    if self._durable is not None:
-                        self._durable.end(result)
+                        duration_ms=int((time.monotonic() - self._started) * 1000),
+                        run_id=durable.run_id)
+                    durable.end(result)
         finally:
             try:
                 if self._observers is not None:
@@ -210,9 +220,9 @@ class Query(Iterator[SDKMessage]):
         was still landing: then it writes nothing, and the loop ends at its first check.
         A durable run never runs without the lock (SPEC 21b: a store failure raises)."""
         conversation = self._conversation
-        if conversation.history.home is None:
+        if conversation.link.home is None:
             return True
-        self._lock = conversation.hold_session(self._run, strict=durable.run_id is not None)
+        self._lock = conversation.hold_session(self._race, strict=durable.run_id is not None)
         if self._lock is None:
             return False
         conversation.catch_up()
@@ -247,8 +257,7 @@ class Query(Iterator[SDKMessage]):
         """Put the prompt in the history; settle calls that wait for approval; continue a
         durable run left running."""
         prompt, approvals, durable = self._prompt, self._approvals, self._durable
-        assert durable is not None
-        history = self._conversation.history
+        history, link = self._conversation.history, self._conversation.link
         if durable.resumes and approvals is None:
             return durable.resume(self._settings, self._owner)
         tail = pending_tail(history.messages)
@@ -262,11 +271,11 @@ class Query(Iterator[SDKMessage]):
                     c for c in calls if c.id not in {p.id for p in pending}])
             return {"reply": tail, "decisions": decisions, "prompt": prompt}
         if tail is not None:  # the user moved on: answer the pending calls first
-            history.append(approval.moved_on(tail))
+            link.append(approval.moved_on(tail))
         elif unanswered_tool_uses(history.messages):  # e.g. a store failed mid-batch
             messages, _ = repair_history(history.messages)
             for message in messages[len(history.messages):]:
-                history.append(message)
+                link.append(message)
         # a durable run is recorded before (or with) its prompt
         durable.start({"role": "user", "content": prompt})
         return None
@@ -279,12 +288,12 @@ class Query(Iterator[SDKMessage]):
         self._tail_done = True
         if ending.subtype == "awaiting_approval":
             return None
-        history = self._conversation.history
-        # The query has ended: the worker can no longer change the history (QueryRun.commit).
+        history, link = self._conversation.history, self._conversation.link
+        # The query has ended: the worker can no longer change the history (QueryRace.commit).
         uses = unanswered_tool_uses(history.messages)
         if not uses:
             return None
-        message = {"role": "user", "content": self._run.unanswered(uses, ending.kind.why)}
+        message = {"role": "user", "content": self._race.unanswered(uses, ending.traits.why)}
         history.keep(message)
-        history.save_later("append", message)  # never holds up the end (SPEC 10a)
+        link.save_later("append", message)  # never holds up the end (SPEC 10a)
         return message

@@ -4,7 +4,7 @@ The loop runs in one daemon worker per query, so ``prompt()`` costs one thread h
 query, not one per turn; ``query()`` pays one per yielded history message, because a query
 suspended at a ``yield`` is still running and waits for its consumer (lockstep): two round
 trips per tool turn, on doorbells (lattice/query/handoff.py: ``Handoff``, the base of
-``QueryRun``, and why not a ``Condition``).
+``QueryRace``, and why not a ``Condition``).
 
 Whoever decides the end first wins, under ``cond``: the worker finishing, an abort, a
 deadline, an interrupt during a model request, or the consumer closing the generator.
@@ -29,7 +29,7 @@ from .abandoned import ABANDONED_AFTER_S, abandoned_workers
 from .endings import Ending
 from .handoff import EVENT_POLL_S, Handoff, Stopped
 
-__all__ = ["QueryRun", "Stopped", "Phase", "EVENT_POLL_S", "ABANDONED_AFTER_S",
+__all__ = ["QueryRace", "Stopped", "Phase", "EVENT_POLL_S", "ABANDONED_AFTER_S",
            "abandoned_workers"]
 
 log = logging.getLogger("lattice")
@@ -50,7 +50,7 @@ def _nothing() -> None:
     pass
 
 
-class QueryRun(Handoff):
+class QueryRace(Handoff):
     """The state the worker and the consumer share for one query.
 
     ``cond`` (``Handoff``'s, re-entrant) guards every field below except ``controller``
@@ -112,7 +112,7 @@ class QueryRun(Handoff):
         """End the query unless it already ended; True if this call decided the end."""
         with self.cond:
             won = self._end(ending)
-        if won and ending.kind.cancels:
+        if won and ending.traits.cancels:
             self.controller.abort(ending.error if ending.error is not None
                                   else LatticeError(ending.subtype))
         return won

@@ -1,7 +1,7 @@
 """History stores: where an Agent's conversation is persisted, and how it resumes.
 
 The public store API. What the Agent does with a store (the failure policy, the session
-lock, staleness) is in ``lattice/conversation/history.py`` and ``session.py``.
+lock, staleness) is in ``lattice/conversation/store_link.py`` and ``session.py``.
 
 The file and database stores (JSONL, SQLite, PostgreSQL) are imported on first use
 (``__getattr__``): ``import lattice`` does not pay for them (issue 28).

@@ -2,7 +2,7 @@
 
 A store only raises ordinary exceptions (``OSError``, ``sqlite3.Error``, ``TypeError`` for
 a message that is not JSON-serialisable, ...). Whether a failure stops the conversation is
-decided in one place for every store: ``lattice/conversation/history.py`` (``fail_on_error``).
+decided in one place for every store: ``lattice/conversation/store_link.py`` (``fail_on_error``).
 """
 
 from __future__ import annotations
@@ -73,8 +73,8 @@ class HistoryStore(Protocol):
 
     Durable runs add three more (``runs.py``): ``load_run``, ``save_run``, ``list_runs``.
 
-    ``lattice.conversation.history`` uses them, and puts every store call, these included, under one
-    failure policy.
+    ``lattice.conversation.store_link`` uses them, and puts every store call, these
+    included, under one failure policy.
     """
 
     fail_on_error: bool
@@ -126,7 +126,17 @@ def resolve_path(path: PathArg) -> str:
     raw = os.fspath(path)
     if not isinstance(raw, str):
         raise TypeError(f"path must be a str or os.PathLike[str], got {raw!r}")
+    if not raw.strip():  # abspath('') would be the working directory
+        raise ValueError(f"path must name a file, got {raw!r}")
     return os.path.abspath(os.path.expanduser(raw))
+
+
+def check_flag(name: str, value: Any) -> bool:
+    """``value`` of the bool option ``name``, or ``ValueError`` naming it: options are
+    checked, not truthy (SPEC 21b), so ``fail_on_error='no'`` is not taken as True."""
+    if not isinstance(value, bool):
+        raise ValueError(f"{name} must be a bool (True or False), got {value!r}")
+    return value
 
 
 # -- a store from callables ----------------------------------------------------------
@@ -212,7 +222,8 @@ def define_history_store(
         missing = [name for name in runs if name not in given]
         raise ValueError(f"define_history_store: load_run, save_run and list_runs go "
                          f"together; {', '.join(given)} given without {', '.join(missing)}")
-    return _CallableHistoryStore(load, append, replace, bool(fail_on_error), runs)
+    return _CallableHistoryStore(load, append, replace,
+                                 check_flag("fail_on_error", fail_on_error), runs)
 
 
 # -- in memory ----------------------------------------------------------------------
@@ -232,9 +243,9 @@ class MemoryHistoryStore:
     def __init__(
         self, messages: Optional[Iterable[Message]] = None, *, fail_on_error: bool = False
     ) -> None:
+        self.fail_on_error = check_flag("fail_on_error", fail_on_error)
         self.messages: List[Message] = copy.deepcopy(list(messages or []))
         self.runs: Dict[str, Dict[str, Any]] = {}
-        self.fail_on_error = fail_on_error
         self._lock = threading.Lock()
         self._session = threading.Lock()
         self._writes = 0

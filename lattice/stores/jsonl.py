@@ -41,7 +41,7 @@ import weakref
 from typing import Any, Dict, List, Optional, Tuple
 
 from . import runs
-from .base import Message, PathArg, encode_message, resolve_path
+from .base import Message, PathArg, check_flag, encode_message, resolve_path
 from .locks import FileSessionLock, check_wait
 from .shape import keep_messages
 
@@ -153,8 +153,8 @@ class JsonlHistoryStore:
         self.path = resolve_path(path)
         self.session_id = os.fspath(path)  # what run records name (SPEC 21a: as given)
         self.lock_path = self.path + ".lock"
-        self.fail_on_error = fail_on_error
-        self.fsync = fsync
+        self.fail_on_error = check_flag("fail_on_error", fail_on_error)
+        self.fsync = check_flag("fsync", fsync)
         self._mutex = threading.Lock()
         self._handles = _Handles()
         self._finalizer = weakref.finalize(self, self._handles.close)

@@ -32,7 +32,7 @@ import re
 from typing import Any, Callable, Dict, List, Optional, Tuple, TypeVar
 
 from . import runs
-from .base import Message, encode_message
+from .base import Message, check_flag, encode_message
 from .locks import check_wait
 from .pg_conninfo import parse_conninfo, redacted
 from .pg_driver import (
@@ -93,6 +93,7 @@ class PostgresHistoryStore:
         driver: Optional[str] = None,
     ) -> None:
         _check_session(session_id)
+        check_flag("fail_on_error", fail_on_error)
         if not isinstance(table, str) or not _TABLE.match(table):
             raise ValueError(f"table must be a SQL name like 'name' or 'schema.name' "
                              f"(letters, digits, _), got {table!r}")

@@ -131,9 +131,11 @@ def _number(value: Any) -> float:
 
 
 def records_runs(store: Any) -> bool:
-    """Whether ``store`` records runs (``load_run``, ``save_run`` and ``list_runs``)."""
-    return store is not None and all(
-        callable(getattr(store, name, None)) for name in ("load_run", "save_run", "list_runs"))
+    """Whether ``store`` records runs (``load_run``, ``save_run`` and ``list_runs``): the
+    ``RecordsRuns`` capability (``capabilities.py``, where every capability is declared)."""
+    from .capabilities import RecordsRuns, offers
+
+    return offers(store, RecordsRuns)
 
 
 def lock_lost(what: str) -> LockLostError:

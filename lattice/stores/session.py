@@ -1,8 +1,8 @@
 """The Agent's side of the optional store capability ``lock`` (``version`` is read by
-``lattice.conversation.history``).
+``lattice.conversation.store_link``).
 
 Any store can be held: one without ``lock`` gets a no-op hold. A lock that cannot be taken
-raises the store's error; ``lattice.conversation.history`` applies the store-failure policy
+raises the store's error; ``lattice.conversation.store_link`` applies the store-failure policy
 (``fail_on_error``) to it like to every other store call.
 """
 

@@ -22,7 +22,7 @@ import time
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 from . import runs, sqlite_runs
-from .base import Message, PathArg, encode_message, resolve_path
+from .base import Message, PathArg, check_flag, encode_message, resolve_path
 from .idle import IdlePool
 from .locks import check_wait
 from .shape import keep_messages
@@ -169,8 +169,8 @@ class SqliteHistoryStore:
             raise ValueError(f"session_id must be a non-empty str, got {session_id!r}")
         self.path = resolve_path(path)
         self.session_id = session_id
-        self.fail_on_error = fail_on_error
-        self._pool = _Pool(self.path, fsync)
+        self.fail_on_error = check_flag("fail_on_error", fail_on_error)
+        self._pool = _Pool(self.path, check_flag("fsync", fsync))
         self._hold: Optional[SqliteLease] = None  # while locked: writes carry its token
         self._written = sqlite_runs.Written()  # what it wrote of its runs (write what changed)
 
@@ -307,7 +307,8 @@ class SqliteHistoryStore:
 
     def lock(self, *, wait_s: float = 0.0) -> SqliteLease:
         """Hold this session for one query, across threads and processes: a lease row
-        renewed every second while held, free 5 s after a holder dies. Entering raises
+        renewed every second while held, free 5 s after a holder dies (at once for a holder
+        of this host known to be dead). Entering raises
         ``ConcurrentQueryError`` if another holder keeps it past ``wait_s`` seconds. Each
         acquisition gets a fencing token; while held, this store's writes are refused
         (``LockLostError``) once another holder has taken the session over."""

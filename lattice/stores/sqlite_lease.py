@@ -7,6 +7,11 @@ thread per process pushes the ``expires_at`` of every lease it holds forward eve
 stops renewing, and its lease is free ``TTL_S`` seconds later at most. Times are wall-clock
 seconds (``time.time()``), comparable between the processes of one host.
 
+The ``owner`` is the holder's description (``holder.describe``: host, boot id, pid, process
+start time). A process that finds the lease held by a process of its own host that is known
+to be dead takes it over at once (SPEC 21b): a redelivered job or a restarted service does
+not wait out a ``kill -9``ed holder's ``TTL_S``.
+
 A lease can be outlived: a holder paused past ``TTL_S`` (SIGSTOP, a frozen VM, a tool holding
 the GIL) finds the session taken when it goes on. So taking a lease raises the session's
 fencing token (``sqlite_runs.bump_fence``) in the same transaction, and while the lease is
@@ -22,8 +27,9 @@ import time
 from typing import TYPE_CHECKING, Any, Dict, Optional
 
 from .base import logger
+from .holder import describe, is_dead
 from .locks import poll
-from .sqlite_runs import bump_fence
+from .sqlite_runs import Naming, bump_fence
 
 if TYPE_CHECKING:
     import sqlite3
@@ -80,14 +86,15 @@ class SqliteLease:
         self.session_id: str = store.session_id
         self.wait_s = wait_s
         self.what: str = store._where()
-        self.owner = f"{os.getpid()}-{os.urandom(8).hex()}"
+        self.owner = describe(os.urandom(8).hex())
         self.held = False
         self.lost = False
         self.token = 0
         self._failures = 0
 
     def __enter__(self) -> SqliteLease:
-        poll(self._try_take, self.wait_s, self.what)
+        with Naming(self.what):
+            poll(self._try_take, self.wait_s, self.what)
         self.held = True
         self.store._hold = self
         _renewer.add(self)
@@ -117,10 +124,26 @@ class SqliteLease:
                 "INSERT OR IGNORE INTO lattice_history_leases VALUES (?, ?, ?)",
                 (self.session_id, self.owner, now + TTL_S),
             )
-            if cursor.rowcount != 1:
+            if cursor.rowcount != 1 and not self._take_from_dead(conn):
                 return False
             self.token = bump_fence(conn, self.session_id)
             return True
+
+    def _take_from_dead(self, conn: sqlite3.Connection) -> bool:
+        """In ``_try_take``'s transaction: replace a lease whose holder is known to be
+        dead with ours; False if the holder may be alive."""
+        row = conn.execute("SELECT owner FROM lattice_history_leases WHERE session_id = ?",
+                           (self.session_id,)).fetchone()
+        if row is None or not is_dead(str(row[0])):
+            return False
+        cursor = conn.execute(
+            "UPDATE lattice_history_leases SET owner = ?, expires_at = ? "
+            "WHERE session_id = ? AND owner = ?",
+            (self.owner, time.time() + TTL_S, self.session_id, row[0]))
+        if cursor.rowcount == 1:
+            logger.info("%s: took over the session lease of a dead holder %s", self.what,
+                        row[0])
+        return bool(cursor.rowcount == 1)
 
     def renew(self) -> bool:
         """Push the expiry forward; False once the lease is no longer ours."""

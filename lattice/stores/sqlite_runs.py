@@ -16,7 +16,8 @@ Two tables beside the messages:
   the record's row only when something else in it changed (``Written``).
 
 Every function takes an open connection; the caller borrows it and opens transactions.
-``Naming`` makes SQLite's errors name the database and session.
+``Naming`` makes SQLite's errors name the database and session, and a file that is not an
+SQLite database (or a damaged one) a ``HistoryStoreError`` (SPEC 21b).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import copy
 from itertools import islice
 from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
+from ..errors import HistoryStoreError
 from . import runs
 
 if TYPE_CHECKING:
@@ -273,7 +275,8 @@ def list_runs(conn: sqlite3.Connection, session_id: Optional[str],
 class Naming:
     """Re-raise a ``sqlite3.Error`` with the database and session in its message (SQLite's
     own messages, e.g. "unable to open database file", name neither); the original is
-    chained. ``OSError`` gets the file name if it has none."""
+    chained. A corrupt file or one that is not SQLite becomes ``HistoryStoreError``: no
+    retry or wait mends it. ``OSError`` gets the file name if it has none."""
 
     __slots__ = ("where",)
 
@@ -288,9 +291,25 @@ class Naming:
             return
         import sqlite3
 
+        if isinstance(exc, sqlite3.DatabaseError) and _corrupt(exc):
+            raise HistoryStoreError(f"{self.where} is damaged or not an SQLite database: "
+                                    f"{exc}") from exc
         if isinstance(exc, sqlite3.Error) and self.where not in str(exc):
             named = type(exc)(f"{exc} ({self.where})")
             for attr in ("sqlite_errorcode", "sqlite_errorname"):
                 if hasattr(exc, attr):
                     setattr(named, attr, getattr(exc, attr))
             raise named from exc
+
+
+_CORRUPT_CODES = (11, 26)  # SQLITE_CORRUPT, SQLITE_NOTADB (primary codes)
+_CORRUPT_TEXT = ("file is not a database", "database disk image is malformed")
+
+
+def _corrupt(exc: Exception) -> bool:
+    """Whether ``exc`` says the database file is damaged or not SQLite at all
+    (``sqlite_errorcode`` exists from Python 3.11; the message before it)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if isinstance(code, int):
+        return code & 0xFF in _CORRUPT_CODES
+    return any(text in str(exc) for text in _CORRUPT_TEXT)

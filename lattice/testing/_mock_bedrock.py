@@ -6,8 +6,10 @@ Bedrock: ``POST /model/{modelId}/invoke`` (JSON) and ``/invoke-with-response-str
 Every request's AWS Signature Version 4 is verified against the server's
 ``bedrock_credentials``: an unknown access key id gets 403 ``UnrecognizedClientException``,
 a wrong signature 403 ``InvalidSignatureException`` (Bedrock's words), a date more than
-5 minutes off 403 too; a body with ``model`` or ``stream``, or without
-``anthropic_version: "bedrock-2023-05-31"``, 400 ``ValidationException``. Errors are
+5 minutes off 403 too, and so does a credential scope whose service is not ``bedrock``,
+whose region is not a region name or whose date is not the request's; a body with
+``model`` or ``stream``, or without an ``anthropic_version`` of ``"bedrock-2023-05-31"`` or
+a dated one (``YYYY-MM-DD``, as the official SDKs send now), 400 ``ValidationException``. Errors are
 Bedrock-shaped: ``{"message": ...}`` with ``x-amzn-ErrorType``; every reply carries
 ``x-amzn-RequestId``. A scripted ``error(...)`` is named from its ``type`` when that ends
 in ``Exception`` (else from the status: 400 ``ValidationException``, 429
@@ -15,7 +17,8 @@ in ``Exception`` (else from the status: 400 ``ValidationException``, 429
 
 Vertex: ``POST /v1/projects/{p}/locations/{r}/publishers/anthropic/models/{m}:rawPredict``
 and ``:streamRawPredict`` need ``Authorization: Bearer`` (the server's ``vertex_token``
-when set, else any) and ``anthropic_version: "vertex-2023-10-16"`` without ``model``; they
+when set, else any) and ``anthropic_version`` ``"vertex-2023-10-16"`` or a dated one,
+without ``model``; they
 answer as the Messages route does (SSE for ``streamRawPredict``).
 """
 
@@ -57,6 +60,8 @@ _STREAM_NAMES = {"overloaded_error": "serviceUnavailableException",
 _BAD_SIGNATURE = ("The request signature we calculated does not match the signature you "
                   "provided. Check your AWS Secret Access Key and signing method. Consult the "
                   "service documentation for details.")
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+_REGION = re.compile(r"[a-z]{2}(?:-[a-z]+)+-\d+")
 _EVENT = {":event-type": "chunk", ":content-type": "application/json", ":message-type": "event"}
 
 
@@ -129,15 +134,28 @@ def _body_problem(body: Any, bedrock: bool, headers: Dict[str, str], model: str
                   ) -> Optional[str]:
     if not isinstance(body, dict):
         return "Malformed input request, please reformat your input and try again."
-    version = "bedrock-2023-05-31" if bedrock else "vertex-2023-10-16"
-    if body.get("anthropic_version") != version:
-        return f"anthropic_version: must be {version!r}"
+    legacy = "bedrock-2023-05-31" if bedrock else "vertex-2023-10-16"
+    version = body.get("anthropic_version")
+    if version != legacy and not _dated(version):
+        return (f"anthropic_version: must be {legacy!r} or a dated version (YYYY-MM-DD), "
+                f"got {version!r}")
     for key in ("model",) + (("stream",) if bedrock else ()):
         if key in body:
             return f"extraneous key [{key}] is not permitted"
     messages_body = {k: v for k, v in body.items() if k not in ("anthropic_version", "stream")}
     return request_problem(dict(messages_body, model=model),
                            dict(headers, **{"anthropic-version": "2023-06-01"}))
+
+
+def _dated(version: Any) -> bool:
+    """A dated ``anthropic_version`` (``2023-06-01``), as the official SDKs send now."""
+    if not isinstance(version, str) or not _DATE.fullmatch(version):
+        return False
+    try:
+        datetime.date.fromisoformat(version)
+    except ValueError:
+        return False
+    return True
 
 
 def _signature_problem(handler: _Handler, headers: Dict[str, str], raw: bytes,
@@ -153,7 +171,11 @@ def _signature_problem(handler: _Handler, headers: Dict[str, str], raw: bytes,
                      message="The security token included in the request is invalid.")
     names = signed.split(";")
     stamp = headers.get("x-amz-date", "")
-    if "host" not in names or "x-amz-date" not in names or not stamp.startswith(date) or (
+    scope = _scope_problem(date, region, service, stamp)
+    if scope is not None:
+        return Fault("error", status=403, error_type="InvalidSignatureException",
+                     message=scope)
+    if "host" not in names or "x-amz-date" not in names or (
             "x-amz-security-token" in headers and "x-amz-security-token" not in names):
         return Fault("error", status=403, error_type="InvalidSignatureException",
                      message=_BAD_SIGNATURE)
@@ -177,6 +199,18 @@ def _signature_problem(handler: _Handler, headers: Dict[str, str], raw: bytes,
     if not hmac.compare_digest(expected, signature):
         return Fault("error", status=403, error_type="InvalidSignatureException",
                      message=_BAD_SIGNATURE)
+    return None
+
+
+def _scope_problem(date: str, region: str, service: str, stamp: str) -> Optional[str]:
+    """What is wrong with a signature's credential scope (Bedrock's words), or None."""
+    if service != "bedrock":
+        return "Credential should be scoped to correct service: 'bedrock'. "
+    if not _REGION.fullmatch(region):
+        return "Credential should be scoped to a valid region. "
+    if stamp[:8] != date:
+        return (f"Date in Credential scope does not match YYYYMMDD from ISO-8601 version of "
+                f"date from HTTP: '{date}' != '{stamp[:8]}', from '{stamp}'.")
     return None
 
 

@@ -17,6 +17,7 @@ from ..models.wire import message_events
 from ._mock_bedrock import answer_cloud, is_cloud_path
 from ._mock_chat import CHAT_PATHS, answer_chat, messages_view, refuse_chat
 from ._mock_checks import COUNT_TOKENS_PATH, chat_request_problem, count_tokens, request_problem
+from ._mock_gemini import serve as serve_gemini
 from ._mock_responses import serve as serve_responses
 from ._mock_script import _ERROR_TYPES, DEFAULT_TEXT, Fault
 
@@ -78,6 +79,8 @@ class _Handler(BaseHTTPRequestHandler):
         raw = self.rfile.read(int(self.headers.get("content-length") or 0))
         path = self.path.split("?")[0].rstrip("/")
         chat = path in CHAT_PATHS  # Chat Completions
+        if serve_gemini(self, raw):  # the Gemini API and Vertex Gemini routes
+            return
         if is_cloud_path(path):  # Bedrock and Vertex routes
             answer_cloud(self, raw, path)
             return

@@ -3,7 +3,8 @@
 Routes (``serve``): ``POST /v1/responses`` (and ``/responses``); Azure's
 ``/openai/v1/responses``, ``/openai/responses?api-version=...`` and
 ``/openai/deployments/{deployment}/chat/completions?api-version=...``. Azure routes want
-an ``api-key`` header or ``Authorization: Bearer`` (else 401) and, but for the v1 route,
+an ``api-key`` header (the server's ``azure_api_key`` when set, else any) or
+``Authorization: Bearer`` (else 401) and, but for the v1 route,
 an ``api-version`` (else 404). A Responses request the real API would refuse gets its
 error (``_mock_responses_checks``; not recorded, no reply used up) unless the server was
 made with ``strict=False``.
@@ -21,6 +22,7 @@ sends an ``error`` event (the Anthropic error type as an OpenAI code).
 
 from __future__ import annotations
 
+import hmac
 import json
 import time
 from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional
@@ -52,7 +54,8 @@ def serve(handler: _Handler, raw: bytes) -> bool:
         return False
     headers = {k.lower(): v for k, v in handler.headers.items()}
     if azure:
-        problem = _azure_problem(path, headers, parse_qs(query))
+        problem = _azure_problem(path, headers, parse_qs(query),
+                                 handler.server.mock.azure_api_key)
         if problem is not None:
             _error(handler, problem[0], problem[1], code=str(problem[0]))
             return True
@@ -81,10 +84,13 @@ def serve(handler: _Handler, raw: bytes) -> bool:
     return True
 
 
-def _azure_problem(path: str, headers: Mapping[str, str], query: Dict[str, List[str]]
-                   ) -> Optional[tuple]:  # type: ignore[type-arg]
+def _azure_problem(path: str, headers: Mapping[str, str], query: Dict[str, List[str]],
+                   expected: Optional[str]) -> Optional[tuple]:  # type: ignore[type-arg]
     bearer = headers.get("authorization", "")
-    if not headers.get("api-key") and not (bearer.startswith("Bearer ") and bearer[7:].strip()):
+    key = headers.get("api-key")
+    wrong = key is not None and expected is not None and not hmac.compare_digest(
+        key.encode("utf-8"), expected.encode("utf-8"))
+    if wrong or (not key and not (bearer.startswith("Bearer ") and bearer[7:].strip())):
         return (401, "Access denied due to invalid subscription key or wrong API endpoint. "
                 "Make sure to provide a valid key for an active subscription and use a "
                 "correct regional API endpoint for your resource.")

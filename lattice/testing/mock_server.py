@@ -5,7 +5,8 @@ It answers ``POST /v1/messages`` with JSON, or with SSE when the request body sa
 ``/chat/completions``) get the same script in Chat Completions form (``_mock_chat.py``),
 ``POST /v1/responses`` and the Azure OpenAI routes in their forms (``_mock_responses.py``),
 the Bedrock (SigV4-checked, event-stream replies) and Vertex routes in theirs
-(``_mock_bedrock.py``).
+(``_mock_bedrock.py``), the Gemini API and Vertex Gemini routes in Google's
+(``_mock_gemini.py``).
 Replies come from a script, one per request, in order; each may be
 
 * a string: a text reply;
@@ -85,6 +86,8 @@ class MockMessagesServer:
             check signatures against (default ``("mock-access-key-id",
             "mock-secret-access-key")``).
         vertex_token: the bearer token the Vertex routes want (None: any).
+        azure_api_key: the ``api-key`` the Azure routes want (None: any non-empty key).
+        gemini_key: the ``x-goog-api-key`` the Gemini API routes want (None: any).
     """
 
     __test__ = False  # not a pytest test class
@@ -101,14 +104,27 @@ class MockMessagesServer:
         repeat: bool = False,
         bedrock_credentials: Tuple[str, str] = DEFAULT_BEDROCK_CREDENTIALS,
         vertex_token: Optional[str] = None,
+        azure_api_key: Optional[str] = None,
+        gemini_key: Optional[str] = None,
     ) -> None:
-        if not isinstance(repeat, bool):
-            raise ValueError(f"MockMessagesServer: repeat must be a bool, got {repeat!r}")
+        for name, value in (("repeat", repeat), ("record", record), ("strict", strict)):
+            if not isinstance(value, bool):
+                raise ValueError(f"MockMessagesServer: {name} must be a bool, got {value!r}")
+        if stream is not None and not isinstance(stream, bool):
+            raise ValueError(f"MockMessagesServer: stream must be a bool or None, got "
+                             f"{stream!r}")
         self.repeat = repeat
         # Bedrock routes check SigV4 against these; Vertex routes want this bearer token
         # (None: any). See _mock_bedrock.py.
         self.bedrock_credentials = tuple(bedrock_credentials)
         self.vertex_token = vertex_token
+        if azure_api_key is not None and (not isinstance(azure_api_key, str)
+                                          or not azure_api_key):
+            raise ValueError("MockMessagesServer: azure_api_key must be a non-empty str or "
+                             f"None, got {type(azure_api_key).__name__}")
+        self.azure_api_key = azure_api_key  # what Azure routes want as api-key (None: any)
+        self.gemini_key = gemini_key  # the x-goog-api-key the Gemini API routes want
+        self._gemini_signatures: Set[str] = set()  # thought signatures the mock gave
         self.stream = stream
         self.strict = strict
         self.model = model

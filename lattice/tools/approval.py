@@ -10,7 +10,7 @@
 - what a decision other than ``True`` becomes (``refusals``), and what the model reads
   when the user moved on without deciding (``moved_on``).
 
-The batch itself then runs on the one tool-call path (``calls.run_batch``).
+The batch itself then runs on the one tool-call path (``calls.execute_batch``).
 """
 
 from __future__ import annotations

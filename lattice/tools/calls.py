@@ -3,7 +3,7 @@
 resolve the tool -> validate the input -> (needs approval? the loop pauses the batch:
 ``approval.py``) -> ``before_tool_call`` -> the handler (plain or ``async def``) ->
 ``after_tool_call`` -> one ``tool_result`` block. Sequential and parallel batches run the
-same ``run_call``; a call a person refused is answered from ``approval.refusals`` instead.
+same ``execute_call``; a call a person refused is answered from ``approval.refusals`` instead.
 
 Whatever happens becomes a tool_result the model can read; nothing raises into the loop
 but ``BaseException``s that are not ``Exception`` (Ctrl-C, the loop's own ``Stopped``).
@@ -20,7 +20,7 @@ from ..cancellation import AbortSignal
 from ..messages import tool_result
 from .definition import Tool, ToolCall, ToolResult, error_text, result_content
 
-__all__ = ["NOT_RUN", "not_run", "resolve_calls", "run_call", "run_batch",
+__all__ = ["NOT_RUN", "not_run", "resolve_calls", "execute_call", "execute_batch",
            "Hooks", "Outcome", "settle"]
 
 log = logging.getLogger("lattice")
@@ -59,7 +59,7 @@ def not_run(tool_use_id: str, reason: str, **fields: str) -> Dict[str, Any]:
 
 
 class Hooks:
-    """The Agent's tool-call options, as one value handed to ``run_call``."""
+    """The Agent's tool-call options, as one value handed to ``execute_call``."""
 
     __slots__ = ("before", "after")
 
@@ -109,7 +109,7 @@ def resolve_calls(uses: List[Dict[str, Any]], tools: Dict[str, Tool], signal: Ab
     return calls
 
 
-def run_call(call: ToolCall, hooks: Hooks) -> Tuple[Dict[str, Any], bool]:
+def execute_call(call: ToolCall, hooks: Hooks) -> Tuple[Dict[str, Any], bool]:
     """Run one call to its ``(tool_result block, end_turn)``."""
     if call.problem is not None:
         return call.problem, False
@@ -185,7 +185,7 @@ def _run_coroutine(coroutine: Any, signal: AbortSignal) -> Any:
 
 
 
-def run_batch(calls: List[ToolCall], hooks: Hooks, answered: Dict[str, Outcome], *,
+def execute_batch(calls: List[ToolCall], hooks: Hooks, answered: Dict[str, Outcome], *,
               parallel: bool, record: Callable[[str, Dict[str, Any]], None],
               started: Callable[[str], Optional[Outcome]], stop: Callable[[], bool],
               wrap: Optional[Callable[[ToolCall, Callable[[], Outcome]], Outcome]] = None,
@@ -203,9 +203,9 @@ def run_batch(calls: List[ToolCall], hooks: Hooks, answered: Dict[str, Outcome],
             record(call.id, instead[0])
             return instead
         if wrap is None:
-            done = answered.get(call.id) or run_call(call, hooks)
+            done = answered.get(call.id) or execute_call(call, hooks)
         else:
-            done = wrap(call, lambda: answered.get(call.id) or run_call(call, hooks))
+            done = wrap(call, lambda: answered.get(call.id) or execute_call(call, hooks))
         record(call.id, done[0])
         return done
 

@@ -11,13 +11,13 @@ import dataclasses
 import inspect
 import json
 import re
-from typing import Any, Callable, Dict, List, Optional, Tuple, Union, overload
+from typing import Any, Callable, Dict, Iterable, List, Optional, Protocol, Tuple, Union, overload
 
 from ..cancellation import AbortSignal
 from ..options import check_bool
 
-__all__ = ["Tool", "ToolResult", "ToolContext", "ToolCall", "tool", "as_tool", "flatten_tools",
-           "to_jsonable"]
+__all__ = ["Tool", "ToolResult", "ToolContext", "ToolCall", "ToolLike", "ToolProvider", "tool",
+           "as_tool", "flatten_tools", "to_jsonable"]
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
 
@@ -198,6 +198,17 @@ def as_tool(obj: Any) -> Tool:
                      f"lattice_tools(), such as an MCP server), got {obj!r}")
 
 
+class ToolProvider(Protocol):
+    """An object that gives tools (``lattice.mcp`` servers): ``lattice_tools()``."""
+
+    def lattice_tools(self) -> Iterable[Any]: ...
+
+
+ToolLike = Union[Tool, Callable[..., Any], ToolProvider]
+"""What ``tools=`` and ``add_tools()`` take: a ``Tool``, a typed function (made a tool as
+``@tool`` would), or a tool provider."""
+
+
 def flatten_tools(items: Any) -> List[Tool]:
     """``Tool``s from an iterable of tools, functions and tool providers (objects with a
     ``lattice_tools()`` method returning tools, e.g. ``lattice.mcp`` servers)."""
@@ -271,6 +282,10 @@ class ToolCall:
         self._signal = signal
         self._agent = agent
         self._context: Optional[ToolContext] = None
+
+    def in_run(self, run_id: str, attempt: int) -> None:
+        """The call is part of durable run ``run_id``, at ``attempt`` (its context says so)."""
+        self.run_id, self.attempt = run_id, attempt
 
     @property
     def context(self) -> ToolContext:

@@ -14,8 +14,9 @@ import subprocess
 import sys
 
 import pytest
+import real_parts
 
-pytest.importorskip("rq")
+real_parts.require("rq")
 from background_checks import (  # noqa: E402
     check_runs,
     kill_workers_until_all_end,

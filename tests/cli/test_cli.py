@@ -202,15 +202,26 @@ def test_an_unusable_session_path_is_refused_before_anything_is_sent(
     lines = err.splitlines()
     assert len(lines) == 2 and lines[0] == lines[1]
     assert lines[0].startswith(f"lattice: --session {path}: ")
-    assert "directory" in lines[0]
+    assert "directory" in lines[0] or "does not exist" in lines[0]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a-dir", "a-file"]  # no debris
 
 
 def test_a_usable_session_path_is_probed_without_leaving_a_file(tmp_path: Path,
                                                                 no_key: None) -> None:
-    done = lattice("chat", "--mock", "--session", "new/dir/s.jsonl", input="", cwd=tmp_path)
+    (tmp_path / "dir").mkdir()
+    done = lattice("chat", "--mock", "--session", "dir/s.jsonl", input="", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    assert list((tmp_path / "new" / "dir").iterdir()) == []
+    assert list((tmp_path / "dir").iterdir()) == []
+
+
+def test_a_session_in_a_missing_folder_is_refused_and_no_folder_is_made(tmp_path: Path,
+                                                                        no_key: None) -> None:
+    done = lattice("chat", "--mock", "--session", "new/dir/s.jsonl", input="", cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr == (f"lattice: --session new/dir/s.jsonl: its folder "
+                           f"{tmp_path / 'new' / 'dir'} does not exist (lattice does not "
+                           f"create folders)\n")
+    assert list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="RLIMIT_FSIZE needs POSIX")

@@ -1,4 +1,5 @@
-"""``lattice --provider bedrock|vertex``: offline, against a server, credentials."""
+"""``lattice --provider bedrock|vertex|gemini|vertex-gemini``: offline, against a server,
+credentials."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from lattice.testing import MockMessagesServer
 VARIABLES = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "LATTICE_PROVIDER", "LATTICE_MODEL",
              "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
              "AWS_REGION", "AWS_DEFAULT_REGION", "ANTHROPIC_VERTEX_PROJECT_ID", "CLOUD_ML_REGION",
-             "ANTHROPIC_BEDROCK_BASE_URL", "ANTHROPIC_VERTEX_BASE_URL")
+             "ANTHROPIC_BEDROCK_BASE_URL", "ANTHROPIC_VERTEX_BASE_URL", "GEMINI_API_KEY",
+             "GOOGLE_API_KEY", "GOOGLE_CLOUD_PROJECT", "GOOGLE_CLOUD_LOCATION", "GEMINI_BASE_URL")
 
 
 @pytest.fixture(autouse=True)
@@ -25,7 +27,8 @@ def no_keys(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("provider, model", [
     ("bedrock", "anthropic.claude-sonnet-4-5-20250929-v1:0"),
-    ("vertex", "claude-sonnet-4-5@20250929")])
+    ("vertex", "claude-sonnet-4-5@20250929"), ("gemini", "gemini-2.5-flash"),
+    ("vertex-gemini", "gemini-2.5-flash")])
 def test_offline(provider: str, model: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--provider", provider, "--mock", "hello"]) == 0
     out = capsys.readouterr().out
@@ -63,3 +66,21 @@ def test_bedrock_needs_credentials_and_a_region(monkeypatch: pytest.MonkeyPatch,
     assert main(["--provider", "bedrock", "hi"]) == 2
     err = capsys.readouterr().err
     assert "no region" in err and "cli-secret" not in err
+
+
+def test_gemini_against_a_server(monkeypatch: pytest.MonkeyPatch,
+                                 capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("GEMINI_API_KEY", "AIza-cli-key-0123456789")
+    with MockMessagesServer(["from gemini"], gemini_key="AIza-cli-key-0123456789") as server:
+        assert main(["--provider", "gemini", "--base-url", server.base_url, "--system", "terse",
+                     "hi"]) == 0
+        assert server.requests[0]["systemInstruction"] == {"parts": [{"text": "terse"}]}
+    assert "from gemini" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("provider, variable", [("gemini", "GEMINI_API_KEY"),
+                                                ("vertex-gemini", "GOOGLE_CLOUD_PROJECT")])
+def test_gemini_needs_its_settings(provider: str, variable: str,
+                                   capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--provider", provider, "hi"]) == 2
+    assert variable in capsys.readouterr().err

@@ -128,7 +128,7 @@ def test_the_session_stays_held_until_a_write_in_flight_at_the_end_lands(tmp_pat
     a = Agent(model="m", model_client=ScriptedModelClient(["slow reply"]),
               history_store=make(kind, tmp_path, SlowAppend))
     if where != "in the store":
-        a._conversation.history.io = SlowIo(entered, go)
+        a._conversation.link.io = SlowIo(entered, go)
     controller = AbortController()
     results = []
     worker = threading.Thread(target=lambda: results.append(
@@ -181,7 +181,7 @@ def test_a_late_write_is_accounted_for_before_the_session_is_given_back(tmp_path
 
     def land_once_the_next_query_started():
         deadline = time.monotonic() + 20
-        while a._conversation.run is None and time.monotonic() < deadline:
+        while a._conversation.race is None and time.monotonic() < deadline:
             time.sleep(0.005)
         go.set()
 

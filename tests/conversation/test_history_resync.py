@@ -16,6 +16,7 @@ from helpers import MODEL, join_lattice_threads, lattice_threads, reply, tool_us
 
 from lattice import AbortController, Agent, JsonlHistoryStore, Tool
 from lattice.conversation.history import History
+from lattice.conversation.store_link import StoreLink
 from lattice.testing import ScriptedModelClient, assert_well_formed
 
 
@@ -25,26 +26,26 @@ def read_lines(path):
 
 def test_save_later_after_a_divergence_stores_the_kept_message_once(tmp_path):
     path = tmp_path / "h.jsonl"
-    history = History(JsonlHistoryStore(path))
-    history.append({"role": "user", "content": "a"})
+    link = StoreLink(JsonlHistoryStore(path), History())
+    link.append({"role": "user", "content": "a"})
     JsonlHistoryStore(path).append({"role": "assistant", "content": "lost the race"})
-    history.diverged = True  # as the loop marks it when a stored write lost the race
+    link.mark_diverged()  # as the loop marks it when a stored write lost the race
     repair = {"role": "assistant", "content": "repair"}
-    history.keep(repair)  # _repair_tail: memory first, the store when it is free
-    history.save_later("append", repair)
-    assert read_lines(path) == history.messages == [
+    link.history.keep(repair)  # _repair_tail: memory first, the store when it is free
+    link.save_later("append", repair)
+    assert read_lines(path) == link.history.messages == [
         {"role": "user", "content": "a"}, {"role": "assistant", "content": "repair"}]
-    assert not history.diverged
+    assert not link.diverged
 
 
 def test_a_plain_append_after_a_divergence_is_still_written(tmp_path):
     path = tmp_path / "h.jsonl"
-    history = History(JsonlHistoryStore(path))
-    history.append({"role": "user", "content": "a"})
+    link = StoreLink(JsonlHistoryStore(path), History())
+    link.append({"role": "user", "content": "a"})
     JsonlHistoryStore(path).append({"role": "assistant", "content": "lost the race"})
-    history.diverged = True
-    history.append({"role": "assistant", "content": "b"})  # saved first, kept after
-    assert read_lines(path) == history.messages == [
+    link.mark_diverged()
+    link.append({"role": "assistant", "content": "b"})  # saved first, kept after
+    assert read_lines(path) == link.history.messages == [
         {"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]
 
 
@@ -73,7 +74,7 @@ def test_abort_while_a_result_is_being_stored_leaves_file_and_memory_equal(tmp_p
                   model_client=ScriptedModelClient([reply(tool_use("t", {}, "1")), "next"]))
     # The interleaving the loaded runs hit: the worker's stored write loses the race to
     # the end of the query before the caller's repair is saved.
-    save_later = History.save_later
+    save_later = StoreLink.save_later
     before = set(lattice_threads())  # workers other tests left running are not waited for
 
     def after_the_worker(self, method, *args):
@@ -81,7 +82,7 @@ def test_abort_while_a_result_is_being_stored_leaves_file_and_memory_equal(tmp_p
         join_lattice_threads(before, 30)  # this query's worker
         return save_later(self, method, *args)
 
-    monkeypatch.setattr(History, "save_later", after_the_worker)
+    monkeypatch.setattr(StoreLink, "save_later", after_the_worker)
     controller, results = AbortController(), []
     runner = threading.Thread(
         target=lambda: results.append(agent.prompt("go", signal=controller.signal)))

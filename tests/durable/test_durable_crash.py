@@ -27,6 +27,7 @@ import time
 import uuid
 
 import pytest
+import real_parts
 from store_kinds import ROOT, TESTS, make_store
 
 pytestmark = [pytest.mark.skipif(os.name == "nt", reason="POSIX processes and signals"),
@@ -262,7 +263,7 @@ KINDS = ("jsonl", "sqlite", "postgres-psycopg")
 
 def where_for(kind, tmp_path, request):
     if kind.startswith("postgres-"):
-        pytest.importorskip(kind.split("-", 1)[1])
+        real_parts.require(kind.split("-", 1)[1])
         return request.getfixturevalue("postgres_server").conninfo
     where = str(tmp_path / "stores")
     os.makedirs(where, exist_ok=True)

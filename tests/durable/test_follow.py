@@ -101,6 +101,21 @@ def test_a_run_not_recorded_yet_is_waited_for():
     assert kinds(got) == ["user", "assistant", "user", "assistant", "result"]
 
 
+def test_a_mistyped_run_id_yields_nothing_of_the_other_runs():
+    """SPEC 21b: a run id the store does not know is waited for (bounded by wait_s or the
+    signal); the session's other messages are never yielded for it."""
+    store = MemoryHistoryStore()
+    agent = agent_on(store, slow_tool_model(1))
+    agent.prompt("first", run_id="run-1")
+    started = time.monotonic()
+    assert list(follow(store, run_id="run-l", poll_s=0.01, wait_s=0.3)) == []
+    assert 0.3 <= time.monotonic() - started < 5
+    controller = AbortController()
+    threading.Timer(0.2, controller.abort).start()
+    assert list(follow(store, run_id="run-l", poll_s=0.01, signal=controller.signal)) == []
+    assert len(store.load()) == 4  # (there was something to yield wrongly)
+
+
 def test_after_skips_what_the_page_already_has():
     store = MemoryHistoryStore()
     agent_on(store, slow_tool_model(2)).prompt("go", run_id="r1")

@@ -34,14 +34,17 @@ def pages() -> List[Path]:
 @pytest.fixture
 def page_module(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
                 request: pytest.FixtureRequest) -> Iterator[types.ModuleType]:
-    """A real module to run a page in: dataclasses and typing.get_type_hints look classes'
-    modules up in sys.modules."""
+    """A real module to run a page in, as a script runs: named ``__main__`` (so a block's
+    ``if __name__ == "__main__":`` part runs, as it would when the reader runs the file),
+    and in sys.modules under that name (dataclasses and typing.get_type_hints look
+    classes' modules up there) and a name of its own."""
     for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.chdir(tmp_path)
     name = f"docs_page_{request.node.callspec.id.replace('-', '_').replace('.', '_')}"
-    module = types.ModuleType(name)
+    module = types.ModuleType("__main__")
     monkeypatch.setitem(sys.modules, name, module)
+    monkeypatch.setitem(sys.modules, "__main__", module)
     yield module
 
 
@@ -125,3 +128,39 @@ def test_a_page_whose_blocks_build_on_each_other_says_so(page: Path) -> None:
         assert BUILDS_ON in text.split("```", 1)[0], (
             f"{page.name}: blocks use names from earlier blocks ({needs}); say so before "
             f"the first block with {BUILDS_ON!r}")
+
+
+OPENING = re.compile(r"^```", re.MULTILINE)
+
+
+@pytest.mark.parametrize("page", pages(), ids=lambda p: p.stem)
+def test_every_fence_says_its_language(page: Path) -> None:
+    """An unlabelled fence is never run: a Python block in one would rot unseen."""
+    text = page.read_text(encoding="utf-8")
+    fences = [m.start() for m in OPENING.finditer(text)]
+    unlabelled = [text.count("\n", 0, start) + 1 for start in fences[::2]
+                  if text[start:text.index("\n", start)].strip() == "```"]
+    assert unlabelled == [], f"{page.name}: fences without a language at lines {unlabelled}"
+
+
+def test_background_runs_page_imported_by_a_worker_runs_no_job(tmp_path: Path) -> None:
+    """A worker imports the page's code as its jobs module (not ``__main__``), in a process
+    of its own: defining the jobs must not run one, nor touch the store."""
+    import os
+    import subprocess
+
+    if sys.version_info < (3, 10):
+        pytest.skip("the page's job engines are test extras only on Python 3.10+")
+    work = tmp_path / "worker"
+    work.mkdir()
+    blocks = python_blocks((DOCS / "background-runs.md").read_text(encoding="utf-8"))
+    (work / "jobs.py").write_text("\n\n".join(source for _, source in blocks))
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("ANTHROPIC_", "CHAT_DB", "CELERY_", "REDIS_"))}
+    env["PYTHONPATH"] = os.pathsep.join([str(DOCS.parent), env.get("PYTHONPATH", "")])
+    done = subprocess.run([sys.executable, "-c", "import jobs; print(callable(jobs.run_job))"],
+                          cwd=work, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout == "True\n", done.stdout  # and nothing else printed: no job ran
+    assert sorted(p.name for p in work.iterdir() if p.name != "__pycache__") == ["jobs.py"], \
+        "importing the jobs module ran a job"

@@ -43,3 +43,10 @@ def test_agent_runs_inside_a_running_event_loop():
         return agent.prompt("hi").result  # a plain blocking call inside a coroutine
 
     assert asyncio.run(notebook_cell()) == "no asyncio needed"
+
+
+def test_readme_tells_of_durable_runs_background_runs_follow_and_the_test_programs():
+    text = README.read_text(encoding="utf-8")
+    for needed in ("run_id=", "docs/durable-runs.md", "docs/background-runs.md",
+                   "lattice.follow(", "apt-get install redis-server chromium chromium-driver"):
+        assert needed in text, needed

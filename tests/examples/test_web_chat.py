@@ -22,6 +22,7 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 from wsgiref.simple_server import WSGIRequestHandler, make_server
 
 import pytest
+import real_parts
 
 from lattice import SqliteHistoryStore
 from lattice.testing import assert_well_formed
@@ -43,10 +44,10 @@ class QuietHandler(WSGIRequestHandler):
 
 
 @contextmanager
-def serve(db_path: Path) -> Iterator[Tuple[str, Any]]:
+def serve(db_path: Path, runner: Any = None) -> Iterator[Tuple[str, Any]]:
     """The app on an ephemeral port of 127.0.0.1: ``(base url, ChatApp)``."""
     module = load_app_module()
-    app = module.ChatApp(str(db_path))
+    app = module.ChatApp(str(db_path), runner)
     server = make_server("127.0.0.1", 0, app, server_class=module.ThreadingWSGIServer,
                          handler_class=QuietHandler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
@@ -116,7 +117,7 @@ def test_a_reply_asks_for_approval_and_approving_in_a_later_request_finishes_it(
     first = events(base, "/chat", "alice", {"message": "Please email ada@example.com"})
     assert texts(first, "user") == ["Please email ada@example.com"]
     assert texts(first, "assistant") == ["Sure, I will email ada@example.com for you."]
-    assert texts(first, "call") == ['send_email({"to": "ada@example.com", "subject": "Hello"})']
+    assert texts(first, "call") == ["send_email — to: ada@example.com, subject: Hello"]
     (calls,) = [data["calls"] for event, data in first if event == "approval"]
     assert first[-1] == ("done", {"subtype": "awaiting_approval", "error": None})
 
@@ -205,6 +206,111 @@ def test_a_second_message_while_a_run_goes_is_a_readable_409_and_a_reload_follow
     assert texts(again, "user") == ["hello"] and again[-1][0] == "done"
 
 
+# -- runs that take long, wait for a worker, or lost theirs -------------------------------------
+# An events response ends after WEB_CHAT_FOLLOW_WAIT_S without news (20 s; 0.5 s here), and
+# says why in a last "quiet" event, so the page neither shows a lost connection nor follows
+# a run nobody works on for ever.
+
+def follow_to_end(base: str, user: str, run_id: str, after: int
+                  ) -> List[Tuple[str, Dict[str, Any]]]:
+    """Follow a run as the page does: again after each ``quiet`` (running) event."""
+    everything: List[Tuple[str, Dict[str, Any]]] = []
+    for _ in range(100):
+        part = follow(base, user, run_id, after)
+        everything.extend(part)
+        assert part and part[-1][0] in ("done", "quiet"), part  # never ends without a word
+        if part[-1] != ("quiet", {"state": "running"}):
+            return everything
+        after += sum(1 for event, _ in part if event not in ("quiet", "approval", "done"))
+    raise AssertionError("the run never ended")
+
+
+def test_a_run_longer_than_the_follow_wait_says_it_is_still_going(tmp_path, monkeypatch):
+    monkeypatch.setenv("WEB_CHAT_FOLLOW_WAIT_S", "0.5")
+    monkeypatch.setenv("WEB_CHAT_MODEL_DELAY_S", "1.5")
+    with serve(tmp_path / "chat.db") as (base, _):
+        status, _, raw = call(base, "/chat", "lee", {"message": "hello"})
+        run = json.loads(raw)
+        parsed = follow_to_end(base, "lee", run["run_id"], run["after"])
+    assert ("quiet", {"state": "running"}) in parsed
+    assert parsed[-1] == ("done", {"subtype": "success", "error": None})
+    assert texts(parsed, "user") == ["hello"] and len(texts(parsed, "assistant")) == 1
+
+
+class NoWorkers:
+    """A job queue no worker takes jobs from (every Celery worker is busy or gone)."""
+
+    def __init__(self) -> None:
+        self.submitted: List[str] = []
+
+    def submit(self, user: str, run_id: str, **what: Any) -> None:
+        self.submitted.append(run_id)
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_message_no_worker_took_yet_is_shown_as_queued(tmp_path, monkeypatch):
+    monkeypatch.setenv("WEB_CHAT_FOLLOW_WAIT_S", "0.5")
+    queue = NoWorkers()
+    with serve(tmp_path / "chat.db", queue) as (base, _):
+        status, _, raw = call(base, "/chat", "max", {"message": "anyone there?"})
+        assert status == 202
+        run = json.loads(raw)
+        assert queue.submitted == [run["run_id"]]
+        history = json.loads(call(base, "/history", "max")[2])
+        assert history["running"] == {"run_id": run["run_id"], "after": 0, "state": "queued",
+                                      "message": "anyone there?"}
+        assert follow(base, "max", run["run_id"], 0) == [("quiet", {"state": "queued"})]
+        status, _, raw = call(base, "/chat", "max", {"message": "hello?"})
+        assert status == 409 and "still answering" in raw.decode()
+
+
+KILLED_JOB = """
+import sys
+sys.path.insert(0, sys.argv[1])
+import jobs
+jobs.run_chat("kim", sys.argv[3], "Please email ada@example.com", db_path=sys.argv[2])
+"""
+
+
+def test_a_run_whose_worker_was_killed_does_not_freeze_the_conversation(tmp_path,
+                                                                       monkeypatch):
+    import secrets
+    import signal
+    import time
+
+    db = tmp_path / "chat.db"
+    run_id = secrets.token_hex(12)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
+    job = subprocess.Popen(
+        [sys.executable, "-c", KILLED_JOB, str(APP_PATH.parent), str(db), run_id],
+        env=dict(env, WEB_CHAT_MODEL_DELAY_S="120", PYTHONPATH=str(ROOT)))
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not (
+                db.exists() and SqliteHistoryStore(str(db), session_id="kim").load()):
+            time.sleep(0.05)  # until the job has stored the prompt and asks the model
+    finally:
+        os.kill(job.pid, signal.SIGKILL)  # the whole worker dies mid-run
+        job.wait(10)
+    store = SqliteHistoryStore(str(db), session_id="kim")
+    assert store.load_run(run_id)["state"] == "running"
+    monkeypatch.setenv("WEB_CHAT_FOLLOW_WAIT_S", "0.5")
+    with serve(db) as (base, _):
+        history = json.loads(call(base, "/history", "kim")[2])  # a reload
+        assert history["running"] is None and history["count"] == 1
+        # a page that was following the run is told it was interrupted
+        assert follow(base, "kim", run_id, 1) == [("quiet", {"state": "interrupted"})]
+        status, _, raw = call(base, "/chat", "kim", {"message": "hello again"})
+        assert status == 202, raw  # send works: the new run supersedes the cut-off one
+        run = json.loads(raw)
+        parsed = follow_to_end(base, "kim", run["run_id"], run["after"])
+    assert parsed[-1] == ("done", {"subtype": "success", "error": None}), parsed
+    assert store.load_run(run_id)["state"] == "ended"
+    assert_well_formed(store.load())
+
+
 # -- under gunicorn ---------------------------------------------------------------------------
 # The app under its own documented gunicorn command, with one user's requests arriving at
 # once (two tabs, a double click): each waits for the conversation's session lock and is
@@ -213,8 +319,8 @@ def test_a_second_message_while_a_run_goes_is_a_readable_409_and_a_reload_follow
 
 ROOT = APP_PATH.parents[2]
 needs_gunicorn = pytest.mark.skipif(importlib.util.find_spec("gunicorn") is None,
-                                    reason="gunicorn is not installed "
-                                    "(pip install -e '.[test]')")
+                                    reason=real_parts.reason("gunicorn is not installed",
+                                                             real_parts.PIP_TEST))
 
 
 def documented_command() -> List[str]:

@@ -8,7 +8,8 @@ cannot be reached, a stale approval. No response of the app may be a 5xx. When a
 it saves a screenshot of every tab in ``LATTICE_SCREENSHOTS`` (default: the test's tmp dir).
 
 Needs the Debian packages ``chromium`` and ``chromium-driver`` (.ci/run installs them) and
-the ``selenium`` test extra; skips, saying which is missing, without them."""
+the ``selenium`` test extra; skips, saying which is missing and how to get it, without them
+(fails instead in CI: tests/real_parts.py)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterator, List
 
 import pytest
+import real_parts
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = ROOT / "examples" / "web_chat" / "app.py"
@@ -31,12 +33,10 @@ CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
 WAIT_S = 60  # generous: the machine may be busy; the waits end as soon as the page is ready
 
-webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed "
-                                "(pip install -e '.[test]')")
+webdriver = real_parts.require("selenium.webdriver")
 for _binary, _package in ((CHROMIUM, "chromium"), (CHROMEDRIVER, "chromium-driver")):
     if not os.access(_binary, os.X_OK):
-        pytest.skip(f"{_binary} is missing (apt-get install {_package})",
-                    allow_module_level=True)
+        real_parts.skip(f"{_binary} is missing", f"apt-get install {_package}")
 
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
@@ -166,7 +166,7 @@ def answered(driver: Any) -> bool:
 CONVERSATION = [
     "user: Please email ada@example.com",
     "assistant: Sure, I will email ada@example.com for you.",
-    'call: send_email({"to": "ada@example.com", "subject": "Hello"})',
+    "call: send_email — to: ada@example.com, subject: Hello",
     f"result: {RESULT}",
     f"assistant: Done: {RESULT}",
 ]
@@ -292,7 +292,7 @@ def celery_workers(env: Dict[str, str], logs: Path, count: int = 2) -> Iterator[
 
 def test_a_celery_worker_killed_mid_run_and_the_page_still_gets_the_answer(
         tmp_path: Path, browser: Any, request: pytest.FixtureRequest) -> None:
-    pytest.importorskip("celery")
+    real_parts.require("celery")
     redis_server = request.getfixturevalue("redis_server")
     server = App(tmp_path, CELERY_BROKER_URL=redis_server.url, WEB_CHAT_MODEL_DELAY_S="1.5",
                  WEB_CHAT_VISIBILITY_S="4")
@@ -315,6 +315,98 @@ def test_a_celery_worker_killed_mid_run_and_the_page_still_gets_the_answer(
                 browser.find_element(By.CSS_SELECTOR, ".approval .approve").click()
                 wait.until(answered)
                 assert shown(browser) == CONVERSATION
+    finally:
+        server.stop()
+    assert server.server_errors() == []
+
+
+# -- long runs, a busy second tab, no free worker, a whole worker killed --------------------
+
+def thinking_text(driver: Any) -> str:
+    found = driver.find_elements(By.ID, "thinking")
+    return found[0].text if found else ""
+
+
+def test_a_long_run_shows_thinking_and_never_a_lost_connection(tmp_path: Path,
+                                                               browser: Any) -> None:
+    # The events response ends every 0.5 s without news (20 s in use): the run (two slow
+    # model requests) outlasts it several times; the page must follow on without a word.
+    for server in served(App(tmp_path, WEB_CHAT_MODEL_DELAY_S="1.5",
+                             WEB_CHAT_FOLLOW_WAIT_S="0.5")):
+        wait = open_page(browser, server.url)
+        send(browser, "Please email ada@example.com")
+        wait.until(lambda d: thinking_text(d) == "thinking…")
+        seen_errors: List[str] = []
+
+        def approval_or_error(d: Any) -> bool:
+            seen_errors.extend(errors_shown(d))
+            return bool(d.find_elements(By.CSS_SELECTOR, ".approval .approve"))
+
+        WebDriverWait(browser, WAIT_S, poll_frequency=0.05).until(approval_or_error)
+        assert seen_errors == []
+        assert thinking_text(browser) == ""  # waiting for the person now, not the model
+        assert said(browser) == CONVERSATION[:3]
+        browser.find_element(By.CSS_SELECTOR, ".approval .approve").click()
+        wait.until(lambda d: thinking_text(d) == "thinking…" or answered(d))
+        wait.until(answered)
+        assert thinking_text(browser) == "" and errors_shown(browser) == []
+
+
+def test_a_busy_refusal_in_a_second_tab_keeps_the_text(slow_app: App, browser: Any) -> None:
+    wait = open_page(browser, slow_app.url)
+    browser.switch_to.new_window("tab")  # the same user in a second tab, idle
+    open_page(browser, slow_app.url)
+    # this tab has not looked for news yet (its look every 2 s is held back)
+    browser.execute_script("document.body.dataset.loaded = 'held';")
+    second = browser.current_window_handle
+    browser.switch_to.window(browser.window_handles[0])
+    send(browser, "Please email ada@example.com")
+    wait.until(lambda d: "user: Please email ada@example.com" in shown(d))
+    browser.switch_to.window(second)
+    send(browser, "and bob@example.com too")
+    wait.until(lambda d: errors_shown(d))
+    assert errors_shown(browser)[0].startswith("I am still answering your other request")
+    assert browser.find_element(By.ID, "message").get_attribute("value") == \
+        "and bob@example.com too"  # the text it asks to send again is still there
+    assert not [line for line in shown(browser) if line.startswith("pending:")]
+
+
+def test_a_whole_celery_worker_killed_does_not_freeze_the_page(
+        tmp_path: Path, browser: Any, request: pytest.FixtureRequest) -> None:
+    real_parts.require("celery")
+    redis_server = request.getfixturevalue("redis_server")
+    # The visibility timeout is an hour: the killed worker's job does not come back.
+    server = App(tmp_path, CELERY_BROKER_URL=redis_server.url, WEB_CHAT_MODEL_DELAY_S="1.5",
+                 WEB_CHAT_VISIBILITY_S="3600", WEB_CHAT_FOLLOW_WAIT_S="1")
+    server.start()
+    try:
+        with celery_workers(server.env, tmp_path, count=1) as workers:
+            wait = open_page(browser, server.url)
+            send(browser, "Please email ada@example.com")
+            wait.until(lambda d: "user: Please email ada@example.com" in shown(d))
+            for process in workers:  # the whole worker dies mid-run
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait(10)
+            workers[:] = []
+            wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, ".note"))
+            assert "interrupted" in browser.find_element(By.CSS_SELECTOR, ".note").text
+            assert browser.find_element(By.ID, "form").get_attribute("data-busy") is None
+            # Send works; with no worker left, the message is shown as queued, not lost.
+            send(browser, "hello again")
+            wait.until(lambda d: thinking_text(d) == "waiting for a free worker…")
+            assert "pending: hello again" in shown(browser)
+            browser.refresh()  # a reload shows it too
+            wait = open_page(browser, server.url)
+            wait.until(lambda d: "pending: hello again" in shown(d))
+            assert thinking_text(browser) == "waiting for a free worker…"
+            with celery_workers(server.env, tmp_path, count=1) as fresh:
+                workers.extend(fresh)
+                wait.until(lambda d: "assistant: You said: hello again. Mention an email "
+                           "address and I will write." in shown(d))
+                wait.until(lambda d: d.find_element(By.ID, "form").get_attribute(
+                    "data-busy") is None)
+                assert not [line for line in shown(browser) if line.startswith("pending:")]
+                assert "user: hello again" in shown(browser)
     finally:
         server.stop()
     assert server.server_errors() == []

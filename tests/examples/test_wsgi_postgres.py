@@ -15,11 +15,12 @@ from pathlib import Path
 from wsgiref.simple_server import make_server
 
 import pytest
+import real_parts
 
 from lattice.stores import PostgresHistoryStore
 from lattice.testing import assert_well_formed
 
-pytest.importorskip("psycopg")
+real_parts.require("psycopg")
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "wsgi_app.py"
@@ -128,7 +129,7 @@ def test_the_demo_runs_on_postgres(postgres_server, tmp_path):
 
 @pytest.mark.slow
 def test_two_gunicorn_workers_on_postgres_serve_one_user_in_turn(postgres_server, tmp_path):
-    pytest.importorskip("gunicorn", reason="gunicorn is not installed (optional here)")
+    real_parts.require("gunicorn")
     process = subprocess.Popen(
         [sys.executable, "-m", "gunicorn", "--pythonpath", str(EXAMPLE.parent), "-w", "2",
          "--threads", "4", "-b", "127.0.0.1:0", "wsgi_app:make_app()"],

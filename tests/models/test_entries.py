@@ -15,7 +15,7 @@ import random
 from typing import Any, Callable, Dict, Iterator, List, Optional
 
 import pytest
-from helpers import SHARED
+from helpers import NO_SHARED, SHARED
 
 from lattice.messages import copy_json
 from lattice.models import entries as entries_module
@@ -112,7 +112,7 @@ def _request(body: Dict[str, Any], messages: List[Any]) -> ModelRequest:
                         extra={k: v for k, v in body.items() if k not in known})
 
 
-@pytest.mark.skipif(not (SHARED / "data").is_dir(), reason="needs ../shared")
+@pytest.mark.skipif(not (SHARED / "data").is_dir(), reason=NO_SHARED)
 @pytest.mark.parametrize("codec", sorted(CODECS))
 def test_recorded_conversations_turn_by_turn(codec: str) -> None:
     bodies = list(_recorded_requests())

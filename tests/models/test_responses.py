@@ -144,7 +144,7 @@ def test_kept_items_go_back_in_order_and_the_cache_reuses_translations() -> None
          "status": "completed", "content": [{"type": "output_text", "text": "Hi",
                                              "annotations": []}]},
         {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "f",
-         "arguments": "{\"a\": 1}"}]
+         "arguments": "{\"a\": 1}", "status": "completed"}]  # every field as sent
     longer = history + [{"role": "assistant", "content": "done"}]
     second = json.loads(responses_body(ModelRequest(model="m", messages=longer),
                                        stream=False, store=False, cache=cache)[0])["input"]

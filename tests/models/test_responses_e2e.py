@@ -187,7 +187,7 @@ def test_base_url_with_or_without_v1() -> None:
 
 @pytest.mark.parametrize("stream", [False, True])
 def test_openai_sdk_accepts_the_mock(stream: bool) -> None:
-    openai = pytest.importorskip("openai")
+    openai = pytest.importorskip("openai", reason="the openai SDK is not installed (pip install openai)")
     script = [_tool_turn("call_9", "Thinking it over.")]
     with MockMessagesServer(script) as server:
         sdk = openai.OpenAI(api_key=KEY, base_url=server.base_url + "/v1", max_retries=0)

@@ -292,7 +292,8 @@ def test_usage_starts_from_message_start_and_non_null_fields_replace() -> None:
 
 
 def test_usage_missing_fields_are_zero() -> None:
-    reply = reply_from_message({"content": [], "usage": {"output_tokens": 3, "input_tokens": None}})
+    reply = reply_from_message({"content": [], "stop_reason": "end_turn",
+                                "usage": {"output_tokens": 3, "input_tokens": None}})
     assert reply["usage"] == {"input_tokens": 0, "output_tokens": 3,
                               "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
 

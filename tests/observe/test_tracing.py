@@ -161,12 +161,12 @@ def test_content_only_with_trace_content(exporter: InMemorySpanExporter) -> None
         {"role": "user", "parts": [{"type": "text", "content": "What is in /etc/hosts?"}]}]
     assert json.loads(root.attributes["gen_ai.output.messages"]) == [
         {"role": "assistant", "parts": [{"type": "text", "content": "Just localhost."}],
-         "finish_reason": "end_turn"}]
+         "finish_reason": "stop"}]  # the conventions' value for end_turn (SPEC 21b)
     assert json.loads(chat.attributes["gen_ai.system_instructions"]) == [
         {"type": "text", "content": "Be brief."}]
     assert json.loads(chat.attributes["gen_ai.input.messages"])[0]["role"] == "user"
     assert json.loads(chat.attributes["gen_ai.output.messages"]) == [
-        {"role": "assistant", "finish_reason": "tool_use", "parts": [
+        {"role": "assistant", "finish_reason": "tool_call", "parts": [
             {"type": "tool_call", "id": "toolu_1", "name": "read",
              "arguments": {"path": "/h"}}]}]
     assert json.loads(tool.attributes["gen_ai.tool.call.arguments"]) == {"path": "/h"}

@@ -14,6 +14,7 @@ from lattice import Agent, AnthropicClient, OpenAIChatClient, Tool
 from lattice.observe.genai import (
     finish_reason,
     input_messages,
+    output_finish_reason,
     output_messages,
     parts,
     provider_name,
@@ -137,7 +138,10 @@ def test_output_messages_and_system_instructions() -> None:
     check_messages(out, output=True)
     assert out == [{"role": "assistant", "parts": [{"type": "text", "content": "Hi."}],
                     "finish_reason": "stop"}]
-    assert output_messages("Hi.", None)[0]["finish_reason"] == ""  # required by the schema
+    assert [output_finish_reason(s) for s in ("end_turn", "stop_sequence", "max_tokens",
+                                              "tool_use", "refusal", None, "odd")] == [
+        "stop", "stop", "length", "tool_call", "content_filter", "stop", "stop"]
+    assert output_finish_reason("end_turn", error=True) == "error"
     assert system_instructions("Be brief.") == [{"type": "text", "content": "Be brief."}]
     marked = [{"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral"}}]
     assert system_instructions(marked) == [{"type": "text", "content": "Be brief."}]
@@ -203,7 +207,7 @@ def test_spans_of_a_tool_loop(exporter: InMemorySpanExporter, kind: str) -> None
 
     first_out = json.loads(chats[0].attributes["gen_ai.output.messages"])
     check_messages(first_out, output=True)
-    assert first_out[0]["finish_reason"] == finishes[0]
+    assert first_out[0]["finish_reason"] == "tool_call"  # the conventions' values
     assert first_out[0]["parts"] == [{"type": "tool_call", "id": "call_1", "name": "echo",
                                       "arguments": {"text": "hi"}}]
     second_in = json.loads(chats[1].attributes["gen_ai.input.messages"])
@@ -215,7 +219,7 @@ def test_spans_of_a_tool_loop(exporter: InMemorySpanExporter, kind: str) -> None
         {"type": "text", "content": "Be brief."}]
     root_out = json.loads(root.attributes["gen_ai.output.messages"])
     check_messages(root_out, output=True)
-    assert root_out[0]["finish_reason"] == finishes[1]
+    assert root_out[0]["finish_reason"] == "stop"
     check_messages(json.loads(root.attributes["gen_ai.input.messages"]))
 
 

@@ -22,15 +22,15 @@ from lattice import (
     ToolResult,
     Usage,
 )
-from lattice.query.endings import KINDS, Ending
+from lattice.query.endings import ENDINGS, Ending
 from lattice.testing import assert_well_formed
 
 
 def test_every_result_subtype_has_one_row():
-    assert set(KINDS) == {"success", "interrupted", "awaiting_approval", "error_max_turns",
+    assert set(ENDINGS) == {"success", "interrupted", "awaiting_approval", "error_max_turns",
                           "error_abort", "error_timeout", "error_missing_output",
                           "error_max_output_retries", "error_max_budget", "closed", "raised"}
-    assert all(kind.is_error == name.startswith("error") for name, kind in KINDS.items()
+    assert all(kind.is_error == name.startswith("error") for name, kind in ENDINGS.items()
                if name not in ("closed", "raised"))
 
 
@@ -39,8 +39,8 @@ def test_the_result_subtype_literal_is_the_tables_result_rows():
 
     from lattice.query.endings import ResultSubtype
 
-    assert set(get_args(ResultSubtype)) == set(KINDS) - {"closed", "raised"}
-    assert [name for name, kind in KINDS.items() if not kind.cancels] == [
+    assert set(get_args(ResultSubtype)) == set(ENDINGS) - {"closed", "raised"}
+    assert [name for name, kind in ENDINGS.items() if not kind.cancels] == [
         "success", "awaiting_approval"]  # the endings that leave work in flight alone
 
 

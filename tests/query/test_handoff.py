@@ -28,10 +28,10 @@ from lattice import AbortController, Agent, Tool, tool
 from lattice.query import handoff as handoff_module
 from lattice.query.endings import Ending
 from lattice.query.handoff import Doorbell, FdDoorbell, fast_doorbell
-from lattice.query.race import QueryRun, Stopped
+from lattice.query.race import QueryRace, Stopped
 from lattice.testing import FunctionModelClient, assert_well_formed
 
-KINDS = ["lock", "eventfd", "pipe"]
+ENDINGS = ["lock", "eventfd", "pipe"]
 
 
 def make_bell(kind: str, monkeypatch: pytest.MonkeyPatch) -> Callable[[], Any]:
@@ -46,7 +46,7 @@ def make_bell(kind: str, monkeypatch: pytest.MonkeyPatch) -> Callable[[], Any]:
     return FdDoorbell
 
 
-@pytest.fixture(params=KINDS)
+@pytest.fixture(params=ENDINGS)
 def bells(request: Any, monkeypatch: pytest.MonkeyPatch) -> Callable[[], Any]:
     """Doorbells of one kind; query() uses that kind too while the test runs."""
     factory = make_bell(request.param, monkeypatch)
@@ -189,7 +189,7 @@ def lockstep_run(rng: random.Random, how: str) -> Dict[str, Any]:
     """One run driven from three threads: a worker handing over 20 items (and 7 stream
     events), a consumer taking them, and maybe an end from a third thread at a random
     moment or from the consumer; what each side saw, or "hung"."""
-    run = QueryRun(None, lockstep=True)
+    run = QueryRace(None, lockstep=True)
     seen: Dict[str, Any] = {"taken": 0}
 
     def worker() -> None:

@@ -21,7 +21,7 @@ from lattice import (
     Agent,
     ConcurrentQueryError,
 )
-from lattice.query.race import QueryRun
+from lattice.query.race import QueryRace
 from lattice.testing import ScriptedModelClient, assert_well_formed
 
 
@@ -101,7 +101,7 @@ def test_ctrl_c_as_the_guard_is_released_still_releases_it():
     """Fix: ``Agent._release`` releases the guard (and clears ``_run``) in a ``finally``
     around ``run.release()``."""
     agent = Agent(model="m", model_client=ScriptedModelClient(["one", "fine"]))
-    with pytest.raises(KeyboardInterrupt), on_call(QueryRun.release, keyboard_interrupt):
+    with pytest.raises(KeyboardInterrupt), on_call(QueryRace.release, keyboard_interrupt):
         agent.prompt("a")
     try:
         assert_usable(agent)

@@ -158,3 +158,18 @@ def test_a_reply_nested_too_deep_is_refused_before_it_enters_the_history():
     with pytest.raises(APIConnectionError, match="nested deeper"):
         agent.prompt("go")
     assert agent.get_history() == [{"role": "user", "content": "go"}]
+
+
+def test_a_malformed_function_call_is_asked_again_as_a_turn():
+    # Gemini's MALFORMED_FUNCTION_CALL without a call to answer (SPEC 25a)
+    bad = reply("Malformed function call: add(a=1,", stop_reason="malformed_function_call")
+    agent, client = scripted([bad, reply(tool_use("add", {"a": 1, "b": 2})), reply("3")],
+                             tools=[add])
+    messages = list(agent.query("add"))
+    assert messages[-1].subtype == "success" and messages[-1].result == "3"
+    assert messages[-1].num_turns == 3
+    again = client.requests[1].messages[-1]
+    assert again["role"] == "user" and "malformed" in again["content"][0]["text"]
+    assert_well_formed(agent.get_history())
+    agent, client = scripted([bad, bad], tools=[add], max_turns=2)
+    assert agent.prompt("add").subtype == "error_max_turns"

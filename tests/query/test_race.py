@@ -23,27 +23,27 @@ from lattice import (
     Tool,
 )
 from lattice.query.endings import Ending
-from lattice.query.race import QueryRun, Stopped
+from lattice.query.race import QueryRace, Stopped
 from lattice.testing import (
     ScriptedModelClient,
 )
 
 
 def test_the_first_end_wins_and_later_ones_are_ignored():
-    run = QueryRun(None, lockstep=False)
+    run = QueryRace(None, lockstep=False)
     assert run.end(Ending("success", result="a"))
     assert not run.end(Ending("interrupted"))
     assert run.ended.subtype == "success" and not run.controller.signal.aborted
 
 
 def test_a_non_success_end_fires_the_runs_signal():
-    run = QueryRun(None, lockstep=False)
+    run = QueryRace(None, lockstep=False)
     run.end(Ending("error_abort", error=AbortError("stop")))
     assert run.controller.signal.aborted
 
 
 def test_commit_after_the_end_raises_stopped_and_keeps_nothing():
-    run = QueryRun(None, lockstep=False)
+    run = QueryRace(None, lockstep=False)
     kept = []
     run.end(Ending("interrupted"))
     with pytest.raises(Stopped):
@@ -52,7 +52,7 @@ def test_commit_after_the_end_raises_stopped_and_keeps_nothing():
 
 
 def test_a_save_that_loses_the_race_is_not_kept():
-    run = QueryRun(None, lockstep=False)
+    run = QueryRace(None, lockstep=False)
     kept = []
 
     def save():
@@ -64,7 +64,7 @@ def test_a_save_that_loses_the_race_is_not_kept():
 
 
 def test_lockstep_waits_for_the_consumer_to_ask_again():
-    run = QueryRun(None, lockstep=True)
+    run = QueryRace(None, lockstep=True)
     kept, passed = [], threading.Event()
 
     def worker():
@@ -79,7 +79,7 @@ def test_lockstep_waits_for_the_consumer_to_ask_again():
 
 
 def test_interrupt_during_a_model_request_ends_at_once():
-    run = QueryRun(None, lockstep=False)
+    run = QueryRace(None, lockstep=False)
     signal = run.start_model(None)
     run.interrupt()
     assert run.ended.subtype == "interrupted" and signal.aborted
@@ -88,7 +88,7 @@ def test_interrupt_during_a_model_request_ends_at_once():
 
 
 def test_interrupt_between_steps_is_seen_at_the_next_check():
-    run = QueryRun(None, lockstep=False)
+    run = QueryRace(None, lockstep=False)
     run.interrupt()
     assert run.ended is None
     with pytest.raises(Stopped):
@@ -98,7 +98,7 @@ def test_interrupt_between_steps_is_seen_at_the_next_check():
 
 def test_the_callers_signal_ends_the_run_with_its_reason():
     controller = AbortController()
-    run = QueryRun(controller.signal, lockstep=False)
+    run = QueryRace(controller.signal, lockstep=False)
     controller.abort("user pressed stop")
     assert run.ended.subtype == "error_abort"
     assert isinstance(run.ended.error, AbortError) and "user pressed stop" in str(run.ended.error)
@@ -109,14 +109,14 @@ def test_a_polled_event_ends_the_run_from_the_consumer():
     from lattice.cancellation import as_signal
 
     event = threading.Event()
-    run = QueryRun(as_signal(event), lockstep=True)
+    run = QueryRace(as_signal(event), lockstep=True)
     event.set()
     assert run.next_item() is None
     assert run.ended.subtype == "error_abort"
 
 
 def test_the_request_deadline_ends_the_run_as_a_timeout():
-    run = QueryRun(None, lockstep=False)
+    run = QueryRace(None, lockstep=False)
     fired = threading.Event()
     signal = run.start_model(1)
     signal.add_callback(fired.set)
@@ -126,13 +126,13 @@ def test_the_request_deadline_ends_the_run_as_a_timeout():
 
 
 def test_without_lockstep_the_consumer_just_waits_for_the_end():
-    run = QueryRun(None, lockstep=False)
+    run = QueryRace(None, lockstep=False)
     threading.Thread(target=lambda: run.end(Ending("success", result="x"))).start()
     assert run.next_item() is None and run.ended.result == "x"
 
 
 def test_record_and_started_keep_a_batch_for_the_repair():
-    run = QueryRun(None, lockstep=False)
+    run = QueryRace(None, lockstep=False)
     run.start_tools()
     run.mark_started("a")
     run.record("a", {"type": "tool_result", "tool_use_id": "a", "content": "done"})

@@ -16,7 +16,7 @@ from helpers import LONG
 import lattice.query.race as race
 from lattice import AbortController, AbortError
 from lattice.query.endings import Ending
-from lattice.query.race import Phase, QueryRun, Stopped
+from lattice.query.race import Phase, QueryRace, Stopped
 
 
 class GatedSave:
@@ -34,7 +34,7 @@ class GatedSave:
             raise self.error
 
 
-def commit_in_thread(run: QueryRun, save, kept: list, late: list | None = None) -> dict:
+def commit_in_thread(run: QueryRace, save, kept: list, late: list | None = None) -> dict:
     """``run.commit`` on a worker thread; its outcome lands in the returned dict."""
     out: dict = {}
 
@@ -52,7 +52,7 @@ def commit_in_thread(run: QueryRun, save, kept: list, late: list | None = None) 
 
 
 def test_writing_is_set_only_while_a_save_is_in_flight():
-    run = QueryRun(None, lockstep=False)
+    run = QueryRace(None, lockstep=False)
     save, kept = GatedSave(), []
     out = commit_in_thread(run, save, kept)
     assert save.entered.wait(LONG)
@@ -63,7 +63,7 @@ def test_writing_is_set_only_while_a_save_is_in_flight():
 
 
 def test_a_failing_save_clears_writing_raises_and_keeps_nothing():
-    run = QueryRun(None, lockstep=False)
+    run = QueryRace(None, lockstep=False)
     save, kept = GatedSave(OSError("disk full")), []
     out = commit_in_thread(run, save, kept)
     assert save.entered.wait(LONG)
@@ -79,7 +79,7 @@ def test_a_late_write_is_not_kept_and_after_writes_wait_for_it():
     """The query ends while the worker is in the store: the write lands after the end. It
     is not kept in memory (``late`` runs instead, so the history resyncs the store), and
     what ``after_writes`` was given (the lock release) runs only once it has landed."""
-    run = QueryRun(None, lockstep=False)
+    run = QueryRace(None, lockstep=False)
     save, kept, late, released = GatedSave(), [], [], []
     out = commit_in_thread(run, save, kept, late)
     assert save.entered.wait(LONG)
@@ -96,7 +96,7 @@ def test_a_late_write_is_not_kept_and_after_writes_wait_for_it():
 
 
 def test_a_save_failing_after_the_end_still_runs_the_after_writes():
-    run = QueryRun(None, lockstep=False)
+    run = QueryRace(None, lockstep=False)
     save, released = GatedSave(OSError("gone")), []
     out = commit_in_thread(run, save, [])
     assert save.entered.wait(LONG)
@@ -108,7 +108,7 @@ def test_a_save_failing_after_the_end_still_runs_the_after_writes():
 
 
 def test_no_write_starts_after_the_end():
-    run = QueryRun(None, lockstep=False)
+    run = QueryRace(None, lockstep=False)
     run.end(Ending("error_abort", error=AbortError("stop")))
     save = GatedSave()
     with pytest.raises(Stopped):
@@ -117,7 +117,7 @@ def test_no_write_starts_after_the_end():
 
 
 def test_after_writes_runs_at_once_when_no_write_is_in_flight():
-    run = QueryRun(None, lockstep=False)
+    run = QueryRace(None, lockstep=False)
     run.end(Ending("success"))
     ran = []
     run.after_writes(lambda: ran.append(1))
@@ -154,7 +154,7 @@ def test_a_reply_after_the_deadline_lost_the_race(frozen):
     """The timer had not fired yet (a busy machine), but the reply came too late: it is
     refused as a timeout, and the request's timer and link are undone once."""
     clock, timers = frozen
-    run = QueryRun(None, lockstep=False)
+    run = QueryRace(None, lockstep=False)
     signal = run.start_model(50)
     assert run.phase is Phase.MODEL and run._request_done is not race._nothing
     clock.now += 0.051
@@ -169,7 +169,7 @@ def test_a_reply_after_the_deadline_lost_the_race(frozen):
 
 def test_a_reply_in_time_undoes_the_deadline_once(frozen):
     clock, timers = frozen
-    run = QueryRun(None, lockstep=False)
+    run = QueryRace(None, lockstep=False)
     run.start_model(50)
     clock.now += 0.049
     run.finish_model()
@@ -180,7 +180,7 @@ def test_a_reply_in_time_undoes_the_deadline_once(frozen):
 
 def test_release_undoes_the_deadline_of_a_request_nobody_waits_for(frozen):
     _, timers = frozen
-    run = QueryRun(None, lockstep=False)
+    run = QueryRace(None, lockstep=False)
     run.start_model(50)
     run.end(Ending("error_abort", error=AbortError("stop")))
     run.release()
@@ -189,7 +189,7 @@ def test_release_undoes_the_deadline_of_a_request_nobody_waits_for(frozen):
 
 def test_release_lets_go_of_the_callers_signal_once():
     controller = AbortController()
-    run = QueryRun(controller.signal, lockstep=False)
+    run = QueryRace(controller.signal, lockstep=False)
     assert run._unlink is not None
     run.release()
     assert run._unlink is None

@@ -149,7 +149,7 @@ def test_an_ended_query_leaves_no_request_deadline_behind():
     seen: List[Any] = []
 
     def slow(request: Any) -> str:
-        seen.append((weakref.ref(agent._conversation.run), threading.current_thread()))
+        seen.append((weakref.ref(agent._conversation.race), threading.current_thread()))
         entered.set()
         release.wait(WAIT_S)
         return "late"
@@ -159,10 +159,10 @@ def test_an_ended_query_leaves_no_request_deadline_behind():
     threading.Thread(target=lambda: entered.wait(WAIT_S) and controller.abort()).start()
     assert agent.prompt("go", signal=controller.signal).subtype == "error_abort"
     release.set()
-    run, worker = seen[0]
+    race, worker = seen[0]
     worker.join(WAIT_S)
     gc.collect()
-    assert run() is None, "the run is kept alive (by its 10-minute deadline timer)"
+    assert race() is None, "the run is kept alive (by its 10-minute deadline timer)"
 
 
 def test_a_slow_store_does_not_stall_other_agents_deadlines():

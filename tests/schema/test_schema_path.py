@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 import pytest
-from helpers import SHARED
+from helpers import NO_SHARED, SHARED
 from suite_adapter import needs_remote
 
 from lattice import schema
@@ -94,7 +94,7 @@ def _walk(s: Any, schema_path: list[Any]) -> Any:
 SUITE = SHARED / "data/JSON-Schema-Test-Suite/tests"
 
 
-@pytest.mark.skipif(not SUITE.is_dir(), reason="../shared/data is not available")
+@pytest.mark.skipif(not SUITE.is_dir(), reason=NO_SHARED)
 @pytest.mark.parametrize(("draft", "folder"), [("2020-12", "draft2020-12"), ("7", "draft7")])
 def test_every_suite_error_names_a_place_in_its_schema(draft: str, folder: str) -> None:
     checked = 0

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import SHARED
+from helpers import NO_SHARED, SHARED
 from suite_adapter import needs_remote
 
 from lattice import schema
@@ -22,7 +22,7 @@ SUITE = SHARED / "data/JSON-Schema-Test-Suite/tests"
 DRAFTS = {"2020-12": "draft2020-12", "7": "draft7"}
 GENERIC = "instance does not match the schema"
 
-pytestmark = pytest.mark.skipif(not SUITE.is_dir(), reason="../shared/data is not available")
+pytestmark = pytest.mark.skipif(not SUITE.is_dir(), reason=NO_SHARED)
 
 
 def _files(draft: str, section: str = "") -> list[Path]:

@@ -1,5 +1,5 @@
 """The store protocol, stores from callables, the memory store, and the one store-failure
-policy (lattice/conversation/history.py) applied to single store calls."""
+policy (lattice/conversation/store_link.py) applied to single store calls."""
 
 import logging
 
@@ -8,6 +8,7 @@ import pytest
 import lattice
 import lattice.stores as stores
 from lattice.conversation.history import History
+from lattice.conversation.store_link import StoreLink
 from lattice.errors import HistoryStoreError
 from lattice.stores import (
     HistoryStore,
@@ -21,7 +22,7 @@ from lattice.stores.base import encode_message
 
 def call_store(store, method, *args):
     """One store call under the Agent's failure policy."""
-    return History(store).save(method, *args)
+    return StoreLink(store, History()).save(method, *args)
 
 
 def test_public_surface():

@@ -8,11 +8,13 @@ import time
 import uuid
 
 import pytest
+import real_parts
 from store_kinds import assistant, pg_connect, user
 
 import lattice
 from lattice import Agent, HistoryStoreError, PostgresHistoryStore
 from lattice.conversation.history import History
+from lattice.conversation.store_link import StoreLink
 from lattice.stores.pg_conninfo import parse_conninfo, pg8000_arguments, redacted
 from lattice.testing import FunctionModelClient
 
@@ -21,13 +23,13 @@ DRIVERS = ["psycopg", "pg8000"]
 
 @pytest.fixture(params=DRIVERS)
 def driver(request):
-    pytest.importorskip(request.param)
+    real_parts.require(request.param)
     return request.param
 
 
 def call_store(store, method, *args):
-    """One store call under the Agent's failure policy (lattice/conversation/history.py)."""
-    return History(store).save(method, *args)
+    """One store call under the Agent's failure policy (lattice/conversation/store_link.py)."""
+    return StoreLink(store, History()).save(method, *args)
 
 
 def new_session():
@@ -124,9 +126,9 @@ def test_creating_a_store_does_no_io_and_errors_name_the_store_not_the_password(
     assert "s-1" in str(info.value) and "hunter2" not in str(info.value)
     # A lock that cannot reach its store follows fail_on_error too (SPEC 16).
     with caplog.at_level(logging.WARNING, logger="lattice"):
-        assert History(store).hold_session(0.0).held is False
+        assert StoreLink(store, History()).hold_session(0.0).held is False
     with pytest.raises(HistoryStoreError, match="lock failed"):
-        History(strict).hold_session(0.0)
+        StoreLink(strict, History()).hold_session(0.0)
 
 
 def test_a_missing_driver_is_a_clear_error(monkeypatch):
@@ -168,7 +170,7 @@ def test_many_sessions_share_one_table_and_the_pool(postgres_server, driver):
 
 
 def test_a_connect_callable_is_used_instead_of_conninfo(postgres_server):
-    psycopg = pytest.importorskip("psycopg")
+    psycopg = real_parts.require("psycopg")
     opened = []
 
     def connect():

@@ -19,12 +19,13 @@ import time
 import uuid
 
 import pytest
+import real_parts
 from store_kinds import child, make_store
 
 from lattice import ConcurrentQueryError
 
 pytestmark = pytest.mark.skipif(os.name == "nt", reason="POSIX processes and signals")
-psycopg = pytest.importorskip("psycopg")
+psycopg = real_parts.require("psycopg")
 
 HOLDER = """
     import sys

@@ -12,13 +12,13 @@ import threading
 import time
 import uuid
 
-import pytest
+import real_parts
 
 from lattice import Agent, ConcurrentQueryError, HistoryStoreError
 from lattice.stores import PostgresHistoryStore
 from lattice.testing import FunctionModelClient, assert_well_formed
 
-pytest.importorskip("psycopg")
+real_parts.require("psycopg")
 
 
 def new_session():

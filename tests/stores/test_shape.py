@@ -17,14 +17,15 @@ from lattice import (
     define_history_store,
 )
 from lattice.conversation.history import History
+from lattice.conversation.store_link import StoreLink
 from lattice.stores import is_message
 from lattice.stores.session import hold_session
 from lattice.testing import ScriptedModelClient
 
 
 def call_store(store, method, *args):
-    """One store call under the Agent's failure policy (lattice/conversation/history.py)."""
-    return History(store).save(method, *args)
+    """One store call under the Agent's failure policy (lattice/conversation/store_link.py)."""
+    return StoreLink(store, History()).save(method, *args)
 
 
 @pytest.mark.parametrize("value", [
@@ -103,8 +104,9 @@ def test_a_sqlite_error_names_the_database_and_session(tmp_path, caplog):
     path = tmp_path / "h.db"
     path.write_bytes(b"this is not a database" * 100)
     store = SqliteHistoryStore(path, "ada")
-    with pytest.raises(sqlite3.DatabaseError) as info:
+    with pytest.raises(HistoryStoreError) as info:  # a file that is not SQLite (SPEC 21b)
         store.append({"role": "user", "content": "x"})
+    assert isinstance(info.value.__cause__, sqlite3.DatabaseError)
     assert str(path) in str(info.value) and "'ada'" in str(info.value)
     with caplog.at_level(logging.WARNING, logger="lattice"):
         assert call_store(store, "load") is None
@@ -158,10 +160,10 @@ class Unreachable:
 
 def test_a_lock_that_cannot_reach_its_store_follows_fail_on_error(caplog):
     with caplog.at_level(logging.WARNING, logger="lattice"):
-        assert History(Unreachable(False)).hold_session(0.0).held is False
+        assert StoreLink(Unreachable(False), History()).hold_session(0.0).held is False
     assert "without the session lock" in caplog.text
     with pytest.raises(HistoryStoreError, match="lock failed: connection refused"):
-        History(Unreachable(True)).hold_session(0.0)
+        StoreLink(Unreachable(True), History()).hold_session(0.0)
     with pytest.raises(OSError, match="connection refused"):  # the policy is History's
         hold_session(Unreachable(True))
     with pytest.raises(ValueError, match="wait_s"):
@@ -187,7 +189,7 @@ def test_a_failing_release_is_logged_not_raised(caplog):
 
 
 def test_stale_only_when_the_store_says_so(tmp_path, caplog):
-    history = History(JsonlHistoryStore(tmp_path / "h.jsonl"))
+    history = StoreLink(JsonlHistoryStore(tmp_path / "h.jsonl"), History())
     assert not history.stale()  # never read: nothing to compare with
     assert history.load() == [] and not history.stale()
     other = JsonlHistoryStore(tmp_path / "h.jsonl")
@@ -200,8 +202,8 @@ def test_stale_only_when_the_store_says_so(tmp_path, caplog):
     other.replace([{"role": "user", "content": "y"}])
     assert history.stale()
     # Without version, or when it cannot be read, never stale: the Agent keeps its history.
-    assert not History(define_history_store()).stale()
-    unreachable = History(Unreachable(False))
+    assert not StoreLink(define_history_store(), History()).stale()
+    unreachable = StoreLink(Unreachable(False), History())
     unreachable.version = "anything"
     with caplog.at_level(logging.WARNING, logger="lattice"):
         assert not unreachable.stale()
