@@ -35,7 +35,7 @@ from ..tools.calls import resolve_calls
 from ..tools.definition import ToolCall
 from .endings import Ending
 from .handoff import Stopped
-from .inline import runs_inline
+from .inline import ToolRunner, runs_inline
 from .loop import Loop
 from .settings import QuerySettings
 
@@ -152,7 +152,7 @@ class Query(Iterator[SDKMessage]):
                               resume=resume, journal=durable.journal, turns=durable.turns,
                               usage=durable.usage)
             if runs_inline(race, settings, conversation.link, resume):
-                race.go_inline()
+                race.go_inline(ToolRunner(race))
                 try:  # as the worker does (Loop.__call__), on this thread
                     last = yield from self._loop.inline()
                 except Stopped:

@@ -303,12 +303,11 @@ class QueryRace(Handoff):
                     raise Stopped
             self.phase = IDLE
 
-    def go_inline(self) -> None:
-        """The loop runs on the consumer's thread (lattice/query/inline.py)."""
-        from .inline import ToolRunner
-
+    def go_inline(self, tools: Callable[[Callable[[], Any]], Any]) -> None:
+        """The loop runs on the consumer's thread, its batches go to ``tools`` (a
+        ``ToolRunner``: lattice/query/inline.py)."""
         self.stash = deque()
-        self.tools = ToolRunner(self)
+        self.tools = tools
 
     def start_tools(self) -> None:
         with self.cond:

@@ -251,7 +251,9 @@ class SqliteHistoryStore:
         token = sqlite_runs.NO_FENCE if hold is None else hold.token
         with self._naming(), self._pool.borrow() as conn:
             try:
-                saved = sqlite_runs.save_run(conn, encoded, token)
+                with transaction(conn):  # the record's row and its journal rows
+                    saved = sqlite_runs.save(conn, encoded.record, encoded, token,
+                                             encoded.calls)
             except BaseException:
                 self._written.forget(encoded.record["run_id"])
                 raise

@@ -32,8 +32,8 @@ from . import runs
 if TYPE_CHECKING:
     import sqlite3
 
-__all__ = ["SCHEMA", "FENCED_APPEND", "NO_FENCE", "bump_fence", "fence_ok", "save_run",
-           "load_run", "list_runs", "Naming", "Written", "Encoded"]
+__all__ = ["SCHEMA", "FENCED_APPEND", "NO_FENCE", "bump_fence", "fence_ok",
+           "load_run", "list_runs", "Naming", "Written", "Encoded", "save"]
 
 SCHEMA = (
     """
@@ -199,15 +199,6 @@ def save(conn: sqlite3.Connection, record: Dict[str, Any], encoded: Optional[Enc
         conn.executemany(_CALL, [(sid, rid, str(call_id), int(attempt), at)
                                  for call_id, attempt in calls.items()])
     return True
-
-
-def save_run(conn: sqlite3.Connection, encoded: Encoded, token: int) -> bool:
-    """The whole record (its row and every journal row) in one transaction, unless a token
-    newer than ``token`` exists; False if refused."""
-    from .sqlite_lease import transaction
-
-    with transaction(conn):
-        return save(conn, encoded.record, encoded, token, encoded.calls)
 
 
 def _with_calls(conn: sqlite3.Connection, found: List[Dict[str, Any]],
