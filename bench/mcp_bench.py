@@ -11,6 +11,10 @@ lattice not slower, ratio <= 1, on each server (PASS/FAIL each; exit status 1 if
 fails).
 
     python bench/mcp_bench.py [--calls 2000] [--rounds 5] [--server both|echo|sdk]
+
+``--oauth``: instead, an OAuth-protected ``tools/call`` over Streamable HTTP against the
+same local server unprotected (tests/mcp/oauth_fixture.py), after the first token; target
+(issue 35): within 5% of the unprotected call.
 """
 from __future__ import annotations
 
@@ -60,12 +64,49 @@ def sdk_round(args: List[str], calls: int) -> float:
     return anyio.run(run)
 
 
+def oauth_row(calls: int, rounds: int) -> bool:
+    """An OAuth-protected call against the same server unprotected, rounds alternating."""
+    sys.path.insert(0, str(ROOT / "tests" / "mcp"))
+    from oauth_fixture import AuthServer, follow
+
+    from lattice.mcp import MCPServerHTTP, OAuth
+
+    def one(server: AuthServer, protected: bool) -> float:
+        server.open = not protected
+        auth = OAuth(redirect_handler=follow) if protected else None
+        with MCPServerHTTP(server.url, auth=auth, protocol_version="2025-11-25") as client:
+            for _ in range(20):  # the first gets the token
+                client.call_tool("whoami")
+            began = time.perf_counter()
+            for _ in range(calls):
+                client.call_tool("whoami")
+            return (time.perf_counter() - began) / calls
+
+    times: dict[str, List[float]] = {"unprotected": [], "OAuth": []}
+    with AuthServer() as server:
+        for round_ in range(rounds):
+            order = [False, True] if round_ % 2 == 0 else [True, False]
+            for protected in order:
+                times["OAuth" if protected else "unprotected"].append(one(server, protected))
+    medians = {name: statistics.median(values) for name, values in times.items()}
+    print(f"tools/call over Streamable HTTP, {calls} calls x {rounds} rounds (median):")
+    for name, value in medians.items():
+        print(f"  {name:11} {value * 1e6:8.1f} µs/call")
+    ratio = medians["OAuth"] / medians["unprotected"]
+    print(f"  ratio OAuth / unprotected: {ratio:.3f} (target <= 1.05): "
+          f"{'PASS' if ratio <= 1.05 else 'FAIL'}")
+    return ratio <= 1.05
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--server", choices=["both", *sorted(SERVERS)], default="both")
+    parser.add_argument("--oauth", action="store_true")
     options = parser.parse_args()
+    if options.oauth:
+        return 0 if oauth_row(options.calls, options.rounds) else 1
     try:
         import mcp  # noqa: F401
     except ImportError:

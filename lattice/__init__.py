@@ -34,6 +34,7 @@ from .errors import (
     PermissionDeniedError,
     PromptTooLongError,
     RateLimitError,
+    ReplyRejectedError,
     RequestTimeoutError,
     SchemaError,
 )
@@ -56,6 +57,7 @@ if TYPE_CHECKING:  # the real classes for type checkers; at run time loaded on f
     from .models.anthropic import AnthropicClient
     from .models.azure import AzureOpenAIChatClient, AzureOpenAIResponsesClient
     from .models.bedrock import AnthropicBedrockClient
+    from .models.fallback import FallbackModelClient
     from .models.gemini import GeminiClient, VertexGeminiClient
     from .models.openai import OpenAIChatClient
     from .models.responses import OpenAIResponsesClient
@@ -100,6 +102,7 @@ __all__ = [
     "AzureOpenAIResponsesClient",
     "AnthropicBedrockClient",
     "AnthropicVertexClient",
+    "FallbackModelClient",
     "GeminiClient",
     "VertexGeminiClient",
     "RetryPolicy",
@@ -136,6 +139,7 @@ __all__ = [
     "RateLimitError",
     "InternalServerError",
     "OverloadedError",
+    "ReplyRejectedError",
 ]
 
 
@@ -149,6 +153,7 @@ _LAZY = {
     "AzureOpenAIResponsesClient": ".models.azure",
     "AnthropicBedrockClient": ".models.bedrock",
     "AnthropicVertexClient": ".models.vertex",
+    "FallbackModelClient": ".models.fallback",
     "GeminiClient": ".models.gemini",
     "VertexGeminiClient": ".models.gemini",
     "JsonlHistoryStore": ".stores.jsonl",

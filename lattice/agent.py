@@ -25,6 +25,7 @@ from .cancellation import SignalLike, as_signal
 from .compaction import rules as compaction
 from .compaction.rules import AutoCompact
 from .conversation.conversation import Conversation
+from .cost import check_max_cost, check_prices
 from .durable.runs import check_run_id
 from .messages import OutputT, ResultMessage
 from .models.base import ModelClient, ModelRequest, as_model_client
@@ -33,6 +34,7 @@ from .observe.observer import Observer
 from .options import (
     UNSET,
     Unset,
+    check_bool,
     check_extra,
     check_flags,
     check_history_store,
@@ -57,7 +59,7 @@ from .query.output import (
 from .query.query import Query
 from .query.settings import QuerySettings
 from .stores.base import HistoryStore
-from .tools.definition import ToolCall, ToolLike, ToolResult, flatten_tools
+from .tools.definition import Tool, ToolCall, ToolLike, ToolResult, flatten_tools
 
 __all__ = ["Agent", "create_agent", "Prompt"]
 
@@ -82,8 +84,9 @@ class Agent(Generic[OutputT]):
     ``include_partial_messages``, ``parallel_tool_calls``, ``extra`` (more request body
     fields, e.g. temperature), ``before_tool_call``, ``after_tool_call``,
     ``requires_approval``, ``session_lock_wait_s``, ``prompt_caching``,
-    ``max_budget_tokens``, ``tracing``, ``trace_content``, ``observers``, ``name`` (what
-    the agent is called: ``gen_ai.agent.name`` in traces; None by default).
+    ``max_budget_tokens``, ``prices``, ``max_cost_usd``, ``tracing``, ``trace_content``,
+    ``observers``, ``name`` (what the agent is called: ``gen_ai.agent.name`` in traces, and
+    ``as_tool()``'s default tool name; None by default).
     """
 
     def __init__(self, *, model: Optional[str] = None, api_key: Optional[str] = None,
@@ -103,7 +106,9 @@ class Agent(Generic[OutputT]):
                  after_tool_call: Optional[Callable[[ToolCall, ToolResult], Any]] = None,
                  requires_approval: Optional[Callable[[ToolCall], bool]] = None,
                  session_lock_wait_s: float = 0.0, prompt_caching: bool = False,
-                 max_budget_tokens: Optional[int] = None, tracing: bool = False,
+                 max_budget_tokens: Optional[int] = None,
+                 prices: Optional[Mapping[str, Mapping[str, float]]] = None,
+                 max_cost_usd: Optional[float] = None, tracing: bool = False,
                  trace_content: bool = False,
                  observers: Optional[Iterable[Observer]] = None,
                  name: Optional[str] = None) -> None:
@@ -138,7 +143,8 @@ class Agent(Generic[OutputT]):
             before_tool_call=before_tool_call, after_tool_call=after_tool_call,
             requires_approval=requires_approval, prompt_caching=prompt_caching,
             max_budget_tokens=optional_positive_int("max_budget_tokens", max_budget_tokens),
-            observers=watchers)
+            prices=check_prices(prices), max_cost_usd=check_max_cost(max_cost_usd),
+            observers=watchers, name=name)
         if output is not None and output_format is None:
             self._settings.tool_definitions.append(output.tool_definition())
         self._conversation = Conversation(
@@ -185,10 +191,11 @@ class Agent(Generic[OutputT]):
 
     # -- queries ---------------------------------------------------------------------------
     def _prepare(self, prompt: Any, approvals: Any, overrides: Mapping[str, Any],
-                 *, partial_messages: bool) -> QuerySettings:
-        """Check a query's prompt and overrides (ValueError naming them) before it starts."""
+                 *, partial_messages: bool, resuming: bool = False) -> QuerySettings:
+        """Check a query's prompt and overrides (ValueError naming them) before it starts
+        (``resuming``: a subagent's run left running is continued, with no new prompt)."""
         if type(prompt) is not str:
-            if prompt is None and approvals is None:
+            if prompt is None and approvals is None and not resuming:
                 raise ValueError("prompt is required (it may be None only with approvals=)")
             if prompt is not None:
                 _check_prompt(prompt)
@@ -212,14 +219,17 @@ class Agent(Generic[OutputT]):
               request_timeout_ms: Union[int, None, Unset] = UNSET, max_turns: Optional[int] = None,
               max_tokens: Optional[int] = None, max_budget_tokens: Union[int, None, Unset] = UNSET,
               approvals: Optional[Dict[str, Any]] = None,
-              run_id: Optional[str] = None) -> Query:
+              run_id: Optional[str] = None, include_subagent_messages: bool = False) -> Query:
         """Run one query; yields ``AssistantMessage``, ``UserMessage`` (tool results),
         ``SystemMessage``, ``StreamEvent`` and, last, the ``ResultMessage``. The query
         starts now: the Agent is busy until the iterator ends or is closed. With a
-        ``run_id`` it runs at most once to its end (SPEC 17: docs/durable-runs.md)."""
+        ``run_id`` it runs at most once to its end (SPEC 17: docs/durable-runs.md). With
+        ``include_subagent_messages=True`` the messages of subagents it runs (``as_tool``)
+        are yielded too, each with ``.parent_tool_use_id`` (SPEC 22)."""
         return self._start(prompt, signal, approvals, run_id, {
             "request_timeout_ms": request_timeout_ms, "max_turns": max_turns,
-            "max_tokens": max_tokens, "max_budget_tokens": max_budget_tokens}, lockstep=True)
+            "max_tokens": max_tokens, "max_budget_tokens": max_budget_tokens}, lockstep=True,
+            subagent_messages=include_subagent_messages)
 
     def prompt(self, prompt: Optional[Prompt] = None, *, signal: Optional[SignalLike] = None,
                request_timeout_ms: Union[int, None, Unset] = UNSET, max_turns: Optional[int] = None,
@@ -234,14 +244,70 @@ class Agent(Generic[OutputT]):
             lockstep=False).result()
 
     def _start(self, prompt: Any, signal: Optional[SignalLike], approvals: Any, run_id: Any,
-               overrides: Mapping[str, Any], *, lockstep: bool) -> Query:
-        """The one body of ``query()`` and ``prompt()``: the options checked, the query
-        started. ``lockstep``: the caller takes each message as it comes (``query()``),
-        else only the result (``prompt()``: no partial messages, one handoff)."""
+               overrides: Mapping[str, Any], *, lockstep: bool,
+               subagent_messages: bool = False, parentage: Any = None,
+               resuming: bool = False) -> Query:
+        """The one body of ``query()``, ``prompt()`` and a subagent's query: the options
+        checked, the query started. ``lockstep``: the caller takes each message as it comes
+        (``query()``), else only the result (``prompt()``: no partial messages, one
+        handoff). ``subagent_messages``: subagents' messages are yielded too; ``parentage``:
+        what a subagent's query gets from the call that runs it (subagents.py)."""
         checked_signal, checked_run_id = as_signal(signal), check_run_id(run_id)
-        settings = self._prepare(prompt, approvals, overrides, partial_messages=lockstep)
+        check_bool("include_subagent_messages", subagent_messages)
+        settings = self._prepare(prompt, approvals, overrides, partial_messages=lockstep,
+                                 resuming=resuming)
+        if settings.include_subagent_messages != subagent_messages:
+            settings = replace(settings, include_subagent_messages=subagent_messages)
         return Query(self._conversation, settings, prompt, approvals, checked_signal,
-                     lockstep=lockstep, owner=self, run_id=checked_run_id)
+                     lockstep=lockstep, owner=self, run_id=checked_run_id,
+                     parentage=parentage)
+
+    # -- subagents (SPEC 22) -----------------------------------------------------------------
+    def as_tool(self, *, name: Optional[str] = None, description: Optional[str] = None,
+                input_schema: Optional[Dict[str, Any]] = None, output: str = "result",
+                isolated: bool = True, idempotent: Optional[bool] = None) -> Tool:
+        """This agent as a tool another agent can call (a subagent).
+
+        Args:
+            name: the tool's name (default: this Agent's ``name`` option, then required).
+            description: default the first line of this Agent's system prompt.
+            input_schema: default ``{"prompt": str}``, whose ``prompt`` is the child's
+                prompt; any other schema's input is sent as JSON text.
+            output: ``"result"`` (the child's ``result``) or ``"structured"`` (its
+                ``structured_result`` as JSON).
+            isolated: True: every call runs on a fresh conversation with this Agent's
+                options (parallel calls run at once); False: on this Agent's own
+                conversation, one call at a time (a concurrent call gets an error result).
+            idempotent: default True: after a crash, resuming the parent's durable run
+                resumes the child's run (docs/subagents.md).
+
+        The parent's signal, interrupt, token budget, tracer and approvals reach the
+        child; its usage and (when asked) its messages come back (docs/subagents.md).
+        """
+        from .subagents import make_tool
+
+        return make_tool(self, name=name, description=description, input_schema=input_schema,
+                         output=output, isolated=isolated, idempotent=idempotent)
+
+    def _fork(self, store: Any) -> Agent:
+        """A new conversation with this Agent's options and tools (an isolated subagent
+        call's), on ``store`` (None: memory only). ``_template`` names this Agent (cycles)."""
+        made = Agent.__new__(Agent)
+        made.name, made._agent_id, made._server = self.name, self._agent_id, self._server
+        made._settings = self._settings
+        made._conversation = Conversation(store, self._conversation.lock_wait_s)
+        made._template = self
+        return made
+
+    _template: Optional[Agent] = None  # an isolated subagent call's Agent: its template
+
+    def _delegate(self, prompt: Any, approvals: Optional[Dict[str, Any]],
+                  run_id: Optional[str], parentage: Any, *, resuming: bool = False) -> Query:
+        """A subagent's query, run by the tool that delegates to it (subagents.py: the
+        parent's signal reaches it through the query's run, not a signal of its own)."""
+        return self._start(prompt, None, approvals, run_id, {}, lockstep=parentage.forward,
+                           subagent_messages=parentage.forward, parentage=parentage,
+                           resuming=resuming)
 
     def interrupt(self) -> None:
         """End the running query as ``"interrupted"``; nothing when idle."""

@@ -17,6 +17,7 @@
     ├── MCPError                      an MCP server failed (lattice.mcp; .server, .kind)
     └── APIError                      anything from the provider or the way to it
         ├── APIConnectionError        no usable response: connection failed, stream cut or malformed
+        ├── ReplyRejectedError        a FallbackModelClient's on_reply refused a reply (.reply)
         └── APIStatusError            an HTTP error status (.status_code, .request_id, .body)
             ├── BadRequestError 400
             │   └── PromptTooLongError
@@ -48,6 +49,7 @@ __all__ = [
     "SchemaError",
     "APIError",
     "APIConnectionError",
+    "ReplyRejectedError",
     "APIStatusError",
     "BadRequestError",
     "PromptTooLongError",
@@ -155,6 +157,14 @@ class APIError(LatticeError):
 
 class APIConnectionError(APIError):
     """No usable response: the connection failed, or the stream was cut or malformed."""
+
+
+class ReplyRejectedError(APIError):
+    """A ``FallbackModelClient``'s ``on_reply`` refused a reply (kept in ``.reply``)."""
+
+    def __init__(self, message: str, *, reply: Any = None) -> None:
+        super().__init__(message)
+        self.reply = reply
 
 
 class APIStatusError(APIError):

@@ -8,7 +8,7 @@ wrap them for the caller with shortcuts. Assistant entries may carry SDK keys (`
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, Dict, Generic, List, Literal, Optional, Union
+from typing import TYPE_CHECKING, Any, Dict, Generic, List, Literal, Mapping, Optional, Union
 
 from .tools.definition import ToolCall
 from .usage import Usage
@@ -215,11 +215,13 @@ class _HistoryEntry:
     read, so editing it never changes the conversation (the history's own dicts are never
     changed after they are written, so copying late is as good as copying now)."""
 
-    __slots__ = ("_source", "_copy")
+    __slots__ = ("_source", "_copy", "parent_tool_use_id")
 
     def __init__(self, message: Message) -> None:
         self._source = message
         self._copy: Optional[Message] = None
+        # The subagent call whose agent wrote it (SPEC 22); None for the query's own.
+        self.parent_tool_use_id: Optional[str] = None
 
     @property
     def message(self) -> Message:
@@ -286,13 +288,14 @@ class SystemMessage:
     """Something the SDK did on its own: ``subtype == "compaction"``."""
 
     type = "system"
-    __slots__ = ("subtype", "compacted_messages", "usage")
+    __slots__ = ("subtype", "compacted_messages", "usage", "parent_tool_use_id")
 
     def __init__(self, subtype: str, compacted_messages: int = 0,
                  usage: Optional[Usage] = None) -> None:
         self.subtype = subtype
         self.compacted_messages = compacted_messages
         self.usage = usage if usage is not None else Usage()
+        self.parent_tool_use_id: Optional[str] = None
 
     def __repr__(self) -> str:
         return (f"<SystemMessage {self.subtype} compacted_messages={self.compacted_messages} "
@@ -303,10 +306,11 @@ class StreamEvent:
     """A raw streaming event (only with ``include_partial_messages=True``)."""
 
     type = "stream_event"
-    __slots__ = ("event",)
+    __slots__ = ("event", "parent_tool_use_id")
 
     def __init__(self, event: Dict[str, Any]) -> None:
         self.event = event
+        self.parent_tool_use_id: Optional[str] = None
 
     def __repr__(self) -> str:
         return f"<StreamEvent {self.event.get('type')}>"
@@ -319,7 +323,8 @@ class ResultMessage(Generic[OutputT]):
 
     type = "result"
     __slots__ = ("subtype", "is_error", "result", "structured_result", "usage", "stop_reason",
-                 "num_turns", "duration_ms", "error", "pending_approvals", "run_id", "replayed")
+                 "num_turns", "duration_ms", "error", "pending_approvals", "run_id", "replayed",
+                 "parent_tool_use_id", "_prices", "_model", "_recorded_cost")
 
     def __init__(self, subtype: ResultSubtype, *, is_error: bool = False,
                  result: Optional[str] = None,
@@ -341,6 +346,36 @@ class ResultMessage(Generic[OutputT]):
         self.pending_approvals: List[ToolCall] = list(pending_approvals or ())
         self.run_id = run_id  # the durable run's id (SPEC 17)
         self.replayed = replayed  # True: the recorded result of a run that had ended
+        self.parent_tool_use_id: Optional[str] = None  # (a subagent's is never yielded)
+        self._prices: Optional[Mapping[str, Any]] = None  # the Agent's prices= (cost.py)
+        self._model: Optional[str] = None  # the Agent's model: tokens no model claims
+        self._recorded_cost: Optional[List[Optional[float]]] = None  # [cost] of a replay
+
+    @property
+    def total_cost_usd(self) -> Optional[float]:
+        """What the query cost in US dollars, from ``usage.by_model`` and the price table
+        (the bundled ``prices.json`` under the Agent's ``prices=``); None when a model
+        that used tokens has no price (a DEBUG log names it). The table is read on first
+        use."""
+        if self._recorded_cost is not None:  # a durable run's replay: as it was recorded
+            return self._recorded_cost[0]
+        from .cost import cost_usd
+
+        return cost_usd(self.usage, self._prices, self._model)
+
+    def _priced_by(self, prices: Optional[Mapping[str, Any]], model: Optional[str]
+                   ) -> ResultMessage[OutputT]:
+        """Price this result with the query's ``prices`` and ``model`` (query.py)."""
+        self._prices, self._model = prices, model
+        return self
+
+    def _as_recorded(self, data: Mapping[str, Any]) -> ResultMessage[OutputT]:
+        """A replayed result's cost is the recorded one (``to_dict``'s, when it has one:
+        the usage kept in a record is not split by model)."""
+        cost = data.get("total_cost_usd")
+        if "total_cost_usd" in data and (cost is None or isinstance(cost, (int, float))):
+            self._recorded_cost = [None if cost is None else float(cost)]
+        return self
 
     def to_dict(self) -> Dict[str, Any]:
         """A JSON-ready dict (the error as its type and message; a structured result
@@ -361,6 +396,7 @@ class ResultMessage(Generic[OutputT]):
             "error": None if self.error is None else
             f"{type(self.error).__name__}: {self.error}",
             "run_id": self.run_id, "replayed": self.replayed,
+            "total_cost_usd": self.total_cost_usd,
         }
 
     def __repr__(self) -> str:

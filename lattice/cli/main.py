@@ -112,7 +112,8 @@ def _parser() -> argparse.ArgumentParser:
                         "https://api.anthropic.com; with --provider openai, "
                         "$OPENAI_BASE_URL or https://api.openai.com/v1)")
     parser.add_argument("--verbose", "-v", action="store_true",
-                        help="after each answer, print its token usage and cache hits to stderr")
+                        help="after each answer, print its token usage, cache hits and cost in US "
+                        "dollars (list prices) to stderr")
     parser.add_argument("--json", action="store_true",
                         help="print each ResultMessage as JSON instead of streaming text")
     parser.add_argument("--mock", action="store_true",

@@ -15,7 +15,8 @@ from ..agent import Agent
 from ..errors import HistoryStoreError, LatticeError
 from ..messages import AssistantMessage, ResultMessage, StreamEvent
 
-__all__ = ["Session", "run_chat", "usage_line", "store_failure", "EXIT_OK", "EXIT_FAILED",
+__all__ = ["Session", "run_chat", "usage_line", "cost_line", "store_failure", "EXIT_OK",
+           "EXIT_FAILED",
            "EXIT_USAGE", "EXIT_INTERRUPTED"]
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -80,6 +81,7 @@ class Session:
         self.busy = False
         self.interrupting = False
         self.store_failed = False  # the --session file failed: the chat must stop
+        self.spent: Optional[float] = 0.0  # USD of this run's answers (None: unknown)
 
     def on_sigint(self, signum: int, frame: Optional[FrameType]) -> None:
         if not self.busy or self.interrupting:
@@ -135,8 +137,11 @@ class Session:
         return result
 
     def _report(self, result: ResultMessage) -> int:
+        cost = result.total_cost_usd
+        self.spent = None if cost is None or self.spent is None else self.spent + cost
         if self.verbose:
             self.err.write(usage_line(result) + "\n")
+            self.err.write(cost_line(cost, self.spent) + "\n")
         if self.as_json:
             self.out.write(json.dumps(result.to_dict(), ensure_ascii=False) + "\n")
             self.out.flush()
@@ -161,6 +166,15 @@ def usage_line(result: ResultMessage) -> str:
     return (f"[usage] {u.input_tokens} in + {u.cache_read_input_tokens} cache read + "
             f"{u.cache_creation_input_tokens} cache write, {u.output_tokens} out{hit}; "
             f"{turns}, {result.duration_ms} ms")
+
+
+def cost_line(cost: Optional[float], spent: Optional[float]) -> str:
+    """``--verbose``: what an answer cost in US dollars, and the run so far (list prices
+    from ``lattice/prices.json``; "unknown" for a model it does not price)."""
+    def dollars(value: Optional[float]) -> str:
+        return "unknown" if value is None else f"${value:.6f}"
+
+    return f"[cost] {dollars(cost)} this answer, {dollars(spent)} this run"
 
 
 def read_line(interactive: bool) -> Optional[str]:

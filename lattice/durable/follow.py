@@ -29,9 +29,10 @@ from ..messages import (
     UserMessage,
     tool_uses_of,
 )
-from ..options import non_negative_number
+from ..options import check_bool, non_negative_number
 from ..stores.base import HistoryStore
 from ..stores.capabilities import Capabilities, is_store
+from ..stores.derived import derived_store
 from ..tools.definition import ToolCall
 from .record import RunRecord
 from .runs import check_run_id, read_record
@@ -43,7 +44,8 @@ Message = Any
 
 def follow(store: HistoryStore, *, after: int = 0, run_id: Optional[str] = None,
            poll_s: float = 0.25, signal: Optional[SignalLike] = None,
-           wait_s: Optional[float] = None) -> Iterator[SDKMessage]:
+           wait_s: Optional[float] = None,
+           include_subagent_messages: bool = False) -> Iterator[SDKMessage]:
     """The session's messages stored after index ``after``, as ``query()`` yields them.
 
     Args:
@@ -57,6 +59,10 @@ def follow(store: HistoryStore, *, after: int = 0, run_id: Optional[str] = None,
         signal: an ``AbortSignal`` or ``threading.Event``; when it fires the iterator ends
             quietly (no result).
         wait_s: end when this many seconds pass without news (None: never).
+        include_subagent_messages: with ``run_id``, also yield the messages of the
+            subagent runs it made (SPEC 22; those kept in the store's derived sessions,
+            the default for a child without a store of its own), each with
+            ``.parent_tool_use_id``, before the tool results they led to.
 
     Yields ``UserMessage``/``AssistantMessage`` for stored messages (the prompt included),
     a ``SystemMessage(subtype="compaction")`` when the history was rewritten under it
@@ -77,17 +83,19 @@ def follow(store: HistoryStore, *, after: int = 0, run_id: Optional[str] = None,
         raise ValueError(f"poll_s must be a number > 0, got {poll_s!r}")
     if wait_s is not None:
         wait_s = non_negative_number("wait_s", wait_s)
+    check_bool("include_subagent_messages", include_subagent_messages)
     if run_id is not None:
         check_run_id(run_id)
         if not caps.records_runs:
             raise ValueError(f"follow(run_id=...) needs a store that records runs; "
                              f"{type(store).__name__} has no load_run/save_run/list_runs")
-    return _follow(store, caps, after, run_id, float(poll_s), as_signal(signal), wait_s)
+    return _follow(store, caps, after, run_id, float(poll_s), as_signal(signal), wait_s,
+                   include_subagent_messages and run_id is not None)
 
 
 def _follow(store: Any, caps: Capabilities, position: int, run_id: Optional[str],
-            poll_s: float, signal: Optional[AbortSignal], wait_s: Optional[float]
-            ) -> Iterator[SDKMessage]:
+            poll_s: float, signal: Optional[AbortSignal], wait_s: Optional[float],
+            children: bool = False) -> Iterator[SDKMessage]:
     versioned = caps.versioned
     seen: Optional[List[Message]] = None  # the history as last read
     version: Any = object()  # equal to no real version: the first poll reads
@@ -109,7 +117,10 @@ def _follow(store: Any, caps: Capabilities, position: int, run_id: Optional[str]
                 end = 0  # not recorded yet: no other run's messages while waiting for it
             elif record is not None and record.is_ended and record.end_index is not None:
                 end = min(end, record.end_index)
-            for message in messages[position:end]:
+            for index in range(position, end):
+                message = messages[index]
+                if children and run_id is not None and index > 0:
+                    yield from _children(store, run_id, message, poll_s, signal)
                 yield _item(message)
                 last_news = time.monotonic()
             position = max(position, end)
@@ -119,6 +130,32 @@ def _follow(store: Any, caps: Capabilities, position: int, run_id: Optional[str]
         if wait_s is not None and time.monotonic() - last_news >= wait_s:
             return
         _pause(signal, poll_s)
+
+
+def _children(store: Any, run_id: str, message: Message, poll_s: float,
+              signal: Optional[AbortSignal]) -> Iterator[SDKMessage]:
+    """Before a message of tool results: the messages of the subagent runs that made them
+    (found in the store's derived sessions), each marked with its call's id."""
+    content = message.get("content")
+    if message.get("role") != "user" or not isinstance(content, list):
+        return
+    for block in content:
+        call_id = block.get("tool_use_id") if isinstance(block, dict) else None
+        if not isinstance(call_id, str):
+            continue
+        child = derived_store(store, call_id)
+        child_run = f"{run_id}/{call_id}"
+        if child is None:
+            continue
+        caps = Capabilities.of(child)
+        if not caps.records_runs or child.load_run(child_run) is None:
+            continue
+        for item in _follow(child, caps, 0, child_run, poll_s, signal, None, True):
+            if isinstance(item, ResultMessage):
+                break
+            if item.parent_tool_use_id is None:
+                item.parent_tool_use_id = call_id
+            yield item
 
 
 def _result(record: RunRecord, messages: List[Message]) -> ResultMessage:
@@ -141,8 +178,16 @@ def _item(message: Message) -> SDKMessage:
 
 
 def _extends(messages: List[Message], seen: List[Message]) -> bool:
-    """Whether ``messages`` is ``seen`` with more messages after it (nothing rewritten)."""
-    return len(messages) >= len(seen) and messages[:len(seen)] == seen
+    """Whether ``messages`` is ``seen`` with more messages after it (nothing rewritten; a
+    last reply marked afterwards, as a subagent's pause marks it, is the same message)."""
+    n = len(seen)
+    if n == 0:
+        return True
+    if len(messages) < n or messages[:n - 1] != seen[:n - 1]:
+        return False
+    return messages[n - 1] == seen[n - 1] or (
+        messages[n - 1].get("role"), messages[n - 1].get("content")) == (
+        seen[n - 1].get("role"), seen[n - 1].get("content"))
 
 
 def _resume_point(seen: List[Message], position: int, messages: List[Message]) -> int:

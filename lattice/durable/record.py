@@ -34,6 +34,7 @@ from ..usage import Usage
 
 __all__ = ["RunRecord", "FORMAT", "STATES", "DamagedRecord", "as_stored", "totals",
            "superseded_answers", "stored_refusal", "decided_refusal", "approval_run_id",
+           "stored_decision", "read_decision",
            "SUPERSEDED_WHY"]
 
 FORMAT = 1
@@ -93,12 +94,13 @@ class RunRecord:
     def ended(self, result: ResultMessage, end_index: int) -> RunRecord:
         """This run ended with ``result``; its messages stop at ``end_index``."""
         data = result.to_dict()
+        data["usage"] = result.usage.to_dict(by_model=True)  # a replay's split too
         error = result.error
         data["error_type"] = type(error).__name__ if error is not None else None
         data["error_message"] = str(error) if error is not None else None
         data["pending_approval_ids"] = [c.id for c in result.pending_approvals]  # 0.3 readers
-        data["pending_approvals"] = [{"id": c.id, "name": c.name, "input": as_stored(c.input)}
-                                     for c in result.pending_approvals]
+        data["pending_approvals"] = [{"id": c.id, "name": c.name, "input": as_stored(c.input),
+                                      "path": c.path} for c in result.pending_approvals]
         return dataclasses.replace(self, state="ended", result=data, end_index=end_index,
                                    updated_at=time.time())
 
@@ -157,11 +159,12 @@ class RunRecord:
     def is_ended(self) -> bool:
         return self.state == "ended"
 
-    def totals(self, messages: List[Dict[str, Any]]) -> Tuple[int, Usage]:
+    def totals(self, messages: List[Dict[str, Any]], model: Optional[str] = None
+               ) -> Tuple[int, Usage]:
         """The run's replies and usage so far: those stored after its prompt, and those a
-        compaction summarised away."""
+        compaction summarised away (split by model: a reply that names none is ``model``'s)."""
         index = self.index if self.index is not None else len(messages)
-        turns, usage = totals(messages, index)
+        turns, usage = totals(messages, index, model)
         return turns + self.compacted_turns, usage + self.compacted_usage
 
     def replay(self, output: Any, tools: Mapping[str, Any],
@@ -183,9 +186,8 @@ class RunRecord:
         calls = data.get("pending_approvals")
         waiting: List[ToolCall] = []
         if isinstance(calls, list):
-            waiting = [ToolCall(c["id"], str(c.get("name", "")), c.get("input"),
-                                tools.get(str(c.get("name", ""))), AbortSignal(), None)
-                       for c in calls if isinstance(c, dict) and isinstance(c.get("id"), str)]
+            waiting = [_recorded_call(c, tools) for c in calls
+                       if isinstance(c, dict) and isinstance(c.get("id"), str)]
         else:
             ids = data.get("pending_approval_ids")
             if isinstance(ids, list) and ids:
@@ -196,7 +198,7 @@ class RunRecord:
             usage=Usage.from_dict(data.get("usage")), stop_reason=data.get("stop_reason"),
             num_turns=int(data.get("num_turns") or 0),
             duration_ms=int(data.get("duration_ms") or 0), error=_error(data),
-            pending_approvals=waiting, run_id=self.run_id, replayed=True)
+            pending_approvals=waiting, run_id=self.run_id, replayed=True)._as_recorded(data)
 
     # -- the store's form --------------------------------------------------------------------
     def to_dict(self) -> Dict[str, Any]:
@@ -214,7 +216,7 @@ class RunRecord:
             out["end_index"] = self.end_index
         if self.compacted_turns or self.compacted_usage != Usage():
             out["compacted_turns"] = self.compacted_turns
-            out["compacted_usage"] = self.compacted_usage.to_dict()
+            out["compacted_usage"] = self.compacted_usage.to_dict(by_model=True)
         if self.approved is not None:
             out["approved"] = list(self.approved)
         if self.refused:
@@ -301,15 +303,32 @@ def _error(data: Mapping[str, Any]) -> Optional[BaseException]:
     return errors.LatticeError(f"{name}: {text}" if text else name)
 
 
-def totals(messages: List[Dict[str, Any]], index: int) -> Tuple[int, Usage]:
+def totals(messages: List[Dict[str, Any]], index: int, model: Optional[str] = None
+           ) -> Tuple[int, Usage]:
     """The model replies stored for a run whose prompt is at ``index``: how many, and their
-    usage (each stored assistant message keeps its own)."""
+    usage (each stored assistant message keeps its own, split by the model it names, else
+    ``model``; the results of a batch that ran subagents keep theirs, SPEC 22)."""
     turns, usage = 0, Usage()
     for message in messages[index + 1:]:
         if message.get("role") == "assistant":
             turns += 1
-            usage += Usage.from_dict(message.get("usage"))
+            usage += Usage.from_dict(message.get("usage")).of_model(
+                message.get("model") or model)
+        if "subagent_usage" in message:
+            usage += Usage.from_dict(message.get("subagent_usage"))
     return turns, usage
+
+
+def _recorded_call(item: Mapping[str, Any], tools: Mapping[str, Any]) -> ToolCall:
+    """A pending call as an ended record keeps it: its own tool found in ``tools``, a
+    subagent's (its ``path`` is longer) without one."""
+    path = item.get("path")
+    path = [str(p) for p in path] if isinstance(path, list) and path else [item["id"]]
+    name = str(item.get("name", ""))
+    call = ToolCall(item["id"], name, item.get("input"),
+                    tools.get(name) if len(path) == 1 else None, AbortSignal(), None)
+    call.path = path
+    return call
 
 
 def superseded_answers(record: RunRecord, uses: List[Dict[str, Any]]
@@ -326,6 +345,16 @@ def superseded_answers(record: RunRecord, uses: List[Dict[str, Any]]
         else:
             blocks.append(not_run(call_id, "ended", why=SUPERSEDED_WHY))
     return blocks
+
+
+def stored_decision(decision: Any) -> Any:
+    """Any decision as a record keeps it: True, or ``stored_refusal``'s form."""
+    return True if decision is True else stored_refusal(decision)
+
+
+def read_decision(stored: Any) -> Any:
+    """``stored_decision`` read back."""
+    return True if stored is True else decided_refusal(stored)
 
 
 def stored_refusal(decision: Any) -> Any:

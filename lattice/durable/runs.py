@@ -35,6 +35,8 @@ from .record import (
     approval_run_id,
     as_stored,
     decided_refusal,
+    read_decision,
+    stored_decision,
     stored_refusal,
     superseded_answers,
 )
@@ -121,8 +123,10 @@ class DurableRun:
         raise AssertionError("only a RecordedRun resumes")  # pragma: no cover
 
     def approve(self, tail: Dict[str, Any], approvals: Dict[str, Any],
-                calls: List[ToolCall]) -> Dict[str, Any]:
-        """The decisions for a batch resumed with ``approvals``."""
+                calls: List[ToolCall], children: Optional[Dict[str, Any]] = None
+                ) -> Dict[str, Any]:
+        """The decisions for a batch resumed with ``approvals`` (``children``: those of
+        waiting subagents, which only a recorded run keeps)."""
         return dict(approvals)
 
     def end(self, result: ResultMessage) -> None:
@@ -226,17 +230,23 @@ class RecordedRun(DurableRun):
             link.append(message)
 
     def approve(self, tail: Dict[str, Any], approvals: Dict[str, Any],
-                calls: List[ToolCall]) -> Dict[str, Any]:
+                calls: List[ToolCall], children: Optional[Dict[str, Any]] = None
+                ) -> Dict[str, Any]:
         """Approvals resumed: the run record that journals them (this run's, or one of
         their own), and the decisions for the batch, calls a crash left started settled by
-        the journal."""
+        the journal. ``children``: the decisions for waiting subagents (SPEC 22), kept in
+        the record for a resume after a crash."""
         rid = self.run_id or approval_run_id(tail)
         record = self.record or RunRecord.new(rid, self.prompt, len(self.history.messages))
         refused = dict(record.refused)
         refused.update({k: stored_refusal(v) for k, v in approvals.items() if v is not True})
         approved = set(record.approved or ()) | {k for k, v in approvals.items() if v is True}
+        extra = dict(record.extra)
+        if children:
+            extra["child_decisions"] = {cid: {k: stored_decision(v) for k, v in d.items()}
+                                        for cid, d in children.items()}
         record = self.record = dataclasses.replace(record, approved=tuple(sorted(approved)),
-                                        refused=refused)
+                                                   refused=refused, extra=extra)
         self._save(record)
         journal = self.journal = self._journal(record)
         return dict(approvals, **self._settled(journal, calls, set(approvals)))
@@ -257,7 +267,7 @@ class RecordedRun(DurableRun):
         if unstored:  # stopped before its prompt was stored
             self.link.append({"role": "user", "content": self.prompt})
             return None
-        self.turns, self.usage = record.totals(raw)
+        self.turns, self.usage = record.totals(raw, settings.model)
         tail = raw[-1]
         if tail.get("role") != "assistant":
             return None
@@ -273,8 +283,12 @@ class RecordedRun(DurableRun):
             decisions = {c.id: decided_refusal(record.refused.get(c.id)) for c in calls
                          if c.id not in record.approved}
         decisions.update(self._settled(journal, calls, set(decisions)))
+        children = record.extra.get("child_decisions")
         return {"reply": tail, "decisions": decisions,
-                "prompt": self.prompt if approving else None}
+                "prompt": self.prompt if approving else None,
+                "children": {cid: {k: read_decision(v) for k, v in d.items()}
+                             for cid, d in children.items() if isinstance(d, dict)}
+                if isinstance(children, dict) else {}}
 
     @staticmethod
     def _settled(journal: RunJournal, calls: List[ToolCall], decided: Any

@@ -11,9 +11,14 @@ of MCP. Importing this module imports no third-party package (``MCPServerHTTP`` 
 ``requests`` when it starts).
 """
 
+from ._client import ElicitationPending, ElicitationRequest, Progress
 from ._errors import MCPError
 from ._http import MCPServerHTTP
+from ._oauth import OAuth
 from ._server import PROTOCOL_VERSIONS, MCPServerBase
 from ._stdio import MCPServerStdio
+from ._tokens import FileTokenStore, MemoryTokenStore
 
-__all__ = ["MCPServerStdio", "MCPServerHTTP", "MCPServerBase", "MCPError", "PROTOCOL_VERSIONS"]
+__all__ = ["MCPServerStdio", "MCPServerHTTP", "MCPServerBase", "MCPError", "PROTOCOL_VERSIONS",
+           "OAuth", "FileTokenStore", "MemoryTokenStore", "ElicitationRequest",
+           "ElicitationPending", "Progress"]

@@ -23,6 +23,7 @@ KINDS = {
     "rpc": "the server answered with a JSON-RPC error (.code, .data)",
     "protocol": "the server sent something that is not MCP (bad JSON, an oversized message)",
     "http": "the HTTP request failed (connection error or an error status)",
+    "auth": "no token could be had (OAuth discovery, registration, consent or token)",
 }
 
 

@@ -35,6 +35,7 @@ _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "notice": logging.INFO,
            "warning": logging.WARNING, "error": logging.ERROR, "critical": logging.CRITICAL,
            "alert": logging.CRITICAL, "emergency": logging.CRITICAL}
 _NOISE_WARNINGS = 3  # a server that floods stdout is logged at WARNING only this often
+_MAX_ROUNDS = 16  # input_required rounds of one request before we call the server broken
 _POLL_S = 0.05  # a threading.Event used as a signal cannot call back: poll it this often
 
 
@@ -62,11 +63,52 @@ class RPCSession:
         self._next_id = 0
         self._failure: Optional[Tuple[str, str]] = None  # (kind, message) once it failed
         self._noise: Tuple[int, str] = (0, "")  # non-JSON-RPC output: count, last sample
+        # The 2026-07-28 wire: what every request carries in its ``_meta`` (None: legacy).
+        self.meta: Optional[Message] = None
+        # What we answer the server's own requests with (method -> handler(params) ->
+        # result; raise MCPError with a code to answer an error), and who hears its
+        # notifications (method -> callback(params)). ``ping`` is always answered.
+        self.handlers: Dict[str, Callable[[Message], Message]] = {}
+        self.listeners: Dict[str, Callable[[Message], None]] = {}
 
     # -- what callers do ------------------------------------------------------------
     def request(self, method: str, params: Optional[Message] = None, *, timeout_ms: int,
                 signal: Optional[AbortSignal] = None) -> Message:
-        """Send a request and wait for its result; raise ``MCPError`` for anything else."""
+        """Send a request and wait for its result; raise ``MCPError`` for anything else.
+
+        A 2026-07-28 ``input_required`` result is answered here: each of its input
+        requests goes to our handlers, and the request is sent again (a new id) with the
+        ``inputResponses`` and the server's ``requestState`` as it was, until the result
+        is complete; ``timeout_ms`` bounds all the rounds together."""
+        deadline = time.monotonic() + timeout_ms / 1000.0
+        left = timeout_ms
+        for _ in range(_MAX_ROUNDS):
+            result = self._request_once(method, params, timeout_ms=left, signal=signal)
+            if result.get("resultType") != "input_required":
+                return result
+            asked = result.get("inputRequests")
+            if not isinstance(asked, dict):
+                raise self._error("protocol", f"{method}: an input_required result without "
+                                              "inputRequests")
+            answers: Message = {}
+            for key, wanted in asked.items():
+                if not isinstance(wanted, dict) or not isinstance(wanted.get("method"), str):
+                    raise self._error("protocol", f"{method}: input request {key!r} names no "
+                                                  "method")
+                inner = wanted.get("params")
+                answers[key] = self.answer(wanted["method"],
+                                           inner if isinstance(inner, dict) else {})
+            params = {k: v for k, v in (params or {}).items()
+                      if k not in ("inputResponses", "requestState")}
+            params["inputResponses"] = answers
+            if "requestState" in result:
+                params["requestState"] = result["requestState"]
+            left = max(1, int((deadline - time.monotonic()) * 1000))
+        raise self._error("protocol", f"{method} still asked for input after {_MAX_ROUNDS} "
+                                      "rounds")
+
+    def _request_once(self, method: str, params: Optional[Message], *, timeout_ms: int,
+                      signal: Optional[AbortSignal]) -> Message:
         call = _Call(method)
         with self._lock:
             if self._failure is not None:
@@ -75,6 +117,9 @@ class RPCSession:
             request_id = self._next_id
             self._pending[request_id] = call
         message: Message = {"jsonrpc": "2.0", "id": request_id, "method": method}
+        if self.meta is not None:
+            params = dict(params or {})
+            params["_meta"] = {**self.meta, **(params.get("_meta") or {})}
         if params is not None:
             message["params"] = params
         failed: Optional[MCPError] = None
@@ -169,7 +214,7 @@ class RPCSession:
         method = message.get("method")
         if isinstance(method, str):
             if "id" in message:
-                self._answer(message["id"], method)
+                self._answer(message["id"], method, message.get("params"))
             else:
                 self._notification(method, message.get("params"))
         elif "id" in message and ("result" in message or "error" in message):
@@ -264,19 +309,58 @@ class RPCSession:
         else:
             self._resolve(request_id, result)
 
-    def _answer(self, request_id: Any, method: str) -> None:
-        # We offer no client capabilities (roots, sampling, elicitation): ping is all we do.
+    def _answer(self, request_id: Any, method: str, params: Any) -> None:
+        handler = self.handlers.get(method)
+        if method == "ping" or handler is None:
+            self._reply_to(request_id, method, None if method == "ping" else handler,
+                           params)
+            return
+        # A handler may wait on a person (elicitation): never on the reader's thread.
+        threading.Thread(target=self._reply_to, args=(request_id, method, handler, params),
+                         daemon=True, name="lattice-mcp-answer").start()
+
+    def _reply_to(self, request_id: Any, method: str,
+                  handler: Optional[Callable[[Message], Message]], params: Any) -> None:
         reply: Message = {"jsonrpc": "2.0", "id": request_id}
         if method == "ping":
             reply["result"] = {}
-        else:
+        elif handler is None:
             reply["error"] = {"code": -32601, "message": f"Method not found: {method}"}
+        else:
+            try:
+                reply["result"] = handler(params if isinstance(params, dict) else {})
+            except MCPError as exc:
+                reply["error"] = {"code": exc.code if exc.code is not None else -32603,
+                                  "message": str(exc)}
+            except Exception as exc:  # the application's callback failed: say so, go on
+                logger.warning("MCP server %r: answering %s failed: %s", self.server,
+                               method, exc)
+                reply["error"] = {"code": -32603, "message": f"the client failed to answer "
+                                                            f"{method}"}
         try:
             self._send(reply)
         except MCPError:
             pass  # the transport is gone; its failure is reported to the waiters
 
+    def answer(self, method: str, params: Message) -> Message:
+        """What we would answer the server's request ``method`` with, for a 2026-07-28
+        ``input_required`` result (raises ``MCPError`` when we cannot)."""
+        handler = self.handlers.get(method)
+        if method == "ping":
+            return {}
+        if handler is None:
+            raise self._error("protocol", f"the server asked for {method}, which this "
+                                          "client does not offer")
+        return handler(params)
+
     def _notification(self, method: str, params: Any) -> None:
+        listener = self.listeners.get(method)
+        if listener is not None and isinstance(params, dict):
+            try:
+                listener(params)
+            except Exception as exc:  # an application callback: log it, keep reading
+                logger.warning("MCP server %r: the %s callback failed: %s", self.server,
+                               method, exc)
         if method == "notifications/message" and isinstance(params, dict):
             level = _LEVELS.get(str(params.get("level")), logging.INFO)
             data = params.get("data")
@@ -284,5 +368,5 @@ class RPCSession:
             name = params.get("logger")
             logger.log(level, "MCP server %r%s: %s", self.server,
                        f" [{name}]" if isinstance(name, str) else "", text)
-        else:
+        elif listener is None:
             logger.debug("MCP server %r: notification %s", self.server, method)

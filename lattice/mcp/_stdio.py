@@ -18,8 +18,9 @@ import queue
 import signal as signals
 import subprocess
 import threading
-from typing import IO, Dict, List, Mapping, Optional, Sequence, Union
+from typing import IO, Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
+from ._client import ElicitationRequest, Progress
 from ._errors import MCPError
 from ._rpc import Message, RPCSession, logger
 from ._server import MCPServerBase, Transport
@@ -228,6 +229,10 @@ class MCPServerStdio(MCPServerBase):
         timeout_ms: Bound on ``start()`` (spawn and handshake) and on each request.
         tool_prefix: Put before each tool's name (e.g. ``"time_"``).
         allowed_tools: Only these tools (the server's own names); None: all.
+        protocol_version: None (default): the ``initialize`` handshake (a legacy server may
+            never answer anything else first); ``"2026-07-28"``: the modern wire.
+        on_elicitation, roots, on_progress, resources_as_tools: as for every server
+            (``MCPServerBase``).
     """
 
     max_message_bytes = 64 * 1024 * 1024  # one line from the server; more ends the session
@@ -235,7 +240,12 @@ class MCPServerStdio(MCPServerBase):
     def __init__(self, command: str, args: Sequence[str] = (), *,
                  env: Optional[Mapping[str, str]] = None, cwd: Optional[PathLike] = None,
                  name: Optional[str] = None, timeout_ms: int = 60000, tool_prefix: str = "",
-                 allowed_tools: Optional[Sequence[str]] = None) -> None:
+                 allowed_tools: Optional[Sequence[str]] = None,
+                 protocol_version: Optional[str] = None,
+                 on_elicitation: Optional[Callable[[ElicitationRequest], Any]] = None,
+                 roots: Optional[List[Dict[str, Any]]] = None,
+                 on_progress: Optional[Callable[[Progress], Any]] = None,
+                 resources_as_tools: bool = False) -> None:
         if not isinstance(command, str) or not command:
             raise ValueError(f"command must be a non-empty str, got {command!r}")
         if isinstance(args, str) or not all(isinstance(a, str) for a in args):
@@ -248,7 +258,9 @@ class MCPServerStdio(MCPServerBase):
         self.env = dict(env) if env is not None else None
         self.cwd = cwd
         super().__init__(name=name, timeout_ms=timeout_ms, tool_prefix=tool_prefix,
-                         allowed_tools=allowed_tools)
+                         allowed_tools=allowed_tools, protocol_version=protocol_version,
+                         on_elicitation=on_elicitation, roots=roots,
+                         on_progress=on_progress, resources_as_tools=resources_as_tools)
 
     def _default_name(self) -> str:
         return os.path.basename(self.command)

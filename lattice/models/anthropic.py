@@ -21,7 +21,7 @@ from .retry import RetryPolicy
 from .sse import parse_stream
 from .status import add_hint, error_from_response
 from .urls import endpoint
-from .wire import message_from_json, reply_from_message, request_body
+from .wire import count_body, dump_body, message_from_json, reply_from_message, request_body
 
 if TYPE_CHECKING:  # pragma: no cover
     import requests
@@ -81,6 +81,8 @@ class AnthropicClient(HTTPModelClient):
         timeout_ms: deadline of one ``create()`` (retries included) when the request has
             none; without either, connect 10 s and read 600 s per attempt.
         retry_policy: a ``RetryPolicy``; it replaces ``max_retries`` when given.
+        model: the model id this client always sends (a request's ``model`` is then
+            ignored), e.g. one client of a ``FallbackModelClient``; default: the request's.
         max_response_bytes: the most one response body, SSE line or SSE event may hold
             (decoded); beyond it the call fails with ``APIConnectionError`` and the
             response is closed. Default 32 MiB. A streamed reply's content (text,
@@ -104,6 +106,7 @@ class AnthropicClient(HTTPModelClient):
         timeout_ms: Optional[float] = None,
         retry_policy: Optional[RetryPolicy] = None,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        model: Optional[str] = None,
         stream_idle_timeout_ms: Optional[float] = DEFAULT_IDLE_TIMEOUT_MS,
     ) -> None:
         self._api_key = check_secret("api_key", api_key)
@@ -111,7 +114,7 @@ class AnthropicClient(HTTPModelClient):
         options = self._check_options(
             stream=stream, max_retries=max_retries, default_headers=default_headers,
             session=session, timeout_ms=timeout_ms, retry_policy=retry_policy,
-            max_response_bytes=max_response_bytes,
+            max_response_bytes=max_response_bytes, model=model,
             stream_idle_timeout_ms=stream_idle_timeout_ms)
         self.base_url = resolve_base_url(base_url, "ANTHROPIC_BASE_URL", DEFAULT_BASE_URL)
         self._make_transport(endpoint(self.base_url, "/v1/messages"),
@@ -119,6 +122,12 @@ class AnthropicClient(HTTPModelClient):
 
     def _body(self, request: ModelRequest) -> Tuple[bytes, bool]:
         return request_body(request, stream=self.stream, entries=self._entries)
+
+    def count_tokens(self, request: ModelRequest) -> int:
+        """The input tokens ``request`` would use: ``POST /v1/messages/count_tokens``
+        (free; the same model, system, messages and tools)."""
+        return self._count(request, dump_body(count_body(self._own_model(request))),
+                           endpoint(self.base_url, "/v1/messages/count_tokens"), "input_tokens")
 
     def _headers(self) -> Tuple[Dict[str, str], List[str]]:
         key, token = self._api_key, self._auth_token

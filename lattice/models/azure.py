@@ -192,6 +192,7 @@ class AzureOpenAIResponsesClient(_AzureAuth, OpenAIResponsesClient):
         retry_policy: Optional[RetryPolicy] = None,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         stream_idle_timeout_ms: Optional[float] = DEFAULT_IDLE_TIMEOUT_MS,
+        model: Optional[str] = None,
     ) -> None:
         self.api_version = None if api_version is None else _name("api_version", api_version)
         self._endpoint = _endpoint(endpoint)
@@ -199,7 +200,7 @@ class AzureOpenAIResponsesClient(_AzureAuth, OpenAIResponsesClient):
         super().__init__(stream=stream, store=store, max_retries=max_retries,
                          default_headers=default_headers, session=session,
                          timeout_ms=timeout_ms, retry_policy=retry_policy,
-                         token_provider=_provider(token_provider),
+                         token_provider=_provider(token_provider), model=model,
                          max_response_bytes=max_response_bytes,
                          stream_idle_timeout_ms=stream_idle_timeout_ms,
                          default_query=None if self.api_version is None
@@ -207,6 +208,11 @@ class AzureOpenAIResponsesClient(_AzureAuth, OpenAIResponsesClient):
 
     def _resolve_base_url(self, base_url: Optional[str]) -> str:
         return self._endpoint + ("/openai" if self.api_version else "/openai/v1")
+
+    def count_tokens(self, request: ModelRequest) -> int:
+        """Azure OpenAI has no ``/responses/input_tokens`` (it answers 404)."""
+        raise NotImplementedError("AzureOpenAIResponsesClient: Azure OpenAI has no token "
+                                  "counting endpoint (/responses/input_tokens is OpenAI's)")
 
     def _url(self) -> str:
         return self.base_url + "/responses"

@@ -11,8 +11,20 @@ arguments, the environment or the shared AWS files (``aws_config.py``).
 
 from __future__ import annotations
 
+import base64
+import json
 import re
-from typing import TYPE_CHECKING, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+from typing import (
+    TYPE_CHECKING,
+    Callable,
+    Dict,
+    Iterator,
+    List,
+    Mapping,
+    Optional,
+    Sequence,
+    Tuple,
+)
 from urllib.parse import quote
 
 from ..errors import APIStatusError, RequestTimeoutError
@@ -26,7 +38,7 @@ from .bedrock_wire import (
 )
 from .body import DEFAULT_MAX_RESPONSE_BYTES
 from .budget import DEFAULT_IDLE_TIMEOUT_MS
-from .client import HTTPModelClient
+from .client import HTTPModelClient, count_reader
 from .http import EventCallback
 from .options import check_secret, check_version, resolve_base_url, secrets_of
 from .retry import RetryPolicy
@@ -81,9 +93,9 @@ class AnthropicBedrockClient(HTTPModelClient):
         base_url: default ``ANTHROPIC_BEDROCK_BASE_URL``, else
             ``https://bedrock-runtime.{region}.amazonaws.com`` (a VPC endpoint or the mock).
         stream, max_retries, default_headers, session, timeout_ms, retry_policy,
-            max_response_bytes, stream_idle_timeout_ms: as ``AnthropicClient``. Every
-            retry is signed again. An ``anthropic-beta`` default header goes in the body
-            as ``anthropic_beta`` (where Bedrock reads betas).
+            max_response_bytes, stream_idle_timeout_ms, model: as ``AnthropicClient``.
+            Every retry is signed again. An ``anthropic-beta`` default header goes in the
+            body as ``anthropic_beta`` (where Bedrock reads betas).
         anthropic_version: the body's ``anthropic_version``: ``"bedrock-2023-05-31"``
             (the default) or a dated one (``"2023-06-01"``), as newer SDKs send.
 
@@ -111,6 +123,7 @@ class AnthropicBedrockClient(HTTPModelClient):
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         stream_idle_timeout_ms: Optional[float] = DEFAULT_IDLE_TIMEOUT_MS,
         anthropic_version: str = BEDROCK_VERSION,
+        model: Optional[str] = None,
     ) -> None:
         self.anthropic_version = check_version(anthropic_version)
         self._credentials = _given_credentials(access_key_id, secret_access_key,
@@ -119,7 +132,7 @@ class AnthropicBedrockClient(HTTPModelClient):
         options = self._check_options(
             stream=stream, max_retries=max_retries, default_headers=default_headers,
             session=session, timeout_ms=timeout_ms, retry_policy=retry_policy,
-            max_response_bytes=max_response_bytes,
+            max_response_bytes=max_response_bytes, model=model,
             stream_idle_timeout_ms=stream_idle_timeout_ms)
         if region is not None and (not isinstance(region, str) or not region.strip()):
             raise ValueError(f"region must be a non-empty str or None, got {region!r}")
@@ -145,10 +158,30 @@ class AnthropicBedrockClient(HTTPModelClient):
     def create(self, request: ModelRequest) -> ReplyDict:
         """Send one request; return the assistant dict (nothing partial)."""
         request.signal.throw_if_aborted()
-        credentials = resolve_credentials(self._credentials, self._profile)
+        request = self._own_model(request)
         body, streaming = self._body(request)
-        url = (f"{self.base_url}/model/{quote(str(request.model), safe='')}/"
-               f"{'invoke-with-response-stream' if streaming else 'invoke'}")
+        return self._signed_send(request, body, streaming, "invoke-with-response-stream"
+                                 if streaming else "invoke")
+
+    def count_tokens(self, request: ModelRequest) -> int:
+        """The input tokens ``request`` would use: Bedrock's ``CountTokens`` (free) with
+        the InvokeModel body. Bedrock counts for foundation-model ids, not inference
+        profiles (a ``ValidationException`` says so)."""
+        request.signal.throw_if_aborted()
+        request = self._own_model(request)
+        invoke, _ = self._body(request)
+        body = json.dumps({"input": {"invokeModel": {
+            "body": base64.b64encode(invoke).decode("ascii")}}}).encode("utf-8")
+        reply = self._signed_send(request, body, False, "count-tokens",
+                                  read_json=count_reader("inputTokens"))
+        return int(reply["inputTokens"])
+
+    def _signed_send(self, request: ModelRequest, body: bytes, streaming: bool,
+                     operation: str, *, read_json: Optional[Callable[[bytes], ReplyDict]] = None
+                     ) -> ReplyDict:
+        """POST ``body`` to ``/model/{model}/{operation}``, each attempt signed afresh."""
+        credentials = resolve_credentials(self._credentials, self._profile)
+        url = f"{self.base_url}/model/{quote(str(request.model), safe='')}/{operation}"
         headers, secrets = self._headers()
         if streaming:
             headers.update({"accept": EVENT_STREAM, "x-amzn-bedrock-accept": "application/json"})
@@ -165,7 +198,7 @@ class AnthropicBedrockClient(HTTPModelClient):
 
         try:
             return self._transport.send(request, body, headers, secrets, streaming, url=url,
-                                        sign=sign)
+                                        sign=sign, read_json=read_json)
         except ModelTimeoutError as exc:
             raise RequestTimeoutError(f"Bedrock model timed out: {exc.message}") from exc
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import logging
 import threading
 from typing import (
@@ -25,7 +26,7 @@ from typing import (
 )
 
 from .._version import __version__
-from ..errors import AuthenticationError, RequestTimeoutError
+from ..errors import APIConnectionError, AuthenticationError, RequestTimeoutError
 from .base import ModelRequest, ReplyDict
 from .body import DEFAULT_MAX_RESPONSE_BYTES
 from .budget import DEFAULT_IDLE_TIMEOUT_MS
@@ -41,7 +42,8 @@ if TYPE_CHECKING:  # pragma: no cover
 else:  # annotations only (get_type_hints): requests is imported when a request is made
     from .annotations import requests
 
-__all__ = ["HTTPModelClient", "TransportOptions", "check_max_bytes", "DEFAULT_MAX_RESPONSE_BYTES"]
+__all__ = ["HTTPModelClient", "TransportOptions", "check_max_bytes", "count_reader",
+           "DEFAULT_MAX_RESPONSE_BYTES"]
 
 C = TypeVar("C", bound="HTTPModelClient")
 _log = logging.getLogger("lattice")
@@ -68,13 +70,14 @@ class HTTPModelClient:
 
     base_url: str
     stream: bool
+    model: Optional[str] = None  # the model this client always sends (None: the request's)
     _transport: Transport
     _default_headers: Dict[str, str]
 
     def _check_options(
         self, *, stream: Any, max_retries: Any, default_headers: Optional[Mapping[str, str]],
         session: Any, timeout_ms: Any, retry_policy: Any,
-        max_response_bytes: Any = DEFAULT_MAX_RESPONSE_BYTES,
+        max_response_bytes: Any = DEFAULT_MAX_RESPONSE_BYTES, model: Any = None,
         stream_idle_timeout_ms: Any = DEFAULT_IDLE_TIMEOUT_MS,
     ) -> TransportOptions:
         """Check the options every client takes (ValueError naming the first bad one),
@@ -84,6 +87,9 @@ class HTTPModelClient:
                              session=session, retry_policy=retry_policy,
                              stream_idle_timeout_ms=stream_idle_timeout_ms)
         limit = check_max_bytes(max_response_bytes)
+        if model is not None and (not isinstance(model, str) or not model.strip()):
+            raise ValueError(f"model must be a non-empty str or None, got {model!r}")
+        self.model = model.strip() if model is not None else None
         self._default_headers = clean_headers(default_headers)
         require_requests(type(self).__name__)  # at construction, not at the first prompt
         self.stream = stream
@@ -136,11 +142,21 @@ class HTTPModelClient:
     def create(self, request: ModelRequest) -> ReplyDict:
         """Send one request; return the assistant dict (nothing partial)."""
         request.signal.throw_if_aborted()
+        request = self._own_model(request)
         body, streaming = self._body(request)
         return self._send(request, body, streaming)
 
+    def _own_model(self, request: ModelRequest) -> ModelRequest:
+        """``request`` with this client's ``model`` when it was built with one (SPEC 25a:
+        a client of a ``FallbackModelClient`` sends its own model id)."""
+        model = self.model
+        if model is None or request.model == model:
+            return request
+        return dataclasses.replace(request, model=model)
+
     def _send(self, request: ModelRequest, body: bytes, streaming: bool, *,
-              url: Optional[str] = None) -> ReplyDict:
+              url: Optional[str] = None,
+              read_json: Optional[Callable[[bytes], ReplyDict]] = None) -> ReplyDict:
         """POST ``body`` with this client's headers. A 401 to a token a provider gave is
         answered by asking for headers again (``_headers_after_401``: the provider asked
         once more) and sending once more, within what is left of the request's deadline;
@@ -151,7 +167,8 @@ class HTTPModelClient:
         with _bounded_by(deadline, request):
             headers, secrets = self._headers()
         try:
-            return self._transport.send(request, body, headers, secrets, streaming, url=url)
+            return self._transport.send(request, body, headers, secrets, streaming, url=url,
+                                        read_json=read_json)
         except AuthenticationError as exc:
             if exc.status_code != 401:
                 raise
@@ -166,7 +183,22 @@ class HTTPModelClient:
             if left <= 0:
                 raise RequestTimeoutError(f"model request timed out after {limit} ms")
             request = dataclasses.replace(request, timeout_ms=max(1, int(left)))
-        return self._transport.send(request, body, *fresh, streaming, url=url)
+        return self._transport.send(request, body, *fresh, streaming, url=url,
+                                    read_json=read_json)
+
+    def count_tokens(self, request: ModelRequest) -> int:
+        """The input tokens ``request`` would use, counted by the provider's endpoint
+        (SPEC 25); a client whose service has none raises ``NotImplementedError``. No
+        tokenizer is ever downloaded."""
+        raise NotImplementedError(f"{type(self).__name__}: the service has no token "
+                                  "counting endpoint lattice can call")
+
+    def _count(self, request: ModelRequest, body: bytes, url: str, field: str) -> int:
+        """POST ``body`` to a counting endpoint (retries, deadline, abort and secrets as
+        for ``create``) and read the int in the reply's ``field``."""
+        request.signal.throw_if_aborted()
+        reply = self._send(request, body, False, url=url, read_json=count_reader(field))
+        return int(reply[field])
 
     def _headers(self) -> Tuple[Dict[str, str], List[str]]:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -236,6 +268,22 @@ class HTTPModelClient:
                 f"max_retries={self.retry_policy.max_retries}, timeout_ms={self.timeout_ms!r})")
 
 
+def count_reader(field: str) -> Callable[[bytes], ReplyDict]:
+    """Reads a counting endpoint's 2xx body: ``{field: <int>}`` (``APIConnectionError``
+    for anything else)."""
+
+    def read(content: bytes) -> ReplyDict:
+        try:
+            data = json.loads(content)
+        except ValueError:
+            data = None
+        count = data.get(field) if isinstance(data, dict) else None
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise APIConnectionError(f"malformed token count response (no int {field!r}): "
+                                     f"{content[:200]!r}")
+        return {field: count}
+
+    return read
 @contextlib.contextmanager
 def _bounded_by(deadline: Optional[float], request: ModelRequest) -> Iterator[None]:
     before = getattr(_asking, "limits", None)

@@ -37,6 +37,7 @@ import threading
 from typing import (
     TYPE_CHECKING,
     Any,
+    Callable,
     Dict,
     List,
     Mapping,
@@ -129,11 +130,13 @@ class Transport:
 
     def send(self, request: ModelRequest, body: bytes, headers: Dict[str, str],
              secrets: List[str], streaming: bool, *, url: Optional[str] = None,
-             sign: Optional[Signer] = None) -> ReplyDict:
+             sign: Optional[Signer] = None,
+             read_json: Optional[Callable[[bytes], ReplyDict]] = None) -> ReplyDict:
         """POST ``body``; return the codec's reply (nothing partial), retrying as allowed.
 
         ``url`` replaces the transport's URL for this call (Bedrock: the model is in the
-        path); ``sign`` makes each attempt's headers."""
+        path); ``sign`` makes each attempt's headers; ``read_json`` replaces the codec's
+        reading of a 2xx JSON body (another endpoint of the API: count_tokens)."""
         signal = request.signal
         signal.throw_if_aborted()
         target = url or self.url
@@ -160,7 +163,8 @@ class Transport:
                                               kind="request")
                 try:
                     attempt = headers if sign is None else sign(target, body, headers)
-                    return self._attempt(call, target, shown, body, attempt, streaming)
+                    return self._attempt(call, target, shown, body, attempt, streaming,
+                                         read_json)
                 except _Retry as failure:
                     error, cause = failure.error, failure.__cause__
                     status = error.status_code if isinstance(error, APIStatusError) else None
@@ -208,7 +212,8 @@ class Transport:
             raise failure from exc
 
     def _attempt(self, call: HeldCall, url: str, shown: str, body: bytes,
-                 headers: Dict[str, str], streaming: bool) -> ReplyDict:
+                 headers: Dict[str, str], streaming: bool,
+                 read_json: Optional[Callable[[bytes], ReplyDict]] = None) -> ReplyDict:
         clock, deadline, codec = self.retry_policy.clock, call.deadline, self.codec
         limit = self.max_response_bytes
         response = self._post(call, url, shown, body, headers)
@@ -233,7 +238,7 @@ class Transport:
                                           on_event, budget)
                 finish_stream(response, chunks, transport_errors(), clock)
                 return reply
-            return codec.read_json(read_body(response, limit, deadline, clock))
+            return (read_json or codec.read_json)(read_body(response, limit, deadline, clock))
         except transport_errors() as exc:
             idle_ms = self.stream_idle_timeout_ms
             if (streaming and idle_ms is not None and call.cause is None

@@ -123,6 +123,8 @@ class OpenAIChatClient(HTTPModelClient):
             ``"max_completion_tokens"`` (default) or ``"max_tokens"`` for servers that
             only know that one.
         retry_policy: a ``RetryPolicy``; it replaces ``max_retries`` when given.
+        model: the model id this client always sends (a request's ``model`` is then
+            ignored), e.g. one client of a ``FallbackModelClient``; default: the request's.
         max_response_bytes: the most one response body, SSE line or SSE event may hold
             (decoded); beyond it the call fails with ``APIConnectionError`` and the
             response is closed. Default 32 MiB. A streamed reply's content (text,
@@ -147,12 +149,13 @@ class OpenAIChatClient(HTTPModelClient):
         retry_policy: Optional[RetryPolicy] = None,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         stream_idle_timeout_ms: Optional[float] = DEFAULT_IDLE_TIMEOUT_MS,
+        model: Optional[str] = None,
     ) -> None:
         self._api_key = check_secret("api_key", api_key)
         options = self._check_options(
             stream=stream, max_retries=max_retries, default_headers=default_headers,
             session=session, timeout_ms=timeout_ms, retry_policy=retry_policy,
-            max_response_bytes=max_response_bytes,
+            max_response_bytes=max_response_bytes, model=model,
             stream_idle_timeout_ms=stream_idle_timeout_ms)
         query = _check_query(default_query)
         if max_tokens_field not in _TOKEN_FIELDS:

@@ -7,6 +7,7 @@ exactly as for the other clients (retries, deadlines, abort, secrets).
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Tuple
 from urllib.parse import urlsplit
 
@@ -15,6 +16,7 @@ from .body import DEFAULT_MAX_RESPONSE_BYTES
 from .budget import DEFAULT_IDLE_TIMEOUT_MS
 from .chat_wire import Translations
 from .client import HTTPModelClient
+from .entries import dump
 from .openai import DEFAULT_OPENAI_BASE_URL, OpenAICodec, _check_query
 from .options import check_secret, resolve_base_url, secret_from_env, secrets_of
 from .responses_stream import parse_responses_stream
@@ -31,6 +33,12 @@ else:  # annotations only (get_type_hints): requests is imported when a request 
 __all__ = ["OpenAIResponsesClient", "ResponsesCodec", "responses_url", "bearer_token"]
 
 TokenProvider = Callable[[], str]
+
+# What /responses/input_tokens takes of a Responses body (no max_output_tokens, store,
+# include, stream or sampling options).
+_COUNT_KEYS = frozenset(("model", "input", "instructions", "tools", "text", "reasoning",
+                         "tool_choice", "parallel_tool_calls", "previous_response_id",
+                         "conversation", "truncation"))
 
 
 class ResponsesCodec(OpenAICodec):
@@ -83,6 +91,8 @@ class OpenAIResponsesClient(HTTPModelClient):
         timeout_ms: deadline of one ``create()`` (retries included) when the request has
             none; without either, connect 10 s and read 600 s per attempt.
         retry_policy: a ``RetryPolicy``; it replaces ``max_retries`` when given.
+        model: the model id this client always sends (a request's ``model`` is then
+            ignored), e.g. one client of a ``FallbackModelClient``; default: the request's.
         token_provider: a callable returning a bearer token, called for every request
             (Microsoft Entra ID on Azure; the provider caches; after a 401 it is called
             once more and the request sent once more); ``api_key`` wins over it.
@@ -107,12 +117,13 @@ class OpenAIResponsesClient(HTTPModelClient):
         token_provider: Optional[TokenProvider] = None,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         stream_idle_timeout_ms: Optional[float] = DEFAULT_IDLE_TIMEOUT_MS,
+        model: Optional[str] = None,
     ) -> None:
         self._api_key = check_secret("api_key", api_key)
         options = self._check_options(
             stream=stream, max_retries=max_retries, default_headers=default_headers,
             session=session, timeout_ms=timeout_ms, retry_policy=retry_policy,
-            max_response_bytes=max_response_bytes,
+            max_response_bytes=max_response_bytes, model=model,
             stream_idle_timeout_ms=stream_idle_timeout_ms)
         if not isinstance(store, bool):
             raise ValueError(f"store must be True or False, got {store!r}")
@@ -125,6 +136,7 @@ class OpenAIResponsesClient(HTTPModelClient):
         self.store = store
         url = self._url()
         self._query_secrets = secrets_of(dict(query))
+        self._count_url = endpoint(url, "/input_tokens", query)
         self._cache = Translations()  # what earlier requests translated
         self._make_transport(endpoint(url, "", query), ResponsesCodec(url, self._hint()),
                              options)
@@ -141,6 +153,14 @@ class OpenAIResponsesClient(HTTPModelClient):
     def _body(self, request: ModelRequest) -> Tuple[bytes, bool]:
         return responses_body(request, stream=self.stream, store=self.store,
                               cache=self._cache, entries=self._entries)
+
+    def count_tokens(self, request: ModelRequest) -> int:
+        """The input tokens ``request`` would use: ``POST /v1/responses/input_tokens``
+        (the same model, input, instructions and tools)."""
+        data, _ = responses_body(self._own_model(request), stream=False, store=True,
+                                 cache=self._cache)
+        body = {k: v for k, v in json.loads(data).items() if k in _COUNT_KEYS}
+        return self._count(request, dump(body), self._count_url, "input_tokens")
 
     def _credentials(self) -> Tuple[Dict[str, str], List[str]]:
         """The auth header: our key, else the token provider's token, else the env key

@@ -25,7 +25,7 @@ from .client import HTTPModelClient
 from .options import check_secret, check_version, resolve_base_url, secrets_of
 from .retry import RetryPolicy
 from .status import error_from_response
-from .wire import dump_body, request_dict
+from .wire import count_body, dump_body, request_dict
 
 if TYPE_CHECKING:  # pragma: no cover
     import requests
@@ -142,7 +142,7 @@ class AnthropicVertexClient(VertexCredentials, HTTPModelClient):
             ``https://{region}-aiplatform.googleapis.com`` (``https://aiplatform.googleapis.com``
             for ``global``); with or without ``/v1``.
         stream, max_retries, default_headers, session, timeout_ms, retry_policy,
-            max_response_bytes, stream_idle_timeout_ms: as ``AnthropicClient``.
+            max_response_bytes, stream_idle_timeout_ms, model: as ``AnthropicClient``.
         anthropic_version: the body's ``anthropic_version``: ``"vertex-2023-10-16"`` (the
             default) or a dated one (``"2023-06-01"``), as newer SDKs send.
 
@@ -169,6 +169,7 @@ class AnthropicVertexClient(VertexCredentials, HTTPModelClient):
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         stream_idle_timeout_ms: Optional[float] = DEFAULT_IDLE_TIMEOUT_MS,
         anthropic_version: str = VERTEX_VERSION,
+        model: Optional[str] = None,
     ) -> None:
         self.anthropic_version = check_version(anthropic_version)
         self._init_credentials(access_token, token_provider)
@@ -177,7 +178,7 @@ class AnthropicVertexClient(VertexCredentials, HTTPModelClient):
         options = self._check_options(
             stream=stream, max_retries=max_retries, default_headers=default_headers,
             session=session, timeout_ms=timeout_ms, retry_policy=retry_policy,
-            max_response_bytes=max_response_bytes,
+            max_response_bytes=max_response_bytes, model=model,
             stream_idle_timeout_ms=stream_idle_timeout_ms)
         host = ("https://aiplatform.googleapis.com" if self.region == "global"
                 else f"https://{self.region}-aiplatform.googleapis.com")
@@ -188,11 +189,21 @@ class AnthropicVertexClient(VertexCredentials, HTTPModelClient):
     def create(self, request: ModelRequest) -> ReplyDict:
         """Send one request; return the assistant dict (nothing partial)."""
         request.signal.throw_if_aborted()
+        request = self._own_model(request)
         body, streaming = self._body(request)
         url = (f"{self.base_url}/v1/projects/{self.project_id}/locations/{self.region}/"
                f"publishers/anthropic/models/{request.model}:"
                f"{'streamRawPredict' if streaming else 'rawPredict'}")
         return self._send(request, body, streaming, url=url)
+
+    def count_tokens(self, request: ModelRequest) -> int:
+        """The input tokens ``request`` would use: Vertex's ``count-tokens:rawPredict``
+        for Claude (free; the model named in the body)."""
+        body = count_body(self._own_model(request))
+        body.setdefault("anthropic_version", self.anthropic_version)
+        url = (f"{self.base_url}/v1/projects/{self.project_id}/locations/{self.region}/"
+               "publishers/anthropic/models/count-tokens:rawPredict")
+        return self._count(request, dump_body(body), url, "input_tokens")
 
     def _body(self, request: ModelRequest) -> Tuple[bytes, bool]:
         body = request_dict(request, stream=self.stream)

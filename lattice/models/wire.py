@@ -35,6 +35,8 @@ __all__ = [
     "request_body",
     "without_provider_keys",
     "request_dict",
+    "count_body",
+    "COUNT_KEYS",
     "dump_body",
     "reply_from_message",
     "message_from_json",
@@ -94,6 +96,19 @@ def request_dict(request: ModelRequest, *, stream: bool) -> Dict[str, Any]:
         body["stream"] = True
     body.update(request.extra)
     return body
+
+
+# What the Messages API's count_tokens takes of a request body (max_tokens, stream and
+# sampling options are refused there).
+COUNT_KEYS = frozenset(("model", "messages", "system", "tools", "tool_choice", "thinking",
+                        "mcp_servers", "output_config", "context_management",
+                        "anthropic_version", "anthropic_beta"))
+
+
+def count_body(request: ModelRequest) -> Dict[str, Any]:
+    """The count_tokens body for ``request``: its Messages body without what the counting
+    endpoint refuses."""
+    return {k: v for k, v in request_dict(request, stream=False).items() if k in COUNT_KEYS}
 
 
 def without_provider_keys(messages: List[Dict[str, Any]]) -> List[Dict[str, Any]]:

@@ -97,6 +97,13 @@ class Observer:
                   error: Optional[BaseException]) -> None:
         return None
 
+    def agent_start(self, model: Optional[str], prompt: Any, *, name: Optional[str] = None,
+                    parent: Any = None) -> Any:
+        """A query starts, of the Agent named ``name`` (its ``name`` option); ``parent`` is
+        the token of the tool call that runs it when it is a subagent's (SPEC 22), else
+        None. Its token goes to ``query_end``. The default is ``query_start``."""
+        return self.query_start(model, prompt)
+
     def model_start(self, query: Any, request: ModelRequest) -> Any:
         """``query`` is the token from ``query_start``."""
         return None
@@ -146,6 +153,20 @@ class ObserverGroup(Observer):
                   error: Optional[BaseException]) -> None:
         self._each("query_end", token, result, error)
 
+    def agent_start(self, model: Optional[str], prompt: Any, *, name: Optional[str] = None,
+                    parent: Any = None) -> Any:
+        # ``parent`` is this group's token of the parent's tool call: one per observer.
+        mine = isinstance(parent, list) and len(parent) == len(self.observers)
+        out: List[Any] = []
+        for index, observer in enumerate(self.observers):
+            try:
+                out.append(observer.agent_start(model, prompt, name=name,
+                                                parent=parent[index] if mine else None))
+            except Exception:
+                log.warning("observer %r failed in agent_start", observer, exc_info=True)
+                out.append(None)
+        return out
+
     def model_start(self, query: Any, request: ModelRequest) -> Any:
         return self._each("model_start", query, request)
 
@@ -166,6 +187,10 @@ class ObserverGroup(Observer):
         """Run one tool call (``run()``: its result block and end_turn) between
         ``tool_start`` and ``tool_end``."""
         token = self.tool_start(query, call)
+        try:
+            call.trace = token  # type: ignore[attr-defined] # a subagent's query nests in it
+        except AttributeError:  # a call-like object without the slot
+            pass
         try:
             done = run()
         except BaseException as exc:

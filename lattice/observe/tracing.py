@@ -135,16 +135,21 @@ class OtelObserver(Observer):
 
     # -- the query -------------------------------------------------------------------
     def query_start(self, model: Optional[str], prompt: Any) -> Any:
+        return self.agent_start(model, prompt)
+
+    def agent_start(self, model: Optional[str], prompt: Any, *, name: Optional[str] = None,
+                    parent: Any = None) -> Any:
+        # ``parent``: a subagent's query nests under the parent's ``execute_tool`` span.
         details = query_details() or QueryDetails()
+        name = name or details.agent_name
         shared = _clean({"gen_ai.conversation.id": details.conversation_id,
                          "server.address": details.server_address,
-                         "server.port": details.server_port})
-        name = details.agent_name
-        opened = self._start(f"invoke_agent {name}" if name else "invoke_agent", None,
+                         "server.port": details.server_port,
+                         "gen_ai.agent.name": name})  # the query's spans say whose they are
+        opened = self._start(f"invoke_agent {name}" if name else "invoke_agent", parent,
                              self._kinds.INTERNAL, {
             "gen_ai.operation.name": "invoke_agent", "gen_ai.provider.name": self.provider_name,
-            "gen_ai.request.model": model, "gen_ai.agent.name": name,
-            "gen_ai.agent.id": details.agent_id, **shared})
+            "gen_ai.request.model": model, "gen_ai.agent.id": details.agent_id, **shared})
         opened.shared = shared
         if prompt is not None:  # None: a resumed query (approvals), no new prompt
             self._content(opened.span, "gen_ai.input.messages",

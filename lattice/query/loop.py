@@ -23,13 +23,15 @@ from typing import Any, Dict, Generator, List, Optional
 
 from ..compaction.compactor import Compactor
 from ..conversation.store_link import StoreLink
+from ..cost import cost_usd, warn_unchecked
 from ..durable.journal import NO_JOURNAL, Journal
 from ..errors import BudgetExceededError, MaxTurnsExceededError, PromptTooLongError
 from ..messages import AssistantMessage, UserMessage, text_of, tool_uses_of
 from ..observe.observer import ObserverGroup
 from ..tools import approval
-from ..tools.calls import Hooks, execute_batch, not_run, resolve_calls
+from ..tools.calls import Hooks, Outcome, execute_batch, not_run, resolve_calls
 from ..tools.definition import ToolCall
+from ..tools.delegation import mark_paused
 from ..usage import Usage
 from .endings import Ending
 from .model_call import ModelCaller
@@ -60,7 +62,7 @@ class Loop:
                  agent: Any = None, observers: Optional[ObserverGroup] = None,
                  query_token: Any = None, resume: Optional[Dict[str, Any]] = None,
                  journal: Journal = NO_JOURNAL, turns: int = 0,
-                 usage: Optional[Usage] = None) -> None:
+                 usage: Optional[Usage] = None, parentage: Any = None) -> None:
         self.race = race
         self.settings = settings
         self.link = link  # writes: the store first, then the history
@@ -84,6 +86,17 @@ class Loop:
         self.uses: List[Dict[str, Any]] = []  # its tool_use blocks
         self.calls: List[ToolCall] = []  # its batch
         self.waiting: List[ToolCall] = []  # the calls of it that wait for approval
+        # Subagents (SPEC 22; subagents.py): what this query got from the call running it
+        # (None for a top query), the children of this batch that paused for approval, the
+        # decisions for paused children resumed by approvals, whether a child ran.
+        self.parentage = parentage
+        self.paused: Dict[str, List[ToolCall]] = {}
+        self.child_decisions: Dict[str, Dict[str, Any]] = {}
+        self.delegated = False
+        if parentage is not None and parentage.caller is not None:
+            self.model.up = parentage.caller.add_child
+        if journal is not NO_JOURNAL:  # a durable run keeps its children's usage (totals)
+            self.model.children = Usage()
 
     def __call__(self) -> None:
         self.race.worker_enter()
@@ -148,19 +161,38 @@ class Loop:
                 return ending
 
     def limit(self) -> Optional[Ending]:
-        """``max_turns`` and ``max_budget_tokens``, checked before each model request."""
+        """``max_turns``, ``max_budget_tokens`` and ``max_cost_usd``, checked before each
+        model request."""
         s = self.settings
         if self.turns >= s.max_turns:
             return Ending("error_max_turns", error=MaxTurnsExceededError(
                 f"reached max_turns={s.max_turns} model requests"))
-        if s.max_budget_tokens is None:
-            return None
-        usage = self.model.usage
-        spent = usage.prompt_tokens + usage.output_tokens
-        if spent >= s.max_budget_tokens:
-            return Ending("error_max_budget", error=BudgetExceededError(
-                f"used {spent} tokens, max_budget_tokens={s.max_budget_tokens}"))
+        budgets = [(s.max_budget_tokens, self.model)] if s.max_budget_tokens is not None \
+            else []
+        if self.parentage is not None:  # a subagent: the budgets of the queries above too
+            budgets += self.parentage.budgets
+        for limit, caller in budgets:
+            usage = caller.usage
+            spent = usage.prompt_tokens + usage.output_tokens
+            if spent >= limit:
+                return Ending("error_max_budget", error=BudgetExceededError(
+                    f"used {spent} tokens, max_budget_tokens={limit}"))
+        if s.max_cost_usd is not None:  # like the token budget, in dollars (cost.py)
+            usage = self.model.usage
+            dollars = cost_usd(usage, s.prices, s.model)
+            if dollars is None:  # a model without a price: not guessed, but said
+                warn_unchecked(usage, s.max_cost_usd, s.prices, s.model)
+            elif dollars >= s.max_cost_usd:
+                return Ending("error_max_budget", error=BudgetExceededError(
+                    f"spent ${dollars:.6f}, max_cost_usd={s.max_cost_usd}"))
         return None
+
+    def budgets_below(self) -> List[Any]:
+        """The budgets a subagent of this query works within: this query's and those
+        above it, with the usage counters they are checked against."""
+        s = self.settings
+        mine = [(s.max_budget_tokens, self.model)] if s.max_budget_tokens is not None else []
+        return mine + (self.parentage.budgets if self.parentage is not None else [])
 
     @property
     def usage(self) -> Usage:
@@ -228,7 +260,7 @@ class Loop:
             self.asks = SUBMIT
         else:
             self.calls = resolve_calls(uses, self.settings.tools, self.race.controller.signal,
-                                       self.agent)
+                                       self.agent, self)
             self.waiting = self.gate.waiting(self.calls)
             self.asks = WAIT if self.waiting else TOOLS
             if self.waiting:
@@ -263,11 +295,33 @@ class Loop:
         if done is None:  # aborted mid-batch: the consumer answers every call of it
             race.abort_from_user()
             raise Stopped
-        self.write({"role": "user", "content": [block for block, _ in done]}, UserMessage)
+        message: Dict[str, Any] = {"role": "user", "content": [block for block, _ in done]}
+        if self.delegated:  # subagents ran (SPEC 22): a child waits, or its usage is kept
+            self.delegated = False
+            if self.paused:
+                return self.pause_for_children(done)
+            if self.journal is not NO_JOURNAL:
+                message["subagent_usage"] = self.model.take_children().to_dict(by_model=True)
+        self.write(message, UserMessage)
         for block, end_turn in done:
             if end_turn:
                 return self.output.tool_ended(text_of(block["content"]))
         return None
+
+    def pause_for_children(self, done: List[Outcome]) -> Ending:
+        """Subagents of this batch wait for approval (SPEC 22): the reply, marked waiting
+        for them (``delegation.mark_paused``), takes its place at the end of the history,
+        and the query ends ``awaiting_approval`` with their calls."""
+        paused, self.paused = self.paused, {}
+        assert self.last_reply is not None
+        marked, pending = mark_paused(self.last_reply, done, paused,
+                                      self.model.take_children())
+        link = self.link
+        messages = self.history.messages[:-1] + [marked]
+        save = partial(link.save, "replace", messages) if link.store is not None else None
+        self.race.commit(save, partial(link.keep_all, messages), late=self.diverged)
+        self.last_reply = marked
+        return Ending("awaiting_approval", pending=pending)
 
     def resume_batch(self) -> Optional[Ending]:
         """Run the batch that waited for approval, then the prompt given with it."""
@@ -279,7 +333,8 @@ class Loop:
         if self.resume.get("final"):  # a resumed run whose final reply was stored: no request
             return self.decide(self.output.final(reply))
         calls = resolve_calls(tool_uses_of(reply["content"]), self.settings.tools,
-                              self.race.controller.signal, self.agent)
+                              self.race.controller.signal, self.agent, self)
+        self.child_decisions = dict(self.resume.get("children") or {})
         ending = self.batch(calls, approval.refusals(calls, self.resume["decisions"]))
         if ending is None and prompt is not None:
             self.write({"role": "user", "content": prompt})

@@ -15,7 +15,8 @@ history (a fresh list over the history's shared message dicts; cache breakpoints
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Dict, List, Optional
+import threading
+from typing import Any, Callable, Dict, List, Optional
 
 from ..conversation.history import History
 from ..errors import AbortError, RequestTimeoutError
@@ -33,6 +34,19 @@ NO_USAGE = Usage()  # never changed: Usage sums are new values
 __all__ = ["ModelCaller", "private_copy"]
 
 
+def billed_usage(entries: Any) -> Usage:
+    """A reply's ``billed_usage`` (``[{"model": ..., "usage": {...}}]``: what replies the
+    client discarded used, e.g. those a ``FallbackModelClient``'s ``on_reply`` rejected),
+    summed by model; anything malformed counts as nothing."""
+    total = Usage()
+    for entry in entries if isinstance(entries, list) else ():
+        if isinstance(entry, dict) and isinstance(entry.get("usage"), dict):
+            model = entry.get("model")
+            total += Usage.from_dict(entry["usage"]).of_model(
+                model if isinstance(model, str) else None)
+    return total
+
+
 def private_copy(request: ModelRequest) -> ModelRequest:
     """``request`` with its own messages, system, tools, extra and output format, down to
     the content blocks: what a hook does to it reaches neither the history nor the Agent."""
@@ -47,7 +61,7 @@ class ModelCaller:
     replies)."""
 
     __slots__ = ("race", "settings", "history", "observers", "query_token", "fixed_marks",
-                 "usage", "last_usage")
+                 "usage", "last_usage", "up", "children", "lock")
 
     def __init__(self, race: QueryRace, settings: QuerySettings, history: History,
                  observers: Optional[ObserverGroup], query_token: Any,
@@ -61,6 +75,12 @@ class ModelCaller:
         # run starts from what its earlier replies used
         self.usage = usage if usage is not None else Usage()
         self.last_usage = NO_USAGE  # of the last reply (read only after a call)
+        # A subagent's query: its parent's ``add_child`` (SPEC 22: usage flows up as spent).
+        self.up: Optional[Callable[[Usage], None]] = None
+        # What subagents spent in the current batch (``add_child``), kept with its results
+        # for a durable run's totals (None: not kept, a query without a journal).
+        self.children: Optional[Usage] = None
+        self.lock = threading.Lock()  # parallel subagents add from their threads
         system, tools = settings.system, settings.tool_definitions
         self.fixed_marks = (len(tools) - [t.get("cache_control") for t in tools].count(None)
                             + (count_marks(system) if type(system) is list else 0))
@@ -106,7 +126,8 @@ class ModelCaller:
                 request = hook(mine) or mine
             if observers:
                 token, watched = observers.model_start(self.query_token, request), True
-            reply = normalize_reply(self.settings.client.create(request))
+            raw = self.settings.client.create(request)
+            reply = normalize_reply(raw)
         except BaseException as exc:
             if watched:
                 observers.model_end(token, None, exc)  # type: ignore[union-attr]
@@ -115,9 +136,34 @@ class ModelCaller:
         if watched:
             observers.model_end(token, reply, None)  # type: ignore[union-attr]
         race.finish_model()
-        usage = self.last_usage = Usage.from_dict(reply.get("usage"))
+        usage = self.last_usage = Usage.from_dict(reply.get("usage")).of_model(
+            reply.get("model") or request.model)  # Usage.by_model: the model that answered
+        billed = raw.get("billed_usage") if type(raw) is dict else None
+        if billed:  # replies the client discarded (a fallback's rejected ones): billed too
+            usage = usage + billed_usage(billed)
         self.usage += usage
+        if self.up is not None:
+            self.up(usage)
         return reply
+
+    def add_child(self, usage: Usage) -> None:
+        """Usage a subagent spent (each of its requests as it comes, or what a resumed or
+        replayed child run had spent before): the query's, and its parent's in turn, so
+        every budget above sees it at once."""
+        with self.lock:
+            self.usage += usage
+            if self.children is not None:
+                self.children += usage
+        if self.up is not None:
+            self.up(usage)
+
+    def take_children(self) -> Usage:
+        """What subagents spent since the last call (kept with the batch's results)."""
+        with self.lock:
+            if self.children is None:
+                return NO_USAGE
+            spent, self.children = self.children, Usage()
+        return spent
 
     def lost(self, error: BaseException) -> None:
         """A failed call: the query's ending if it lost a race (then ``Stopped``), else the

@@ -33,6 +33,7 @@ from ..stores.session import SessionHold
 from ..tools import approval
 from ..tools.calls import resolve_calls
 from ..tools.definition import ToolCall
+from ..tools.delegation import child_calls, split_decisions
 from .endings import Ending
 from .handoff import Stopped
 from .inline import ToolRunner, runs_inline
@@ -50,8 +51,10 @@ class Query(Iterator[SDKMessage]):
 
     def __init__(self, conversation: Conversation, settings: QuerySettings, prompt: Any,
                  approvals: Optional[Dict[str, Any]], signal: Optional[AbortSignal], *,
-                 lockstep: bool, owner: Any = None, run_id: Optional[str] = None) -> None:
+                 lockstep: bool, owner: Any = None, run_id: Optional[str] = None,
+                 parentage: Any = None) -> None:
         self._conversation = conversation
+        self._parentage = parentage  # a subagent's query: what its parent's call lends it
         self._race = conversation.start(signal, lockstep=lockstep)
         self._durable: DurableRun  # set below: where a run is recorded and resumed
         self._owner = owner  # the Agent: only handed to tools (ToolContext.agent)
@@ -140,7 +143,15 @@ class Query(Iterator[SDKMessage]):
                 self._finish(Ending("closed"), delivered=False)
                 yield self._replay(ended)
                 return
-            if settings.observers:
+            parentage = self._parentage
+            if parentage is not None and parentage.observers is not None:
+                # A child traces when its parent does, its span under the parent's call's.
+                self._observers = parentage.observers
+                with describing(self._details()):
+                    self._token = self._observers.agent_start(
+                        settings.model, self._prompt, name=settings.name,
+                        parent=parentage.trace)
+            elif settings.observers:
                 self._observers = ObserverGroup(settings.observers)
                 with describing(self._details()):
                     self._token = self._observers.query_start(settings.model, self._prompt)
@@ -150,7 +161,9 @@ class Query(Iterator[SDKMessage]):
             self._loop = Loop(race, settings, conversation.link, agent=self._owner,
                               observers=self._observers, query_token=self._token,
                               resume=resume, journal=durable.journal, turns=durable.turns,
-                              usage=durable.usage)
+                              usage=durable.usage, parentage=parentage)
+            if parentage is not None and parentage.caller is not None and durable.turns:
+                parentage.caller.add_child(durable.usage)  # a resumed child's, up to its parent
             if runs_inline(race, settings, conversation.link, resume):
                 race.go_inline(ToolRunner(race))
                 try:  # as the worker does (Loop.__call__), on this thread
@@ -204,6 +217,7 @@ class Query(Iterator[SDKMessage]):
                         num_turns=loop.turns,
                         duration_ms=int((time.monotonic() - self._started) * 1000),
                         run_id=durable.run_id)
+                    result._priced_by(loop.settings.prices, loop.settings.model)
                     durable.end(result)
         finally:
             try:
@@ -241,6 +255,7 @@ class Query(Iterator[SDKMessage]):
             return []
         calls = resolve_calls(tool_uses_of(tail["content"]), self._settings.tools,
                               AbortSignal(), self._owner)
+        calls += child_calls(tail, self._settings.tools, self._owner)
         return [c for c in calls if c.id in ids]
 
     def _approving(self) -> Optional[Dict[str, Any]]:
@@ -262,14 +277,16 @@ class Query(Iterator[SDKMessage]):
             return durable.resume(self._settings, self._owner)
         tail = pending_tail(history.messages)
         if approvals is not None:
-            pending = self._check_approvals()  # again, under the session lock
-            decisions: Dict[str, Any] = dict(approvals)
-            if tail is not None:
-                calls = resolve_calls(tool_uses_of(tail["content"]), self._settings.tools,
-                                      AbortSignal(), self._owner)
-                decisions = durable.approve(tail, approvals, [
-                    c for c in calls if c.id not in {p.id for p in pending}])
-            return {"reply": tail, "decisions": decisions, "prompt": prompt}
+            self._check_approvals()  # again, under the session lock
+            assert tail is not None
+            # Decisions for waiting subagents' calls go to them; their calls run again.
+            decisions, children = split_decisions(tail, approvals)
+            calls = resolve_calls(tool_uses_of(tail["content"]), self._settings.tools,
+                                  AbortSignal(), self._owner)
+            decisions = durable.approve(tail, decisions, [
+                c for c in calls if c.id not in decisions], children)
+            return {"reply": tail, "decisions": decisions, "prompt": prompt,
+                    "children": children}
         if tail is not None:  # the user moved on: answer the pending calls first
             link.append(approval.moved_on(tail))
         elif unanswered_tool_uses(history.messages):  # e.g. a store failed mid-batch

@@ -42,4 +42,8 @@ class QuerySettings:
     requires_approval: Optional[Callable[[ToolCall], bool]] = None
     prompt_caching: bool = False
     max_budget_tokens: Optional[int] = None
+    prices: Optional[Dict[str, Dict[str, float]]] = None  # over the bundled table (cost.py)
+    max_cost_usd: Optional[float] = None
     observers: List[Observer] = field(default_factory=list)
+    name: Optional[str] = None  # the Agent's name (traces: gen_ai.agent.name; as_tool)
+    include_subagent_messages: bool = False  # query(): yield the subagents' messages too

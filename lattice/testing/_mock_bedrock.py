@@ -3,6 +3,7 @@ the cloud routes, checked as strictly as the real services check them.
 
 Bedrock: ``POST /model/{modelId}/invoke`` (JSON) and ``/invoke-with-response-stream``
 (event-stream frames, each ``chunk`` carrying the base64 of one Messages stream event).
+``/model/{modelId}/count-tokens`` counts (``{"inputTokens": n}``).
 Every request's AWS Signature Version 4 is verified against the server's
 ``bedrock_credentials``: an unknown access key id gets 403 ``UnrecognizedClientException``,
 a wrong signature 403 ``InvalidSignatureException`` (Bedrock's words), a date more than
@@ -16,7 +17,8 @@ in ``Exception`` (else from the status: 400 ``ValidationException``, 429
 ``ThrottlingException``, ...); ``stream_error(...)`` sends an exception frame.
 
 Vertex: ``POST /v1/projects/{p}/locations/{r}/publishers/anthropic/models/{m}:rawPredict``
-and ``:streamRawPredict`` need ``Authorization: Bearer`` (the server's ``vertex_token``
+and ``:streamRawPredict`` (and ``models/count-tokens:rawPredict``, counting) need
+``Authorization: Bearer`` (the server's ``vertex_token``
 when set, else any) and ``anthropic_version`` ``"vertex-2023-10-16"`` or a dated one,
 without ``model``; they
 answer as the Messages route does (SSE for ``streamRawPredict``).
@@ -36,7 +38,7 @@ from urllib.parse import unquote
 from ..models.eventstream import encode_frame
 from ..models.sigv4 import canonical_request, signing_key, string_to_sign
 from ..models.wire import message_events
-from ._mock_checks import request_problem
+from ._mock_checks import count_tokens, request_problem
 from ._mock_script import DEFAULT_TEXT, Fault
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -45,7 +47,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["is_cloud_path", "answer_cloud", "bedrock_frames", "DEFAULT_BEDROCK_CREDENTIALS"]
 
 DEFAULT_BEDROCK_CREDENTIALS = ("mock-access-key-id", "mock-secret-access-key")
-_BEDROCK = re.compile(r"^/model/([^/]+)/(invoke|invoke-with-response-stream)$")
+_BEDROCK = re.compile(r"^/model/([^/]+)/(invoke|invoke-with-response-stream|count-tokens)$")
 _VERTEX = re.compile(r"^(?:/v1)?/projects/([^/]+)/locations/([^/]+)/publishers/anthropic/"
                      r"models/([^/]+):(rawPredict|streamRawPredict)$")
 _AUTH = re.compile(r"AWS4-HMAC-SHA256 Credential=([^/]+)/(\d{8})/([^/]+)/([^/]+)/aws4_request,"
@@ -108,6 +110,12 @@ def answer_cloud(handler: _Handler, raw: bytes, path: str) -> None:
         body = None
     model = unquote(bedrock.group(1)) if bedrock is not None else (
         vertex.group(3) if vertex is not None else "")
+    if bedrock is not None and bedrock.group(2) == "count-tokens":
+        _count_bedrock(handler, body, headers, model)
+        return
+    if vertex is not None and model == "count-tokens":
+        _count_vertex(handler, body, headers)
+        return
     problem_text = _body_problem(body, bedrock is not None, headers, model)
     if problem_text is not None:
         fault = Fault("error", status=400, message=problem_text)
@@ -121,6 +129,38 @@ def answer_cloud(handler: _Handler, raw: bytes, path: str) -> None:
         return
     stream = bedrock is not None and bedrock.group(2) == "invoke-with-response-stream"
     _answer_bedrock(handler, reply, script_body, len(raw), stream)
+
+
+def _count_bedrock(handler: _Handler, body: Any, headers: Dict[str, str], model: str) -> None:
+    """Bedrock's ``CountTokens``: ``{"input": {"invokeModel": {"body": <base64>}}}``, the
+    InvokeModel body checked as ``invoke`` checks it; ``{"inputTokens": n}``."""
+    invoke = body.get("input", {}).get("invokeModel", {}) if isinstance(body, dict) else {}
+    try:
+        inner = json.loads(base64.b64decode(invoke.get("body", ""), validate=True))
+    except (ValueError, TypeError, AttributeError):
+        inner = None
+    problem = _body_problem(inner, True, headers, model) if inner is not None else \
+        "input.invokeModel.body: must be the base64 of an InvokeModel JSON body"
+    if problem is not None:
+        _bedrock_error(handler, Fault("error", status=400, message=problem))
+        return
+    handler._json(200, {"inputTokens": count_tokens(inner)},
+                  {"x-amzn-RequestId": _request_id(handler)})
+
+
+def _count_vertex(handler: _Handler, body: Any, headers: Dict[str, str]) -> None:
+    """Vertex's ``count-tokens:rawPredict`` for Claude: the model in the body;
+    ``{"input_tokens": n}``."""
+    if not isinstance(body, dict) or not isinstance(body.get("model"), str):
+        handler._error(Fault("error", status=400, message="model: Field required"))
+        return
+    counted = {k: v for k, v in body.items() if k != "anthropic_version"}
+    problem = request_problem(counted, dict(headers, **{"anthropic-version": "2023-06-01"}),
+                              count_tokens=True)
+    if problem is not None:
+        handler._error(Fault("error", status=400, message=problem))
+        return
+    handler._json(200, {"input_tokens": count_tokens(body)})
 
 
 def _bearer_ok(value: str, expected: Optional[str]) -> bool:

@@ -1,6 +1,7 @@
 """The Responses API and Azure OpenAI faces of ``MockMessagesServer``.
 
-Routes (``serve``): ``POST /v1/responses`` (and ``/responses``); Azure's
+Routes (``serve``): ``POST /v1/responses`` (and ``/responses``),
+``/v1/responses/input_tokens`` (a token count); Azure's
 ``/openai/v1/responses``, ``/openai/responses?api-version=...`` and
 ``/openai/deployments/{deployment}/chat/completions?api-version=...``. Azure routes want
 an ``api-key`` header (the server's ``azure_api_key`` when set, else any) or
@@ -40,6 +41,7 @@ __all__ = ["serve", "response_from_message", "response_events"]
 
 RESPONSES_PATHS = ("/v1/responses", "/responses")
 AZURE_RESPONSES_PATHS = ("/openai/v1/responses", "/openai/responses")
+COUNT_PATHS = ("/v1/responses/input_tokens", "/responses/input_tokens")
 _CODES = {"overloaded_error": "server_error", "api_error": "server_error",
           "rate_limit_error": "rate_limit_exceeded", "invalid_request_error": "invalid_prompt"}
 
@@ -50,6 +52,9 @@ def serve(handler: _Handler, raw: bytes) -> bool:
     path = path.rstrip("/")
     azure_chat = path.startswith("/openai/deployments/") and path.endswith("/chat/completions")
     azure = azure_chat or path in AZURE_RESPONSES_PATHS
+    if path in COUNT_PATHS:
+        _count(handler, raw)
+        return True
     if path not in RESPONSES_PATHS and not azure:
         return False
     headers = {k.lower(): v for k, v in handler.headers.items()}
@@ -82,6 +87,28 @@ def serve(handler: _Handler, raw: bytes) -> bool:
     stream = body.get("stream") is True if mock.stream is None else mock.stream
     answer(handler, reply, body, len(raw), stream)
     return True
+
+
+def _count(handler: _Handler, raw: bytes) -> None:
+    """``/responses/input_tokens``: 1 token per 4 characters of the JSON of input,
+    instructions and tools; a body with what the endpoint refuses gets a 400."""
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        body = None
+    if not isinstance(body, dict) or not isinstance(body.get("model"), str):
+        _error(handler, 400, "Missing required parameter: 'model'.", param="model",
+               code="missing_required_parameter")
+        return
+    refused = sorted(set(body) & {"max_output_tokens", "stream", "store", "include"})
+    if refused and handler.server.mock.strict:
+        _error(handler, 400, f"Unknown parameter: '{refused[0]}'.", param=refused[0],
+               code="unknown_parameter")
+        return
+    counted = {k: body[k] for k in ("instructions", "input", "tools") if k in body}
+    text = json.dumps(counted, ensure_ascii=False, separators=(",", ":"))
+    write_json(handler, 200, json.dumps({"object": "response.input_tokens",
+                                         "input_tokens": max(1, len(text) // 4)}).encode())
 
 
 def _azure_problem(path: str, headers: Mapping[str, str], query: Dict[str, List[str]],

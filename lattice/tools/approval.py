@@ -80,6 +80,11 @@ def pending_calls(history: List[Message], settings: QuerySettings,
     calls = resolve_calls(copy_json(tool_uses_of(tail["content"])), settings.tools,
                           AbortSignal(), agent)
     ids = tail.get("pending_approval_ids")
+    if "pending_children" in tail:  # subagents' calls wait (SPEC 22): theirs, with a path
+        from .delegation import child_calls
+
+        own = [c for c in calls if isinstance(ids, list) and c.id in ids]
+        return own + child_calls(copy_json(tail), settings.tools, agent)
     if isinstance(ids, list):  # decided when the query paused
         return [c for c in calls if c.id in ids]
     return [c for c in calls if needs_approval(c, settings)]
@@ -129,6 +134,8 @@ def refusal(call_id: str, decision: Any) -> Outcome:
 
 def moved_on(tail: Message) -> Message:
     """The user message answering a paused reply's calls when a new prompt comes instead
-    of decisions."""
-    return {"role": "user", "content": [not_run(u.get("id", ""), "moved_on")
+    of decisions (a call that ran while a subagent paused keeps its result)."""
+    answered = tail.get("answered") or {}
+    return {"role": "user", "content": [answered.get(u.get("id")) or
+                                        not_run(u.get("id", ""), "moved_on")
                                         for u in tool_uses_of(tail["content"])]}

@@ -87,7 +87,7 @@ def settle(call: ToolCall, started: Mapping[str, int]) -> Tuple[str, int]:
 
 
 def resolve_calls(uses: List[Dict[str, Any]], tools: Dict[str, Tool], signal: AbortSignal,
-                  agent: Any) -> List[ToolCall]:
+                  agent: Any, loop: Any = None) -> List[ToolCall]:
     """A ``ToolCall`` per tool_use block, with its tool found and its input checked."""
     calls = []
     for use in uses:
@@ -103,9 +103,10 @@ def resolve_calls(uses: List[Dict[str, Any]], tools: Dict[str, Tool], signal: Ab
             errors = found.validation_errors(args)
             if errors is not None:
                 problem = not_run(use_id, "invalid", name=repr(name), problems=errors)
-        calls.append(ToolCall(use_id, name if isinstance(name, str) else repr(name),
-                              args if isinstance(args, dict) else {}, found, signal, agent,
-                              problem))
+        call = ToolCall(use_id, name if isinstance(name, str) else repr(name),
+                        args if isinstance(args, dict) else {}, found, signal, agent, problem)
+        call.loop = loop
+        calls.append(call)
     return calls
 
 
@@ -133,6 +134,8 @@ def execute_call(call: ToolCall, hooks: Hooks) -> Tuple[Dict[str, Any], bool]:
         if tool.is_async or (hasattr(value, "__await__") and hasattr(value, "send")):
             value = _run_coroutine(value, call._signal)
     except Exception as exc:
+        if getattr(exc, "escapes_tools", False):  # a subagent cycle: the query raises it
+            raise
         log.warning("tool %r raised %s: %s", call.name, type(exc).__name__, exc,
                     exc_info=True)
         return tool_result(call.id, error_text(call.name, exc), is_error=True), False

@@ -44,6 +44,9 @@ class ToolContext:
     agent: Any = None
     run_id: Optional[str] = None
     attempt: int = 1
+    # The ``ToolCall`` (and through it the query) this context belongs to: what a subagent
+    # tool reads to carry the parent's budget, approvals, traces and messages (SPEC 22).
+    _call: Any = dataclasses.field(default=None, repr=False, compare=False)
 
 
 def _is_context(annotation: Any) -> bool:
@@ -264,10 +267,13 @@ def error_text(tool_name: str, exc: BaseException) -> str:
 
 class ToolCall:
     """One call the model asked for, as hooks and approvals see it. ``run_id`` and
-    ``attempt`` are what its ``ToolContext`` says (a durable run's id; which attempt)."""
+    ``attempt`` are what its ``ToolContext`` says (a durable run's id; which attempt).
+    ``path`` is the list of tool_use ids from the top query's call down to this one
+    (``[id]`` for a call of the query's own; longer for a subagent's call waiting for
+    approval, SPEC 22)."""
 
     __slots__ = ("id", "name", "input", "tool", "problem", "run_id", "attempt", "_signal",
-                 "_agent", "_context")
+                 "_agent", "_context", "_path", "loop", "trace", "route")
 
     def __init__(self, id: str, name: str, input: Any, tool: Optional[Tool],
                  signal: AbortSignal, agent: Any, problem: Optional[Dict[str, Any]] = None
@@ -282,6 +288,19 @@ class ToolCall:
         self._signal = signal
         self._agent = agent
         self._context: Optional[ToolContext] = None
+        self._path: Optional[List[str]] = None
+        self.loop: Any = None  # the query's Loop running it (what a subagent tool reads)
+        self.trace: Any = None  # its tool span's token, while observers watch it
+        # A subagent's call waiting for approval: the tool names from this query down
+        self.route: Optional[List[str]] = None
+
+    @property
+    def path(self) -> List[str]:
+        return list(self._path) if self._path is not None else [self.id]
+
+    @path.setter
+    def path(self, value: List[str]) -> None:
+        self._path = list(value)
 
     def in_run(self, run_id: str, attempt: int) -> None:
         """The call is part of durable run ``run_id``, at ``attempt`` (its context says so)."""
@@ -293,7 +312,7 @@ class ToolCall:
         never take one)."""
         if self._context is None:
             self._context = ToolContext(self._signal, self.id, self._agent, self.run_id,
-                                        self.attempt)
+                                        self.attempt, _call=self)
         return self._context
 
     def __repr__(self) -> str:

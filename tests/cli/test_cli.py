@@ -363,3 +363,19 @@ def test_usage_line_shows_the_share_read_from_cache() -> None:
                            duration_ms=12)
     assert usage_line(result) == ("[usage] 100 in + 850 cache read + 50 cache write, 20 out "
                                   "(85% from cache); 3 requests, 12 ms")
+
+
+def test_verbose_prints_the_cost_of_each_answer_and_the_run() -> None:
+    done = lattice("--mock", "--verbose", "hello")  # the mock answers as claude-sonnet-4-5
+    assert done.returncode == 0, done.stderr
+    line = [x for x in done.stderr.splitlines() if x.startswith("[cost]")]
+    assert len(line) == 1 and line[0].count("$") == 2, done.stderr
+    from lattice.cli.session import cost_line
+
+    assert cost_line(0.0123, None) == "[cost] $0.012300 this answer, unknown this run"
+
+
+def test_json_output_carries_the_cost() -> None:
+    done = lattice("--mock", "--json", "hello")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.splitlines()[-1])["total_cost_usd"] > 0

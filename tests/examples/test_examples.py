@@ -48,6 +48,11 @@ EXPECTED: Dict[str, Tuple[List[str], List[str]]] = {
                          "interrupted after", "We talked about the Fibonacci numbers"]),
     "mcp_tools.py": ([], ["tools: text_echo, text_word_count", "  -> text_word_count(",
                           "  <- 9", "answer: The sentence has 9 words", "server closed: True"]),
+    "subagents.py": ([], ["summariser (via Chat Completions) said: Subagents carry",
+                          "usage by model: {'mock-model': ", "'small-model': ",
+                          "waiting for approval: publish 'Subagents', path ['toolu_post', "
+                          "'toolu_pub']", "answer: Research done. Done: published",
+                          "published: True"]),
     "cancellation.py": ([], ["1. AbortSignal.timeout(800): error_abort",
                              "research noticed the signal",
                              "2. request_timeout_ms=500: error_timeout",

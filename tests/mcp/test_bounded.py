@@ -46,6 +46,9 @@ class Script:
                 "protocolVersion": "2025-06-18", "capabilities": {"tools": {}},
                 "serverInfo": {"name": "hostile", "version": "1"}}),
                 headers="Mcp-Session-Id: s1\r\n")
+        if method == "server/discover":  # a legacy server: no such method
+            return http_response({"jsonrpc": "2.0", "id": message["id"], "error": {
+                "code": -32601, "message": "Method not found"}})
         if "id" not in message:
             if method == "notifications/cancelled" and self.hang_cancels:
                 self.release.wait(30)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import subprocess
 import sys
 import threading
@@ -29,6 +30,7 @@ class FakeMCP(ThreadingHTTPServer):
         #                           html, cut, silent
         self.release = threading.Event()
         self.session_id = "session-1"
+        self.pending_reply: Any = None
 
     @property
     def url(self) -> str:
@@ -56,7 +58,14 @@ class Handler(BaseHTTPRequestHandler):
         self.send(200, body, **extra)
 
     def do_GET(self) -> None:
-        self.server.seen.append({"verb": "GET", "headers": dict(self.headers)})
+        self.server.seen.append({"verb": "GET", "headers": dict(self.headers),
+                                 "at": time.monotonic()})
+        if self.headers.get("Last-Event-ID") == "ev-1" and self.server.pending_reply:
+            reply = {"jsonrpc": "2.0", "id": self.server.pending_reply,
+                     "result": {"content": [{"type": "text", "text": "resumed"}]}}
+            body = f"id: ev-2\ndata: {json.dumps(reply)}\n\n".encode()
+            self.send(200, body, kind="text/event-stream")
+            return
         self.send(405)
 
     def do_DELETE(self) -> None:
@@ -71,6 +80,9 @@ class Handler(BaseHTTPRequestHandler):
             self.reply(message, {"protocolVersion": "2025-06-18", "capabilities": {"tools": {}},
                                  "serverInfo": {"name": "fake", "version": "1"}},
                        headers={"Mcp-Session-Id": self.server.session_id})
+        elif method == "server/discover":  # a legacy server: no such method
+            self.send(400, json.dumps({"jsonrpc": "2.0", "id": message["id"], "error": {
+                "code": -32601, "message": "Method not found"}}).encode())
         elif "id" not in message:
             self.send(202)
         elif method == "tools/list":
@@ -91,6 +103,13 @@ class Handler(BaseHTTPRequestHandler):
             self.send(200, body.encode(), kind="text/event-stream")
         elif how == "cut":
             self.send(200, b": keep-alive\n\n", kind="text/event-stream")
+        elif how == "resume":  # a priming event, a retry delay, then the stream breaks
+            self.server.pending_reply = message["id"]
+            self.send(200, b"id: ev-1\nretry: 400\ndata:\n\n", kind="text/event-stream")
+        elif how == "404-once":  # the server restarted: our session is gone, once
+            self.server.call = "json"
+            self.server.session_id = "session-2"
+            self.send(404, b"no such session")
         elif how in ("500", "404"):
             self.send(int(how), b"Internal trouble" if how == "500" else b"no such session")
         elif how == "400":
@@ -130,6 +149,11 @@ def test_headers_session_id_and_delete(fake):
         while not any(s["verb"] == "GET" for s in fake.seen) and time.monotonic() < deadline:
             time.sleep(0.01)  # polling the fake server's log, with a deadline
     posts = [s for s in fake.seen if s["verb"] == "POST"]
+    # the probe for the 2026-07-28 wire: a legacy server refuses it, the handshake follows
+    assert posts[0]["body"]["method"] == "server/discover"
+    assert posts[0]["headers"]["MCP-Protocol-Version"] == "2026-07-28"
+    assert posts[0]["headers"]["Mcp-Method"] == "server/discover"
+    posts = posts[1:]
     for post in posts:
         assert post["headers"]["Accept"] == "application/json, text/event-stream"
         assert post["headers"]["Authorization"] == "Bearer sk-secret-123"
@@ -165,7 +189,7 @@ def test_sse_replies_with_notifications_before_them(fake):
 
 @pytest.mark.parametrize("how, words", [
     ("500", "HTTP 500: Internal trouble"),
-    ("400", "HTTP 400: Bad session header (JSON-RPC error -32600)"),
+    ("400", "tools/call failed: Bad session header (JSON-RPC error -32600)"),
     ("html", "unexpected content type 'text/html'"),
     ("cut", "ended without its JSON-RPC reply"),
 ])
@@ -190,6 +214,30 @@ def test_a_dropped_session_ends_it(fake):
         assert again.is_error and "ended the HTTP session" in again.content
     with server:
         assert work({}, ToolContext(AbortController().signal, "toolu_3")).content[0]["text"] == "ok"
+
+
+def test_a_forgotten_session_is_started_again_once(fake):
+    fake.call = "404-once"
+    with MCPServerHTTP(fake.url) as server:
+        assert call(server).content == [{"type": "text", "text": "ok"}]
+        assert server.running
+    posts = [s["body"].get("method") for s in fake.seen if s["verb"] == "POST"]
+    assert posts.count("initialize") == 2 and posts.count("tools/call") == 2
+    last = [s for s in fake.seen if s["verb"] == "POST"][-1]
+    assert last["headers"]["Mcp-Session-Id"] == "session-2"
+
+
+def test_a_priming_event_is_silent_and_a_broken_stream_resumes(fake, caplog):
+    """Issue 35: priming events (no data) were logged as "not JSON-RPC" warnings, and a
+    broken stream was reopened after a fixed second without Last-Event-ID."""
+    fake.call = "resume"
+    with caplog.at_level(logging.DEBUG, logger="lattice.mcp"):
+        with MCPServerHTTP(fake.url) as server:
+            began = time.monotonic()
+            assert call(server).content == [{"type": "text", "text": "resumed"}]
+    assert "not JSON-RPC" not in caplog.text
+    [resumed] = [s for s in fake.seen if s["headers"].get("Last-Event-ID") == "ev-1"]
+    assert resumed["at"] - began >= 0.35  # the server's retry (400 ms), not our default
 
 
 def test_a_silent_server_times_out_and_a_signal_cancels(fake):

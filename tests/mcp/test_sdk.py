@@ -3,8 +3,10 @@ over stdio and over Streamable HTTP (SSE and JSON responses), on 127.0.0.1."""
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
+import os
 import queue
 import subprocess
 import sys
@@ -55,7 +57,10 @@ def make(request):
         return
     urls = http_server(*(["--json"] if request.param == "http-json" else []))
     url = next(urls)
-    yield lambda **options: MCPServerHTTP(url, **options)
+    # The SDK server speaks 2026-07-28 too (test_the_modern_wire): these tests are of the
+    # 2025-11-25 session, its server-to-client requests and notifications.
+    yield lambda **options: MCPServerHTTP(url, **{"protocol_version": "2025-11-25",
+                                                  **options})
     urls.close()
 
 
@@ -221,3 +226,88 @@ def test_close_and_start_again(make):
     assert info.value.kind == "closed"
     with server:  # an explicit start() begins a new session
         assert server.call_tool("echo", {"text": "again"}).content[0]["text"] == "again"
+
+
+@pytest.mark.parametrize("json_response", [False, True])
+def test_the_modern_wire(json_response):
+    """Not told a version, the client asks server/discover; the SDK server speaks
+    2026-07-28, so every request carries its version, no session, no handshake."""
+    urls = http_server(*(["--json"] if json_response else []))
+    try:
+        with MCPServerHTTP(next(urls), timeout_ms=30_000) as server:
+            assert server.protocol_version == "2026-07-28"
+            assert server.server_info.get("name") == "sdk-test-server"
+            assert [t.name for t in server.tools()] == TOOLS
+            result = server.call_tool("echo", {"text": "héllo"})
+            assert text_of(result) == "héllo" and not result.is_error
+    finally:
+        urls.close()
+
+
+def _sockets_to(port: int) -> int:
+    """This process's open TCP sockets to 127.0.0.1:port (Linux: /proc)."""
+    inodes = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    count = 0
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        if fields[9] in inodes and int(fields[2].split(":")[1], 16) == port:
+            count += 1
+    return count
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/fd"), reason="counts sockets in /proc")
+@pytest.mark.parametrize("json_response", [False, True])
+def test_timed_out_and_closed_calls_leave_no_thread_or_socket(json_response, tmp_path):
+    """Issue 34: a timed-out call left a thread and a socket; close() during a call left
+    threads and sockets seconds later. Garbage collection is off: nothing may wait for it
+    (urllib3 forgets its pools on close without closing their sockets, and an error raised
+    while handling a cut connection kept that connection in a reference cycle)."""
+    urls = http_server(*(["--json"] if json_response else []))
+    url = next(urls)
+    port = int(url.split(":")[2].split("/")[0])
+    gc.collect()
+    before = set(threading.enumerate())
+    gc.disable()
+    try:
+        server = MCPServerHTTP(url, timeout_ms=500, protocol_version="2025-11-25")
+        server.start()
+        with pytest.raises(MCPError) as info:
+            server.call_tool("slow", {"marker": str(tmp_path / "timed-out")})
+        assert info.value.kind == "timeout"
+        other = MCPServerHTTP(url, timeout_ms=30_000, protocol_version="2025-11-25")
+        other.start()
+        errors = []
+
+        def waiting_call():
+            try:
+                other.call_tool("slow", {"marker": str(tmp_path / "closed")})
+            except MCPError as exc:
+                errors.append(exc)
+
+        caller = threading.Thread(target=waiting_call)
+        caller.start()
+        time.sleep(0.5)
+        server.close()
+        other.close()
+        caller.join(5)
+        assert errors and errors[0].kind == "closed"
+        deadline = time.monotonic() + 3
+        while (_sockets_to(port) or _mcp_threads(before)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _mcp_threads(before) == []
+        assert _sockets_to(port) == 0
+    finally:
+        gc.enable()
+        urls.close()
+
+
+def _mcp_threads(before):
+    return [t.name for t in threading.enumerate()
+            if t.name.startswith("lattice-mcp") and t not in before]
