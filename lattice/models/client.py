@@ -116,6 +116,24 @@ class HTTPModelClient:
         return entries  # type: ignore[no-any-return]
 
     @property
+    def abortable(self) -> bool:
+        """Whether ``create`` returns soon after ``request.signal`` fires, or the request's
+        deadline passes, from whichever thread fires it (so ``query()`` may call it on the
+        consumer's thread, without a hand-off to a worker: docs/model-clients.md). True
+        with the client's own session: the abort or the deadline shuts the socket down
+        from the thread that fires (``cutoff.py``; the blocked read returns within a few
+        ms). False with a session given by the user (cut only once the headers came) or a
+        credential fetched by code lattice does not control (a token provider, Google's
+        refresh)."""
+        return (self._transport.own_session and not self._asks_provider()
+                and not self._fetches_credential())
+
+    def _fetches_credential(self) -> bool:
+        """A request may first fetch a credential by a call no signal reaches (Vertex with
+        Google's credentials): the default, no."""
+        return False
+
+    @property
     def max_response_bytes(self) -> int:
         """The most one response body, SSE line or event may hold (decoded bytes), and
         the most a streamed reply's content may add up to."""

@@ -88,6 +88,11 @@ class VertexCredentials:
         self._google: Any = None
         self._google_lock = threading.Lock()
 
+    def _fetches_credential(self) -> bool:
+        """Without a fixed ``access_token``, Google's credentials may be refreshed by a
+        call no signal reaches (so the client is not ``abortable``)."""
+        return self._access_token is None
+
     def _headers(self) -> Tuple[Dict[str, str], List[str]]:
         return self._signed(self._token(refresh=False))
 
