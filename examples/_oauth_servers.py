@@ -230,7 +230,7 @@ def _make_mcp_server(issuer: str, url: str) -> Any:
 
     auth = AuthSettings(issuer_url=issuer, resource_server_url=url,  # type: ignore[arg-type]
                         validate_token_resource=True)
-    server = MCPServer("protected-notes", auth=auth,
+    server = MCPServer("protected-notes", auth=auth, log_level="WARNING",
                        token_verifier=IntrospectionVerifier(issuer + "/introspect"))
 
     @server.tool()
