@@ -26,7 +26,7 @@ import time
 import urllib.request
 import warnings
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Dict, Iterator, Optional
+from typing import Any, Dict, Iterator, Optional, Tuple
 from urllib.parse import parse_qs, urlencode, urlsplit
 
 
@@ -162,7 +162,7 @@ class _AuthHandler(BaseHTTPRequestHandler):
         elif path == "/introspect":
             token = self.server.tokens.get(self.form().get("token", ""))
             live = token is not None and token["exp"] > time.time()
-            self.reply(200, dict(token, active=True) if live else {"active": False})
+            self.reply(200, dict(token, active=True) if token and live else {"active": False})
         else:
             self.reply(404, {"error": "not_found"})
 
@@ -175,7 +175,7 @@ class _AuthHandler(BaseHTTPRequestHandler):
         known = self.server.clients.get(who)
         return who if known and secrets.compare_digest(known["client_secret"], secret) else None
 
-    def token(self, form: Dict[str, str]) -> tuple:
+    def token(self, form: Dict[str, str]) -> Tuple[int, Dict[str, Any]]:
         server = self.server
         client_id = self.client(form)
         if client_id is None:
@@ -276,7 +276,7 @@ def protected_mcp_server(issuer: str) -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def local_servers() -> Iterator[tuple]:
+def local_servers() -> Iterator[Tuple[AuthorizationServer, str]]:
     """Both servers: yields ``(authorization_server, mcp_url)``."""
     with AuthorizationServer() as authorization, protected_mcp_server(
             authorization.base) as url:

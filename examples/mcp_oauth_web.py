@@ -25,7 +25,7 @@ import html
 import re
 import sys
 import threading
-from typing import Any, Callable, Iterable, Iterator, List, Optional
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional
 from urllib.parse import parse_qs
 from wsgiref.simple_server import WSGIRequestHandler, make_server
 
@@ -43,7 +43,7 @@ class OAuthApp:
         self.oauth = OAuth(redirect_uri=redirect_uri)
         self.lock = threading.Lock()  # one authorization at a time for this one user
 
-    def __call__(self, environ: dict, start_response: StartResponse) -> Iterable[bytes]:
+    def __call__(self, environ: Dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         path = environ.get("PATH_INFO", "/")
         with self.lock:
             if path == "/":
@@ -69,7 +69,8 @@ class OAuthApp:
         return page(start_response, "200 OK", "Tools",
                     f"<p>Authorized for {html.escape(self.mcp_url)}.</p><ul>{items}</ul>")
 
-    def callback(self, query: dict, start_response: StartResponse) -> Iterable[bytes]:
+    def callback(self, query: Dict[str, List[str]], start_response: StartResponse
+                 ) -> Iterable[bytes]:
         if "error" in query:
             return page(start_response, "403 Forbidden", "Not authorized",
                         f"<p id='error'>{html.escape(query['error'][0])}</p>")
@@ -91,6 +92,10 @@ def page(start_response: StartResponse, status: str, title: str, body: str
     start_response(status, [("Content-Type", "text/html; charset=utf-8"),
                             ("Content-Length", str(len(data)))])
     return [data]
+
+
+def not_yet(environ: Dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+    return page(start_response, "503 Service Unavailable", "Starting", "<p>Starting.</p>")
 
 
 class QuietHandler(WSGIRequestHandler):
@@ -136,7 +141,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     port = 0 if args.demo else args.port
     # The app is set once the port is known: the redirect URI names it.
     with server_url(args.url) as url, make_server(
-            args.host, port, page, handler_class=QuietHandler) as web:
+            args.host, port, not_yet, handler_class=QuietHandler) as web:
         base = f"http://{args.host}:{web.server_port}"
         web.set_app(OAuthApp(url, redirect_uri=base + "/callback"))
         if not args.demo:
