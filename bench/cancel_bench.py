@@ -5,6 +5,9 @@
 2. Median and p99 latency from ``abort()`` (another thread) to ``prompt()`` returning its
    ``error_abort`` result, for a client that honours ``request.signal`` and one that
    ignores it completely (a blocking sleep), and from ``interrupt()``.
+3. The built-in HTTP client blocked on a read from a server that never answers: from
+   ``abort()`` of its request's signal, or ``close()`` of the client, on another thread,
+   to ``create()`` raising (what its ``abortable`` promises, #39).
 
 Targets (SPEC 10: a signal ends the query "within about 100 ms even if the model client or
 a tool never returns"): no leaked thread; p99 latency <= 100 ms in every row, printed as a
@@ -103,6 +106,62 @@ def abort_latency(runs: int, honours: bool, use_interrupt: bool = False) -> None
           f"{'PASS' if p99 <= BUDGET_US else 'FAIL'}")
 
 
+def http_cut_latency(runs: int, how: str) -> None:
+    """The built-in HTTP client blocked on a server that accepts and never answers: from
+    ``abort()`` of the request's signal, or ``client.close()``, on another thread, to
+    ``create()`` raising on its own (#39: what ``abortable`` promises). A query on the
+    consumer's thread (lattice/query/inline.py) relies on it."""
+    import socket
+
+    from lattice import AnthropicClient
+    from lattice.cancellation import AbortController as Controller
+    from lattice.models.base import ModelRequest
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(64)
+    held = []
+
+    def accept() -> None:
+        while True:
+            try:
+                held.append(listener.accept()[0])  # never answered
+            except OSError:
+                return
+
+    threading.Thread(target=accept, daemon=True).start()
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+    latencies = []
+    for _ in range(runs):
+        client = AnthropicClient("k", base_url=url, max_retries=0)
+        controller = Controller()
+        request = ModelRequest(model="m", messages=[{"role": "user", "content": "hi"}],
+                               signal=controller.signal)
+        fired = []
+
+        def fire() -> None:
+            time.sleep(0.005)  # the request is sent and its read blocks
+            fired.append(time.perf_counter())
+            controller.abort() if how == "abort" else client.close()
+
+        threading.Thread(target=fire).start()
+        try:
+            client.create(request)
+        except Exception:  # noqa: BLE001 - AbortError / APIConnectionError: the cut
+            pass
+        latencies.append((time.perf_counter() - fired[0]) * 1e6)
+        client.close()
+    listener.close()
+    for sock in held:
+        sock.close()
+    latencies.sort()
+    p99 = latencies[int(len(latencies) * 0.99) - 1]
+    print(f"HTTP client blocked on a read, {how + '()':8} on another thread: median "
+          f"{statistics.median(latencies):6.0f} us, min {latencies[0]:6.0f} us, p99 "
+          f"{p99:6.0f} us ({runs} runs; target <= 100,000 us): "
+          f"{'PASS' if p99 <= BUDGET_US else 'FAIL'}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--queries", type=int, default=10_000)
@@ -112,6 +171,8 @@ def main() -> None:
     abort_latency(args.aborts, honours=True)
     abort_latency(max(20, args.aborts // 10), honours=False)
     abort_latency(args.aborts, honours=True, use_interrupt=True)
+    http_cut_latency(max(20, args.aborts // 4), "abort")
+    http_cut_latency(max(20, args.aborts // 4), "close")
 
 
 if __name__ == "__main__":

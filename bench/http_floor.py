@@ -6,8 +6,8 @@ shared machine. The floor is ``http_loop.py``'s bare loop: a ``requests.Session`
 configured as lattice's (``_floor.py``: ``trust_env = False`` and lattice's connect/read
 timeouts) posting the growing body, encoded afresh each turn. A first row shows what the
 timeouts cost that floor (the floor without them / with them), for the record.
-Runs alternate (order rotated each round); a ratio is the median over rounds of the
-ratio within a round.
+Runs alternate (order rotated each round, ``_rounds.interleave``); a ratio is the median
+over rounds of the ratio within a round.
 
 * **50 turns**, Messages API and Chat Completions, JSON and SSE replies: ``prompt()``
   and ``query()`` time / the floor's. Target <= 1.1.
@@ -19,9 +19,9 @@ ratio within a round.
   lattice does not), and lattice's client CPU per turn (this process's CPU time: the
   server is another process) in the next query of an Agent that already sent the
   history once / one ``json.dumps`` of the same body (target at 10,000: <= 0.2).
-* **32 threads**: 32 agents (one client each), each a 50-turn loop in its own thread,
-  against 32 threads of the floor's loop: throughput (turns/s) / the floor's. Target
-  >= 0.9.
+* **32 threads**: ``threads_bench.py``'s rows for 32 threads (its own run does 32 and
+  128): each thread its own Agent, ``prompt()`` and ``query()``, throughput and CPU per
+  turn against the floor's, in at least 7 interleaved rounds.
 
 * **Instructions** (``--instructions``, valgrind): this process's CPU instructions per
   turn of a 20- and a 60-turn loop (the difference / 40), lattice / the floor, both wire
@@ -29,7 +29,10 @@ ratio within a round.
   clock rows do (they swing by 0.3 between runs on a shared VM); it leaves out what a
   thread's wake-up costs (valgrind runs one thread at a time). Target <= 1.1.
 
-    python bench/http_floor.py [--reps 5] [--quick] [--instructions]
+Every wall-clock ratio is judged on the median of at least 5 interleaved rounds (7 by
+default) and printed with its min-max; with fewer rounds it is shown, not judged.
+
+    python bench/http_floor.py [--reps 7] [--quick] [--instructions]
 """
 
 from __future__ import annotations
@@ -39,7 +42,6 @@ import json
 import shutil
 import statistics
 import sys
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -50,8 +52,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _floor import SETTINGS  # noqa: E402
 from _minimal_server import minimal_server  # noqa: E402
-from http_loop import KEY, MODEL, bare_chat_loop, bare_loop, compare, echo  # noqa: E402
+from _rounds import DEFAULT_ROUNDS, MIN_ROUNDS, Spread, interleave, judge  # noqa: E402
+from http_loop import KEY, MODEL, bare_chat_loop, bare_loop, echo  # noqa: E402
 from instructions import counted  # noqa: E402
+from threads_bench import threads_rows  # noqa: E402
 
 import lattice  # noqa: E402
 
@@ -119,10 +123,11 @@ def fifty_turn_rows(server: Callable[[int], str], reps: int) -> List[Row]:
             runs = [lambda: bare_run(url, 50, stream, provider),  # noqa: B023 - run here
                     lambda: lattice_run(url, 50, stream, provider),  # noqa: B023
                     lambda: lattice_run(url, 50, stream, provider, True)]  # noqa: B023
-            _, ratios = compare(runs, reps)
+            ratios = interleave(runs, reps).ratios
             name = f"50 turns {provider} {'SSE' if stream else 'JSON'}"
-            rows.append((f"{name} prompt()/floor", ratios[1], ratios[1] <= 1.1))
-            rows.append((f"{name} query()/floor", ratios[2], ratios[2] <= 1.1))
+            for slot, mode in ((1, "prompt"), (2, "query")):
+                rows.append((f"{name} {mode}()/floor: {ratios[slot].text()}",
+                             ratios[slot].median, judge(ratios[slot], lambda v: v <= 1.1)))
     return rows
 
 
@@ -138,8 +143,9 @@ def timeouts_row(server: Callable[[int], str], reps: int) -> Row:
         finally:
             SETTINGS["timeouts"] = True
 
-    _, ratios = compare([lambda: bare_run(url, 50, False, "anthropic"), untimed], reps)
-    return ("the floor without timeouts / with them, 50 turns JSON (shown)", ratios[1], None)
+    ratio = interleave([lambda: bare_run(url, 50, False, "anthropic"), untimed], reps).ratios[1]
+    return (f"the floor without timeouts / with them, 50 turns JSON: {ratio.text()}",
+            ratio.median, None)
 
 
 IR_TURNS = (20, 60)  # per turn = the difference / 40: start-up and imports cancel out
@@ -206,20 +212,24 @@ def seeded_rows(server: Callable[[int], str], reps: int, sizes: List[int]
             runs += [lambda n=n: bare_loop(server(assistants + n), n, False, TOOLS, history),
                      lambda n=n: lattice_run(server(assistants + n), n, False, "anthropic",
                                              history=history)]
-        timings, _ = compare(runs, reps)
-        loop_ratio = (timings[1] - timings[3]) / (timings[0] - timings[2])
+        times = interleave(runs, reps).times  # per round: (N turns - 1 turn) loop / floor
+        per_round = Spread([(a.values[i] - c.values[i]) / (b.values[i] - d.values[i])
+                            for a, b, c, d in [(times[1], times[0], times[3], times[2])]
+                            for i in range(reps)])
+        loop_ratio = per_round.median
         per_turn = statistics.median(steady_cpu(server, history, turns - 1)
-                                     for _ in range(max(3, reps)))
+                                     for _ in range(max(MIN_ROUNDS, reps)))
         final = {"model": MODEL, "max_tokens": 8192, "messages": history + [
             {"role": "user", "content": PROMPT}] + seeded(2 * turns + 1)[1:], "tools": TOOLS}
         dumps = statistics.median(cpu_of(lambda: json.dumps(  # noqa: B023 - run here
             final, ensure_ascii=False, separators=(",", ":"))) for _ in range(5))
         target = h >= 10_000
-        rows.append((f"H={h:,} loop/floor per turn after the first ({turns - 1} turns, JSON)",
-                     loop_ratio, loop_ratio <= 0.9 or not target))
+        rows.append((f"H={h:,} loop/floor per turn after the first ({turns - 1} turns, JSON): "
+                     f"{per_round.text()}", loop_ratio,
+                     judge(per_round, lambda v: v <= 0.9) if target else None))
         rows.append((f"H={h:,} client CPU per turn / json.dumps of the body "
                      f"({per_turn * 1e3:.2f} ms / {dumps * 1e3:.2f} ms)", per_turn / dumps,
-                     per_turn / dumps <= 0.2 or not target))
+                     (per_turn / dumps <= 0.2) if target else None))
     return rows
 
 
@@ -240,27 +250,9 @@ def steady_cpu(server: Callable[[int], str], history: List[Any], turns: int) -> 
     return cpu / turns
 
 
-def threads_rows(server: Callable[[int], str], reps: int, n: int = 32
-                 ) -> List[Row]:
-    url = server(50)
-
-    def many(run: Callable[[], None]) -> None:
-        threads = [threading.Thread(target=run) for _ in range(n)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-
-    runs = [lambda: many(lambda: bare_run(url, 50, False, "anthropic")),
-            lambda: many(lambda: lattice_run(url, 50, False, "anthropic"))]
-    _, ratios = compare(runs, max(2, reps // 2))
-    throughput = 1 / ratios[1]  # same turns: throughput ratio is the inverse time ratio
-    return [(f"{n} threads x 50 turns throughput / floor's", throughput, throughput >= 0.9)]
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--reps", type=int, default=DEFAULT_ROUNDS)
     parser.add_argument("--quick", action="store_true", help="H = 1,000 only, fewer reps")
     parser.add_argument("--instructions", action="store_true",
                         help="also count instructions per turn with valgrind (~3 min)")
@@ -270,14 +262,16 @@ def main() -> int:
         mode, turns, provider, fmt = args.ir_worker
         ir_worker(mode, int(turns), provider, fmt == "sse")
         return 0
-    reps = 3 if args.quick else args.reps
+    reps = MIN_ROUNDS if args.quick else args.reps
     sizes = [1_000] if args.quick else [1_000, 10_000]
     rows: List[Row] = []
     with minimal_server() as server:
         rows.append(timeouts_row(server, reps))
         rows += fifty_turn_rows(server, reps)
         rows += seeded_rows(server, reps, sizes)
-        rows += threads_rows(server, reps)
+        for spread_row in threads_rows(server, max(DEFAULT_ROUNDS, reps), 32):
+            rows.append((f"{spread_row[0]}: {spread_row[1].text()}", spread_row[1].median,
+                         spread_row[2]))
     if args.instructions:
         if shutil.which("valgrind") is None:
             print("valgrind is not installed (apt-get install valgrind): no instruction rows")

@@ -34,9 +34,7 @@ import argparse
 import contextlib
 import json
 import multiprocessing
-import statistics
 import sys
-import time
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
@@ -46,6 +44,7 @@ import requests  # noqa: E402
 from _floor import floor_session  # noqa: E402
 from _gemini_loop import bare_gemini_loop  # noqa: E402
 from _responses_loop import bare_responses_loop  # noqa: E402
+from _rounds import DEFAULT_ROUNDS, MIN_ROUNDS, interleave  # noqa: E402
 
 import lattice  # noqa: E402
 from lattice.testing.mock_server import MockMessagesServer  # noqa: E402
@@ -305,20 +304,10 @@ def compare(runs: List[Callable[[], None]], reps: int) -> Tuple[List[float], Lis
     """Each of ``runs`` ``reps`` times, interleaved (order rotated each round): the median
     time of each, and the median over rounds of each one's time / the first one's time in
     the same round. The paired ratio is the figure to judge by on a shared machine: a busy
-    second slows both runs of a round, and no other round's."""
-    for run in runs:
-        run()  # warm up
-    times: List[List[float]] = [[] for _ in runs]
-    for rep in range(reps):
-        order = list(range(len(runs)))
-        order = order[rep % len(order):] + order[:rep % len(order)]
-        for slot in order:
-            started = time.perf_counter()
-            runs[slot]()
-            times[slot].append(time.perf_counter() - started)
-    ratios = [statistics.median(t / base for t, base in zip(slot_times, times[0]))
-              for slot_times in times]
-    return [statistics.median(t) for t in times], ratios
+    second slows both runs of a round, and no other round's (``_rounds.interleave``; its
+    ``Rounds`` also has each figure's spread)."""
+    measured = interleave(runs, reps)
+    return [t.median for t in measured.times], [r.median for r in measured.ratios]
 
 
 def _sdk_serve(conn: Any) -> None:
@@ -375,7 +364,7 @@ def bare_provider_loop(provider: str, url: str, turns: int, stream: bool,
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--reps", type=int, default=6)
+    parser.add_argument("--reps", type=int, default=DEFAULT_ROUNDS)
     parser.add_argument("--turns", type=int, nargs="+", default=[50, 500])
     parser.add_argument("--providers", nargs="+", default=PROVIDERS, choices=PROVIDERS)
     parser.add_argument("--sdk-max-turns", type=int, default=100,
@@ -390,7 +379,7 @@ def main() -> int:
             (sdk_process() if sdk else contextlib.nullcontext()) as sdk_loop:
         for turns in args.turns:
             url = server(turns)
-            reps = args.reps if turns <= 100 else max(2, args.reps // 2)
+            reps = args.reps if turns <= 100 else max(MIN_ROUNDS, args.reps // 2)
             for provider in args.providers:
                 for stream in (False, True):
                     runs = [lambda: bare_provider_loop(provider, url, turns, stream, tools),
@@ -418,8 +407,10 @@ def main() -> int:
     widths = [max(len(r[i]) for r in rows + [header]) for i in range(len(header))]
     for row in [header, ["-" * w for w in widths]] + rows:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)))
-    verdict = "PASS" if worst <= 1.2 else "FAIL"
-    print(f"\nmedian of {args.reps} interleaved runs (500 turns: {max(2, args.reps // 2)}); "
+    verdict = ("PASS" if worst <= 1.2 else "FAIL") if args.reps >= MIN_ROUNDS else \
+        f"shown (fewer than {MIN_ROUNDS} rounds: no verdict)"
+    long_reps = max(MIN_ROUNDS, args.reps // 2)
+    print(f"\nmedian of {args.reps} interleaved runs (500 turns: {long_reps}); "
           f"worst ratio: {worst:.2f}x (target <= 1.2x): {verdict}")
     return 0
 

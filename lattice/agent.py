@@ -29,7 +29,7 @@ from .cost import check_max_cost, check_prices
 from .durable.runs import check_run_id
 from .messages import OutputT, ResultMessage
 from .models.base import ModelClient, ModelRequest, as_model_client
-from .observe.genai import server_of
+from .observe.genai import provider_name, server_of
 from .observe.observer import Observer
 from .options import (
     UNSET,
@@ -127,6 +127,7 @@ class Agent(Generic[OutputT]):
 
             model_client = AnthropicClient(api_key=api_key, base_url=base_url)
         self._server = server_of(model_client)  # (host, port) for traces
+        self._provider = provider_name(model_client)  # a subagent's spans name its own
         output = resolve_output_schema(output_schema if output_format is None else output_format)
         self._settings = QuerySettings(
             model=model, client=as_model_client(model_client), system=check_system(system),
@@ -279,7 +280,8 @@ class Agent(Generic[OutputT]):
                 options (parallel calls run at once); False: on this Agent's own
                 conversation, one call at a time (a concurrent call gets an error result).
             idempotent: default True: after a crash, resuming the parent's durable run
-                resumes the child's run (docs/subagents.md).
+                resumes the child's run (docs/subagents.md); False for a shared child
+                (``isolated=False``) without a history store, whose run is not kept.
 
         The parent's signal, interrupt, token budget, tracer and approvals reach the
         child; its usage and (when asked) its messages come back (docs/subagents.md).
@@ -294,6 +296,7 @@ class Agent(Generic[OutputT]):
         call's), on ``store`` (None: memory only). ``_template`` names this Agent (cycles)."""
         made = Agent.__new__(Agent)
         made.name, made._agent_id, made._server = self.name, self._agent_id, self._server
+        made._provider = self._provider
         made._settings = self._settings
         made._conversation = Conversation(store, self._conversation.lock_wait_s)
         made._template = self

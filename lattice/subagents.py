@@ -66,11 +66,11 @@ class Parentage:
 
     __slots__ = ("caller", "budgets", "observers", "trace", "ancestors", "forward")
 
-    def __init__(self, caller: Optional[ModelCaller], budgets: List[Tuple[int, Any]],
+    def __init__(self, caller: Optional[ModelCaller], budgets: List[Tuple[Any, ...]],
                  observers: Optional[ObserverGroup], trace: Any, ancestors: Tuple[Any, ...],
                  forward: bool) -> None:
         self.caller = caller  # the parent query's ModelCaller: usage flows up through it
-        self.budgets = budgets  # (max_budget_tokens, ModelCaller) of every query above
+        self.budgets = budgets  # every query above's (Loop.budgets_below: tokens, dollars)
         self.observers = observers  # the parent's: a child traces when its parent does
         self.trace = trace  # the token of the parent's tool span
         self.ancestors = ancestors  # the agents (templates) above, nearest last
@@ -92,12 +92,22 @@ def make_tool(agent: Agent, *, name: Optional[str], description: Optional[str],
         description = _first_line(agent._settings.system) or f"Ask the {name} agent."
     if output not in OUTPUTS:
         raise ValueError(f"output must be one of {OUTPUTS}, got {output!r}")
+    if output == "structured" and agent._settings.output is None:
+        # else every call's result would be "null": the child has no structured_result
+        raise ValueError("output='structured' needs a child Agent with an output_schema "
+                         "(or output_format); this one has neither")
     check_bool("isolated", isolated)
     if idempotent is not None:
         check_bool("idempotent", idempotent)
+    if idempotent is None:
+        # A subagent call is idempotent when its child run is found again after a crash:
+        # not for a shared child without a store (its conversation lives in its Agent, so a
+        # new process's child would start over and repeat its tools): its interrupted call
+        # is answered "uncertain" instead of being run again.
+        idempotent = isolated or agent._conversation.link.home is not None
     return SubagentTool(agent, name, description,
                         PROMPT_SCHEMA if input_schema is None else input_schema, output,
-                        isolated, True if idempotent is None else idempotent)
+                        isolated, idempotent)
 
 
 def _first_line(system: Any) -> str:
@@ -120,7 +130,8 @@ class SubagentTool(Tool):
         self.template = template
         self.output = output
         self.isolated = isolated
-        self.prompt_field = input_schema is PROMPT_SCHEMA
+        # The default schema (given or not): the child's prompt is the prompt field.
+        self.prompt_field = input_schema == PROMPT_SCHEMA
         # Paused children without a store, by call id, until their approvals come.
         self._shelf: Dict[str, Agent] = {}
         self._shelf_lock = threading.Lock()

@@ -21,6 +21,7 @@ import time
 from typing import Any, Iterator, List, Optional
 
 from ..cancellation import AbortSignal, SignalLike, as_signal
+from ..errors import HistoryStoreError
 from ..messages import (
     AssistantMessage,
     ResultMessage,
@@ -30,7 +31,7 @@ from ..messages import (
     tool_uses_of,
 )
 from ..options import check_bool, non_negative_number
-from ..stores.base import HistoryStore
+from ..stores.base import HistoryStore, describe_store
 from ..stores.capabilities import Capabilities, is_store
 from ..stores.derived import derived_store
 from ..tools.definition import ToolCall
@@ -61,8 +62,9 @@ def follow(store: HistoryStore, *, after: int = 0, run_id: Optional[str] = None,
         wait_s: end when this many seconds pass without news (None: never).
         include_subagent_messages: with ``run_id``, also yield the messages of the
             subagent runs it made (SPEC 22; those kept in the store's derived sessions,
-            the default for a child without a store of its own), each with
-            ``.parent_tool_use_id``, before the tool results they led to.
+            the default for a child without a store of its own, or in another session of
+            the same database), each with ``.parent_tool_use_id``, before the tool results
+            they led to (or the result of a run that paused for a child's approval).
 
     Yields ``UserMessage``/``AssistantMessage`` for stored messages (the prompt included),
     a ``SystemMessage(subtype="compaction")`` when the history was rewritten under it
@@ -104,8 +106,7 @@ def _follow(store: Any, caps: Capabilities, position: int, run_id: Optional[str]
         current = store.version() if versioned else object()
         if current != version:
             version = current
-            record = read_record(store.load_run(run_id), run_id, store) \
-                if run_id is not None else None
+            record = _record(store, run_id) if run_id is not None else None
             messages = list(store.load())
             if seen is not None and not _extends(messages, seen):
                 kept = _resume_point(seen, position, messages)
@@ -120,11 +121,16 @@ def _follow(store: Any, caps: Capabilities, position: int, run_id: Optional[str]
             for index in range(position, end):
                 message = messages[index]
                 if children and run_id is not None and index > 0:
-                    yield from _children(store, run_id, message, poll_s, signal)
+                    yield from _children(store, run_id, _results_of(message), poll_s, signal)
                 yield _item(message)
                 last_news = time.monotonic()
             position = max(position, end)
             if record is not None and record.is_ended:
+                if children and run_id is not None and end > 0:
+                    # A run that paused for a child's approval (SPEC 22): what its children
+                    # did before the pause, as query() yields it (no tool results follow)
+                    yield from _children(store, run_id, _paused_calls(messages[end - 1]),
+                                         poll_s, signal)
                 yield _result(record, messages[:end])
                 return
         if wait_s is not None and time.monotonic() - last_news >= wait_s:
@@ -132,24 +138,69 @@ def _follow(store: Any, caps: Capabilities, position: int, run_id: Optional[str]
         _pause(signal, poll_s)
 
 
-def _children(store: Any, run_id: str, message: Message, poll_s: float,
-              signal: Optional[AbortSignal]) -> Iterator[SDKMessage]:
-    """Before a message of tool results: the messages of the subagent runs that made them
-    (found in the store's derived sessions), each marked with its call's id."""
+def _record(store: Any, run_id: str) -> Optional[RunRecord]:
+    """The run's record; one the store cannot decode (SQLite's and PostgreSQL's
+    ``load_run`` raise ``ValueError``) is damaged as much as one that decodes to nonsense:
+    a ``HistoryStoreError`` naming the run and the store (SPEC 21b), from ``follow`` too."""
+    try:
+        data = store.load_run(run_id)
+    except ValueError as exc:
+        raise HistoryStoreError(f"{exc}: it is damaged (store: {describe_store(store)})"
+                                ) from None
+    return read_record(data, run_id, store)
+
+
+def _results_of(message: Message) -> List[str]:
+    """The call ids a message of tool results answers."""
     content = message.get("content")
     if message.get("role") != "user" or not isinstance(content, list):
-        return
-    for block in content:
-        call_id = block.get("tool_use_id") if isinstance(block, dict) else None
-        if not isinstance(call_id, str):
-            continue
-        child = derived_store(store, call_id)
+        return []
+    return [b["tool_use_id"] for b in content
+            if isinstance(b, dict) and isinstance(b.get("tool_use_id"), str)]
+
+
+def _paused_calls(message: Message) -> List[str]:
+    """The call ids of a reply that waits for its subagents (marked by the pause), in
+    the reply's order: the children that paused and those that had returned."""
+    if message.get("role") != "assistant" or not isinstance(
+            message.get("pending_children"), dict):
+        return []
+    return [u["id"] for u in tool_uses_of(message.get("content"))
+            if isinstance(u.get("id"), str)]
+
+
+def _child_store(store: Any, child_run: str, call_id: str) -> Any:
+    """Where the child run ``child_run`` is kept: the store's derived session (a child
+    without a store of its own), else any session of the same database that records it (a
+    child with its own store there: SQLite, PostgreSQL); None when it is in neither."""
+    child = derived_store(store, call_id)
+    if child is not None:
+        caps = Capabilities.of(child)
+        if caps.records_runs and child.load_run(child_run) is not None:
+            return child
+    with_session = getattr(store, "with_session", None)
+    if not callable(with_session):
+        return None
+    try:
+        runs = store.list_runs(all_sessions=True)
+    except TypeError:  # a store without sessions to list
+        return None
+    for run in runs:
+        if run.get("run_id") == child_run and isinstance(run.get("session_id"), str):
+            return with_session(run["session_id"])
+    return None
+
+
+def _children(store: Any, run_id: str, call_ids: List[str], poll_s: float,
+              signal: Optional[AbortSignal]) -> Iterator[SDKMessage]:
+    """The messages of the subagent runs of ``call_ids`` (before the tool results they
+    made, or a pause's result), each marked with its call's id."""
+    for call_id in call_ids:
         child_run = f"{run_id}/{call_id}"
+        child = _child_store(store, child_run, call_id)
         if child is None:
             continue
         caps = Capabilities.of(child)
-        if not caps.records_runs or child.load_run(child_run) is None:
-            continue
         for item in _follow(child, caps, 0, child_run, poll_s, signal, None, True):
             if isinstance(item, ResultMessage):
                 break

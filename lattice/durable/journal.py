@@ -18,9 +18,7 @@ the query keeps one: the base class here journals nothing (a query without a run
 
 from __future__ import annotations
 
-import dataclasses
 import threading
-import time
 from functools import partial
 from typing import Any, Callable, Dict, List, Optional, Sequence, Set
 
@@ -138,7 +136,4 @@ class RunJournal(Journal):
             return self._writing()
 
     def _mark(self, call_id: str) -> None:
-        self.record = dataclasses.replace(
-            self.record, started_calls={**self.record.started_calls,
-                                        call_id: self.attempt(call_id)},
-            updated_at=time.time())
+        self.record = self.record.with_call(call_id, self.attempt(call_id))

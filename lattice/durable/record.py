@@ -104,6 +104,17 @@ class RunRecord:
         return dataclasses.replace(self, state="ended", result=data, end_index=end_index,
                                    updated_at=time.time())
 
+    def with_call(self, call_id: str, attempt: int) -> RunRecord:
+        """This record with ``call_id`` started at ``attempt``: the journal's change of
+        every tool turn, so made without ``dataclasses.replace``'s walk over the fields
+        (a copy of the instance dict; #39)."""
+        new = object.__new__(RunRecord)
+        fields = new.__dict__
+        fields.update(self.__dict__)
+        fields["started_calls"] = {**self.started_calls, call_id: attempt}
+        fields["updated_at"] = time.time()
+        return new
+
     def superseded(self, messages: List[Dict[str, Any]]) -> RunRecord:
         """Ended ``interrupted``: another query took the conversation over (SPEC 21a); what
         a later call with its id replays. Its messages stop where the history is now."""

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import base64
 import json
-import re
 from typing import (
     TYPE_CHECKING,
     Callable,
@@ -40,7 +39,7 @@ from .body import DEFAULT_MAX_RESPONSE_BYTES
 from .budget import DEFAULT_IDLE_TIMEOUT_MS
 from .client import HTTPModelClient, count_reader
 from .http import EventCallback
-from .options import check_secret, check_version, resolve_base_url, secrets_of
+from .options import REGION_NAME, check_secret, check_version, resolve_base_url, secrets_of
 from .retry import RetryPolicy
 from .sigv4 import Credentials, sign_headers
 from .wire import dump_body, message_from_json, reply_from_message, request_dict
@@ -56,7 +55,6 @@ BEDROCK_VERSION = "bedrock-2023-05-31"
 EVENT_STREAM = "application/vnd.amazon.eventstream"
 
 
-_REGION = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*", re.IGNORECASE)
 
 
 class BedrockCodec:
@@ -140,7 +138,7 @@ class AnthropicBedrockClient(HTTPModelClient):
         if found is None:
             raise ValueError("region: pass region= or set AWS_REGION (or AWS_DEFAULT_REGION,"
                              " or region in the AWS config file)")
-        if not _REGION.fullmatch(found):  # it goes in the host name: nothing else may
+        if not REGION_NAME.fullmatch(found):  # it goes in the host name: nothing else may
             raise ValueError(f"region must be an AWS region name (letters, digits and "
                              f"dashes, such as us-east-1), got {found!r}")
         self.region = found

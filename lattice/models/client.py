@@ -105,10 +105,33 @@ class HTTPModelClient:
     @property
     def _entries(self) -> EntryBytes:
         """This client's encoded history entries (``entries.py``), made on first use."""
-        entries = self.__dict__.get("_entry_bytes")
+        return self._entry_cache("_entry_bytes")
+
+    def _entry_cache(self, key: str) -> EntryBytes:
+        """The encoded entries kept under ``key`` (a client encoding the history two ways
+        keeps two), made on first use."""
+        entries = self.__dict__.get(key)
         if entries is None:  # setdefault: two threads' first requests keep one
-            entries = self.__dict__.setdefault("_entry_bytes", EntryBytes())
+            entries = self.__dict__.setdefault(key, EntryBytes())
         return entries  # type: ignore[no-any-return]
+
+    @property
+    def abortable(self) -> bool:
+        """Whether ``create`` returns soon after ``request.signal`` fires, or the request's
+        deadline passes, from whichever thread fires it (so ``query()`` may call it on the
+        consumer's thread, without a hand-off to a worker: docs/model-clients.md). True
+        with the client's own session: the abort or the deadline shuts the socket down
+        from the thread that fires (``cutoff.py``; the blocked read returns within a few
+        ms). False with a session given by the user (cut only once the headers came) or a
+        credential fetched by code lattice does not control (a token provider, Google's
+        refresh)."""
+        return (self._transport.own_session and not self._asks_provider()
+                and not self._fetches_credential())
+
+    def _fetches_credential(self) -> bool:
+        """A request may first fetch a credential by a call no signal reaches (Vertex with
+        Google's credentials): the default, no."""
+        return False
 
     @property
     def max_response_bytes(self) -> int:

@@ -28,6 +28,7 @@ from .options import check_secret, resolve_base_url, secret_from_env
 from .retry import RetryPolicy
 from .sse import json_scanner, load_data, sse_events
 from .status import load_json
+from .urls import shown_url
 from .vertex import VertexCredentials, vertex_setting
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -51,20 +52,24 @@ def parse_gemini_stream(chunks: Iterator[bytes], on_event: Optional[EventCallbac
     scan = json_scanner()
     budget = budget_of(limit)  # its progress is what the idle limit watches (budget.py)
     total = 0  # the reply is bounded as a whole, not only each event (SPEC 21b)
-    for sse in sse_events(chunks, limit):
-        total += len(sse.data)
-        if total > limit:
-            raise too_large("the streamed reply", limit)
-        chunk = load_data(sse, scan)
-        if chunk is None:
-            continue
-        if on_event is not None:
-            on_event(chunk)
-        reply.feed(chunk)
-        budget.progress()
-    if reply.finish is None and reply.blocked is None:
-        raise APIConnectionError("the stream ended before the chunk with the finishReason")
-    return reply.message()
+    try:
+        for sse in sse_events(chunks, limit):
+            total += len(sse.data)
+            if total > limit:
+                raise too_large("the streamed reply", limit)
+            chunk = load_data(sse, scan)
+            if chunk is None:
+                continue
+            if on_event is not None:
+                on_event(chunk)
+            if reply.feed(chunk):  # a chunk that adds nothing is no progress (idle limit)
+                budget.progress()
+        if reply.finish is None and reply.blocked is None:
+            raise APIConnectionError("the stream ended before the chunk with the finishReason")
+        return reply.message()
+    except BaseException:
+        reply.parts = []  # the traceback keeps this frame: not what it gathered (SPEC 21b)
+        raise
 
 
 class GeminiCodec:
@@ -114,10 +119,7 @@ class _GeminiBase(HTTPModelClient):
     @property
     def _entries_older(self) -> EntryBytes:
         """The encoded entries for models before Gemini 3 (a tool's images go apart)."""
-        entries = self.__dict__.get("_older_entry_bytes")
-        if entries is None:  # setdefault: two threads' first requests keep one
-            entries = self.__dict__.setdefault("_older_entry_bytes", EntryBytes())
-        return entries  # type: ignore[no-any-return]
+        return self._entry_cache("_older_entry_bytes")
 
     def count_tokens(self, request: ModelRequest) -> int:
         """The input tokens ``request`` would use (``:countTokens``; nothing generated)."""
@@ -240,6 +242,10 @@ class VertexGeminiClient(VertexCredentials, _GeminiBase):
         url = resolve_base_url(base_url, "VERTEX_GEMINI_BASE_URL", host)
         for version in _VERSIONS:
             if url.endswith("/" + version):
+                if version != api_version:  # never a silent switch to the other version
+                    raise ValueError(f"base_url {shown_url(url)!r} ends in /{version} but "
+                                     f"api_version is {api_version!r}: pass "
+                                     f"api_version={version!r}, or a base_url without it")
                 url = url[: -len(version) - 1]
         self.base_url = url
         self._make_transport(self.base_url, GeminiCodec("Vertex AI"), options)

@@ -40,8 +40,9 @@ MALFORMED_CALL = "malformed_function_call"  # stop_reason: no call to answer; ca
 # Vertex's FinishReason and BlockedReason numbers (``$alt=json;enum-encoding=int``).
 FINISH_REASONS = ("FINISH_REASON_UNSPECIFIED", "STOP", "MAX_TOKENS", "SAFETY", "RECITATION",
                   "OTHER", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII",
-                  "MALFORMED_FUNCTION_CALL", "MODEL_ARMOR", "IMAGE_PROHIBITED_CONTENT",
-                  "IMAGE_RECITATION", "IMAGE_OTHER", "UNEXPECTED_TOOL_CALL", "NO_IMAGE")
+                  "MALFORMED_FUNCTION_CALL", "MODEL_ARMOR", "IMAGE_SAFETY",
+                  "IMAGE_PROHIBITED_CONTENT", "IMAGE_RECITATION", "IMAGE_OTHER",
+                  "UNEXPECTED_TOOL_CALL", "NO_IMAGE")  # 0-16, as aiplatform.v1 numbers them
 BLOCK_REASONS = ("BLOCKED_REASON_UNSPECIFIED", "SAFETY", "OTHER", "BLOCKLIST",
                  "PROHIBITED_CONTENT", "MODEL_ARMOR", "IMAGE_SAFETY", "JAILBREAK")
 _REFUSED = frozenset(["SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII",
@@ -77,14 +78,18 @@ class GeminiReply:
         self.model: Optional[str] = None
         self.chunks = 0
 
-    def feed(self, chunk: Any) -> None:
-        """Apply one ``GenerateContentResponse`` (an error object raises)."""
+    def feed(self, chunk: Any) -> bool:
+        """Apply one ``GenerateContentResponse`` (an error object raises); whether it
+        moved the reply on (a part, a finish or block reason: what an idle limit counts;
+        an empty chunk or a repeated usage does not)."""
         if not isinstance(chunk, dict):
             raise APIConnectionError(f"a reply chunk is not a JSON object: {str(chunk)[:200]!r}")
         if isinstance(chunk.get("error"), dict):
             from .gemini_status import error_from_gemini
 
-            raise error_from_gemini(chunk.get("error", {}).get("code") or 500, chunk)
+            code = chunk["error"].get("code")  # a proxy may send it as text: "503"
+            status = int(code) if isinstance(code, (int, str)) and str(code).isdigit() else 0
+            raise error_from_gemini(status if 400 <= status < 600 else 500, chunk)
         self.chunks += 1
         for key, field in (("responseId", "response_id"), ("modelVersion", "model")):
             value = chunk.get(key)
@@ -100,13 +105,14 @@ class GeminiReply:
                 self.blocked = (reason, str(feedback.get("blockReasonMessage") or ""))
         candidates = chunk.get("candidates")
         if not isinstance(candidates, list) or not candidates:
-            return
+            return self.blocked is not None
         candidate = candidates[0]
         if not isinstance(candidate, dict):
             raise APIConnectionError(f"a candidate is not a JSON object: {str(candidate)[:200]!r}")
         finish = _name(candidate.get("finishReason"), FINISH_REASONS)
         if finish:
             self.finish = finish
+        moved = bool(finish)
         if isinstance(candidate.get("finishMessage"), str):
             self.finish_message = candidate["finishMessage"]
         content = candidate.get("content")
@@ -114,6 +120,7 @@ class GeminiReply:
         for n, part in enumerate(parts if isinstance(parts, list) else ()):
             if not isinstance(part, dict):
                 raise APIConnectionError(f"a part is not a JSON object: {str(part)[:200]!r}")
+            moved = True
             last = self.parts[-1] if self.parts and n == 0 else None
             if last is not None and _continues(last, part):
                 last["text"] = last.get("text", "") + part.get("text", "")
@@ -121,6 +128,7 @@ class GeminiReply:
                     last["thoughtSignature"] = part["thoughtSignature"]
             else:
                 self.parts.append(dict(part))
+        return moved
 
     def message(self) -> Dict[str, Any]:
         """The assistant dict; ``APIConnectionError`` if no chunk came."""

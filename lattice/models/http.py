@@ -57,7 +57,7 @@ from .codec import Codec, EventCallback, Signer
 from .cutoff import HeldCall, attach, cut_if_needed, detach
 from .retry import RetryPolicy, status_is_retryable
 from .status import clean_request_id, readable, valid_header_value
-from .urls import hide_queries_from_urllib3, redact, shown_url, url_secrets
+from .urls import hide_queries_from_urllib3, redact, redact_error, shown_url, url_secrets
 
 if TYPE_CHECKING:  # pragma: no cover
     import requests
@@ -248,8 +248,7 @@ class Transport:
         except APIError as error:  # a cut stream, bad data, an error event, too large
             if call.cause is not None:
                 raise self._failure(call, error, shown) from error
-            error.message = redact(error.message, call.secrets)
-            error.args = (error.message,)
+            redact_error(error, call.secrets)  # its body too: an error event may echo the key
             if error.request_id is None:
                 error.request_id = clean_request_id(
                     response.headers.get(codec.request_id_header), call.secrets)

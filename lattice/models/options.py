@@ -27,9 +27,14 @@ __all__ = [
     "resolve_base_url",
     "require_requests",
     "secrets_of",
+    "REGION_NAME",
 ]
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+# A cloud region as it goes into a host name (Bedrock, Vertex): letters, digits, dashes;
+# anything else ("x@evil.com\\") could send the credential to another host.
+REGION_NAME = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*", re.IGNORECASE)
 
 
 def _bad_number(value: Any, minimum: float, *, strict: bool) -> bool:

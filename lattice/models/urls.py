@@ -21,8 +21,8 @@ import threading
 from typing import Any, List, Mapping, Optional, Sequence, Set
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
-__all__ = ["shown_url", "url_secrets", "endpoint", "redact", "hide_queries_from_urllib3",
-           "MASK"]
+__all__ = ["shown_url", "url_secrets", "endpoint", "redact", "redact_error",
+           "hide_queries_from_urllib3", "MASK"]
 
 MASK = "***"
 _SHORTEST_QUERY_SECRET = 4  # shorter query values ("1", "true") are redacted in URLs only
@@ -34,6 +34,25 @@ def redact(text: str, secrets: Sequence[str]) -> str:
         if secret and secret in text:
             text = text.replace(secret, MASK)
     return text
+
+
+def redact_error(error: Any, secrets: Sequence[str]) -> None:
+    """Redact ``secrets`` from an error read off a reply: its message and every string
+    in its parsed ``body`` (an error event inside a stream may echo the key)."""
+    error.message = redact(error.message, secrets)
+    error.args = (error.message,)
+    if getattr(error, "body", None) is not None:
+        error.body = _redact_value(error.body, secrets)
+
+
+def _redact_value(value: Any, secrets: Sequence[str]) -> Any:
+    if isinstance(value, str):
+        return redact(value, secrets)
+    if isinstance(value, dict):
+        return {_redact_value(k, secrets): _redact_value(v, secrets) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_redact_value(item, secrets) for item in value]
+    return value
 
 
 def _masked_query(query: str) -> str:

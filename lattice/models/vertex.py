@@ -22,7 +22,7 @@ from .base import ModelRequest, ReplyDict
 from .body import DEFAULT_MAX_RESPONSE_BYTES
 from .budget import DEFAULT_IDLE_TIMEOUT_MS
 from .client import HTTPModelClient
-from .options import check_secret, check_version, resolve_base_url, secrets_of
+from .options import REGION_NAME, check_secret, check_version, resolve_base_url, secrets_of
 from .retry import RetryPolicy
 from .status import error_from_response
 from .wire import count_body, dump_body, request_dict
@@ -57,6 +57,9 @@ def vertex_setting(value: Optional[str], option: str, variable: str) -> str:
         raise ValueError(f"{option}: pass {option}= or set {variable}")
     if "/" in found or "?" in found or "#" in found:
         raise ValueError(f"{option} {found!r} cannot hold '/', '?' or '#'")
+    if option == "region" and not REGION_NAME.fullmatch(found):  # it goes in the host
+        raise ValueError(f"region must be a Google Cloud region name (letters, digits and "
+                         f"dashes, such as 'us-central1' or 'global'), got {found!r}")
     return found
 
 
@@ -85,6 +88,11 @@ class VertexCredentials:
         self._google: Any = None
         self._google_lock = threading.Lock()
 
+    def _fetches_credential(self) -> bool:
+        """Without a fixed ``access_token``, Google's credentials may be refreshed by a
+        call no signal reaches (so the client is not ``abortable``)."""
+        return self._access_token is None
+
     def _headers(self) -> Tuple[Dict[str, str], List[str]]:
         return self._signed(self._token(refresh=False))
 
@@ -97,7 +105,9 @@ class VertexCredentials:
             return self._access_token
         if self._token_provider is not None:
             return self._ask_token(self._token_provider)
-        return self._google_token(refresh)
+        # google-auth is a token provider too (it may call the metadata server or an OAuth
+        # endpoint): bounded by the request's deadline, its failures AuthenticationError
+        return self._ask_token(lambda: self._google_token(refresh))
 
     def _google_token(self, refresh: bool) -> str:
         # the vertex extra; only this path needs it (no stubs: imported by name)

@@ -49,6 +49,9 @@ class QueryDetails(NamedTuple):
     conversation_id: Optional[str] = None  # the store's session id, else the run id
     server_address: Optional[str] = None  # the model client's host
     server_port: Optional[int] = None
+    # A subagent's query whose model client is not its parent's (SPEC 22): the provider its
+    # spans name, not the parent's tracer's; None for any other query.
+    provider_name: Optional[str] = None
 
 
 def query_details() -> Optional[QueryDetails]:

@@ -63,13 +63,16 @@ def tracing_observer(enabled: bool = False, trace_content: bool = False, *,
 class _Open:
     """A started span and what its end needs (the token handed back to the loop); a
     query's also what its children's spans carry (``shared``: the conversation id and
-    the server)."""
+    the server); ``provider``: the ``gen_ai.provider.name`` its spans say (a subagent's
+    query and its chat spans name the child's provider, not this observer's)."""
 
-    __slots__ = ("span", "shared")
+    __slots__ = ("span", "shared", "provider")
 
-    def __init__(self, span: Any, shared: Optional[Dict[str, Any]] = None) -> None:
+    def __init__(self, span: Any, shared: Optional[Dict[str, Any]] = None,
+                 provider: str = "") -> None:
         self.span = span
         self.shared = shared or {}
+        self.provider = provider
 
 
 class OtelObserver(Observer):
@@ -118,7 +121,12 @@ class OtelObserver(Observer):
             attributes = {**parent.shared, **attributes}
         span = self._tracer.start_span(name, context=context, kind=kind,
                                        attributes=_clean(attributes))
-        return _Open(span)
+        return _Open(span, provider=self._provider_of(parent))
+
+    def _provider_of(self, token: Any) -> str:
+        # A span's provider is its query's (a subagent may use another client).
+        return token.provider if isinstance(token, _Open) and token.provider else \
+            self.provider_name
 
     def _fail(self, span: Any, error_type: str, error: Optional[BaseException]) -> None:
         span.set_attribute("error.type", error_type)
@@ -142,15 +150,16 @@ class OtelObserver(Observer):
         # ``parent``: a subagent's query nests under the parent's ``execute_tool`` span.
         details = query_details() or QueryDetails()
         name = name or details.agent_name
+        provider = details.provider_name or self.provider_name  # a child's own client's
         shared = _clean({"gen_ai.conversation.id": details.conversation_id,
                          "server.address": details.server_address,
                          "server.port": details.server_port,
                          "gen_ai.agent.name": name})  # the query's spans say whose they are
         opened = self._start(f"invoke_agent {name}" if name else "invoke_agent", parent,
                              self._kinds.INTERNAL, {
-            "gen_ai.operation.name": "invoke_agent", "gen_ai.provider.name": self.provider_name,
+            "gen_ai.operation.name": "invoke_agent", "gen_ai.provider.name": provider,
             "gen_ai.request.model": model, "gen_ai.agent.id": details.agent_id, **shared})
-        opened.shared = shared
+        opened.shared, opened.provider = shared, provider
         if prompt is not None:  # None: a resumed query (approvals), no new prompt
             self._content(opened.span, "gen_ai.input.messages",
                           genai.input_messages([{"role": "user", "content": prompt}]))
@@ -162,7 +171,7 @@ class OtelObserver(Observer):
             return
         span = token.span
         if result is not None:
-            finish = genai.finish_reason(self.provider_name, result.stop_reason)
+            finish = genai.finish_reason(self._provider_of(token), result.stop_reason)
             span.set_attributes(_clean({
                 "lattice.result.subtype": result.subtype,
                 "gen_ai.response.finish_reasons": [finish] if finish else None,
@@ -183,7 +192,7 @@ class OtelObserver(Observer):
         opened = self._start(f"chat {model}" if model else "chat", query,
                              self._kinds.CLIENT, {
                                  "gen_ai.operation.name": "chat",
-                                 "gen_ai.provider.name": self.provider_name,
+                                 "gen_ai.provider.name": self._provider_of(query),
                                  "gen_ai.request.model": model,
                                  "gen_ai.request.max_tokens": request.max_tokens})
         if self.trace_content:  # the conversion costs: only when recorded
@@ -199,7 +208,7 @@ class OtelObserver(Observer):
             return
         span = token.span
         if reply is not None:
-            finish = genai.finish_reason(self.provider_name, reply.get("stop_reason"))
+            finish = genai.finish_reason(self._provider_of(token), reply.get("stop_reason"))
             span.set_attributes(_clean({
                 "gen_ai.response.model": reply.get("model"),
                 "gen_ai.response.id": reply.get("provider_response_id") or reply.get("id"),

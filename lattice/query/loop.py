@@ -19,7 +19,7 @@ interrupt during a model call, the consumer closing) surfaces as ``Stopped`` fro
 from __future__ import annotations
 
 from functools import partial
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, Generator, List, Optional
 
 from ..compaction.compactor import Compactor
 from ..conversation.store_link import StoreLink
@@ -118,11 +118,7 @@ class Loop:
 
     def step(self) -> Optional[Ending]:
         """One turn: limits, compaction, a model request, then its answer or its tools."""
-        self.race.check()
-        self.link.check_hold()  # a lock found taken over ends the query here (SPEC 18)
-        limit = self.limit()
-        if limit is None and self.compactor.between_turns():
-            limit = self.limit()  # the summary may have spent the budget
+        limit = self.prelude()
         if limit is not None:
             return limit
         reply = self.next_reply()
@@ -131,6 +127,39 @@ class Loop:
         self.race.check()  # what the consumer did while holding the reply comes first
         return self.act(reply)
 
+    def prelude(self) -> Optional[Ending]:
+        """Before a model request: the race, the lock, the limits, compaction if due."""
+        self.race.check()
+        self.link.check_hold()  # a lock found taken over ends the query here (SPEC 18)
+        limit = self.limit()
+        if limit is None and self.compactor.between_turns():
+            limit = self.limit()  # the summary may have spent the budget
+        return limit
+
+    def inline(self) -> Generator[Any, None, Ending]:
+        """``loop()`` on the consumer's thread (lattice/query/inline.py): the same turns,
+        each message yielded where the worker would stop for the consumer (after the
+        reply; after the answer to it), so what the consumer does while holding it still
+        comes first. Only for a query ``runs_inline`` allows: no compaction or resumed
+        batch (each yields mid-turn), batches on the race's tool thread."""
+        stash = self.race.stash
+        assert stash is not None and self.resume is None
+        while True:
+            ending = self.prelude()
+            if ending is not None:
+                return ending
+            reply = self.next_reply()
+            while stash:
+                yield stash.popleft()
+            if reply is None:
+                continue
+            self.race.check()  # what the consumer did while holding the reply comes first
+            ending = self.act(reply)
+            while stash:
+                yield stash.popleft()
+            if ending is not None:
+                return ending
+
     def limit(self) -> Optional[Ending]:
         """``max_turns``, ``max_budget_tokens`` and ``max_cost_usd``, checked before each
         model request."""
@@ -138,12 +167,18 @@ class Loop:
         if self.turns >= s.max_turns:
             return Ending("error_max_turns", error=MaxTurnsExceededError(
                 f"reached max_turns={s.max_turns} model requests"))
-        budgets = [(s.max_budget_tokens, self.model)] if s.max_budget_tokens is not None \
-            else []
+        budgets: List[Any] = [(s.max_budget_tokens, self.model)] \
+            if s.max_budget_tokens is not None else []
         if self.parentage is not None:  # a subagent: the budgets of the queries above too
             budgets += self.parentage.budgets
-        for limit, caller in budgets:
-            usage = caller.usage
+        for budget in budgets:
+            limit, usage = budget[0], budget[1].usage
+            if len(budget) == 4:  # a max_cost_usd: (limit, caller, its prices, its model)
+                dollars = cost_usd(usage, budget[2], budget[3])
+                if dollars is not None and dollars >= limit:  # None: that query warns
+                    return Ending("error_max_budget", error=BudgetExceededError(
+                        f"spent ${dollars:.6f}, max_cost_usd={limit}"))
+                continue
             spent = usage.prompt_tokens + usage.output_tokens
             if spent >= limit:
                 return Ending("error_max_budget", error=BudgetExceededError(
@@ -160,9 +195,13 @@ class Loop:
 
     def budgets_below(self) -> List[Any]:
         """The budgets a subagent of this query works within: this query's and those
-        above it, with the usage counters they are checked against."""
+        above it, with the usage counters they are checked against: ``(max_budget_tokens,
+        caller)`` and ``(max_cost_usd, caller, prices, model)``."""
         s = self.settings
-        mine = [(s.max_budget_tokens, self.model)] if s.max_budget_tokens is not None else []
+        mine: List[Any] = [(s.max_budget_tokens, self.model)] \
+            if s.max_budget_tokens is not None else []
+        if s.max_cost_usd is not None:  # the children's requests count in dollars too
+            mine.append((s.max_cost_usd, self.model, s.prices, s.model))
         return mine + (self.parentage.budgets if self.parentage is not None else [])
 
     @property
@@ -258,9 +297,11 @@ class Loop:
         race.start_tools()
         # each call that runs is journaled before its handler (nothing without a record)
         started = self.journal.starting(calls, answered, race.mark_started)
-        done = execute_batch(calls, self.hooks, answered,
-                             parallel=self.settings.parallel_tool_calls, record=race.record,
-                             started=started, stop=race.user_aborted, wrap=self.watch)
+        job = partial(execute_batch, calls, self.hooks, answered,
+                      parallel=self.settings.parallel_tool_calls, record=race.record,
+                      started=started, stop=race.user_aborted, wrap=self.watch)
+        tools = race.tools  # an inline query's tool thread (lattice/query/inline.py)
+        done = job() if tools is None else tools(job)
         if done is None:  # aborted mid-batch: the consumer answers every call of it
             race.abort_from_user()
             raise Stopped

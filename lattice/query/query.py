@@ -35,6 +35,8 @@ from ..tools.calls import resolve_calls
 from ..tools.definition import ToolCall
 from ..tools.delegation import child_calls, split_decisions
 from .endings import Ending
+from .handoff import Stopped
+from .inline import ToolRunner, runs_inline
 from .loop import Loop
 from .settings import QuerySettings
 
@@ -76,6 +78,15 @@ class Query(Iterator[SDKMessage]):
             self._finish(Ending("closed"), delivered=False)
             raise
 
+    def __iter__(self) -> Iterator[SDKMessage]:
+        """The messages themselves (a ``for`` loop steps the generator without this
+        object's ``__next__`` in between: a Python call fewer per message)."""
+        if self._steps is None:
+            if self._done:
+                return iter(())
+            self._steps = self._run_query()
+        return self._steps
+
     def __next__(self) -> SDKMessage:
         if self._steps is None:
             if self._done:
@@ -114,8 +125,14 @@ class Query(Iterator[SDKMessage]):
         session = getattr(self._conversation.link.home, "session_id", None)  # the store's
         run_id = self._durable.run_id if self._durable is not None else None
         address, port = getattr(owner, "_server", (None, None))
+        provider = None
+        parentage = self._parentage
+        caller = parentage.caller if parentage is not None else None
+        if caller is not None and caller.settings.client is not self._settings.client:
+            provider = getattr(owner, "_provider", None)  # the child's, not the tracer's
         return QueryDetails(getattr(owner, "name", None), getattr(owner, "_agent_id", None),
-                            session if isinstance(session, str) else run_id, address, port)
+                            session if isinstance(session, str) else run_id, address, port,
+                            provider)
 
     # -- the query -------------------------------------------------------------------------
     def _run_query(self) -> Generator[SDKMessage, None, None]:
@@ -153,12 +170,25 @@ class Query(Iterator[SDKMessage]):
                               usage=durable.usage, parentage=parentage)
             if parentage is not None and parentage.caller is not None and durable.turns:
                 parentage.caller.add_child(durable.usage)  # a resumed child's, up to its parent
-            threading.Thread(target=self._loop, name="lattice-query", daemon=True).start()
-            while True:
-                item = race.next_item()
-                if item is None:
-                    break
-                yield item
+            if runs_inline(race, settings, conversation.link, resume):
+                race.go_inline(ToolRunner(race))
+                try:  # as the worker does (Loop.__call__), on this thread
+                    last = yield from self._loop.inline()
+                except Stopped:
+                    pass  # the race was lost: the query has its ending
+                except GeneratorExit:
+                    raise
+                except BaseException as exc:  # noqa: B036 - raised with the result
+                    race.end(Ending.raised(exc))
+                else:
+                    race.end(last)
+            else:
+                threading.Thread(target=self._loop, name="lattice-query", daemon=True).start()
+                while True:
+                    item = race.next_item()
+                    if item is None:
+                        break
+                    yield item
             ending = race.ended
             assert ending is not None
             repair = self._repair_tail(ending)

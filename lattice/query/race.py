@@ -18,7 +18,8 @@ from __future__ import annotations
 import enum
 import logging
 import time
-from typing import Any, Callable, Dict, List, Optional, Set
+from collections import deque
+from typing import Any, Callable, Deque, Dict, List, Optional, Set
 
 from ..cancellation import AbortController, AbortSignal, call_later
 from ..errors import AbortError, LatticeError, RequestTimeoutError
@@ -97,6 +98,11 @@ class QueryRace(Handoff):
         self.abandoned: Optional[_abandoned.Abandoned] = None
         self._look_again: Callable[[], None] = _nothing  # cancels that look
         self._after_write: List[Callable[[], None]] = []
+        # An inline query (lattice/query/inline.py): the loop runs on the consumer's
+        # thread, ``commit`` leaves its items in ``stash`` for it, batches go to ``tools``
+        # (a ``ToolRunner``; None: a batch runs where the loop runs, in the worker).
+        self.stash: Optional[Deque[Any]] = None
+        self.tools: Optional[Callable[[Callable[[], Any]], Any]] = None
         if signal is not None and not self.poll:
             callback = signal.add_callback(self.abort_from_user)
             self._unlink = lambda: signal.remove_callback(callback)
@@ -210,6 +216,9 @@ class QueryRace(Handoff):
                 keep()
                 if item is None or not self.lockstep:
                     return
+                if self.stash is not None:  # inline: yielded by the loop itself
+                    self.stash.append(item)
+                    return
                 ring = self._hand(item)
                 mine = self.awaited = self.emitted
             elif save is not None and late is not None:
@@ -293,6 +302,12 @@ class QueryRace(Handoff):
                         "model request timed out (the reply came after the deadline)")))
                     raise Stopped
             self.phase = IDLE
+
+    def go_inline(self, tools: Callable[[Callable[[], Any]], Any]) -> None:
+        """The loop runs on the consumer's thread, its batches go to ``tools`` (a
+        ``ToolRunner``: lattice/query/inline.py)."""
+        self.stash = deque()
+        self.tools = tools
 
     def start_tools(self) -> None:
         with self.cond:

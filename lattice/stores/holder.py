@@ -8,8 +8,9 @@ such process any more, a zombie, or the pid reused by a process started at anoth
 and take the lock over at once, instead of waiting out the lease.
 
 Anything not known for sure counts as alive: a holder on another host (or another boot of
-this one), a record of an older version, a process this one may not signal. Those are
-waited for as before.
+this one), in another PID namespace (a container sharing the host name and kernel, as with
+host networking, numbers its processes apart: its pid 40 is not ours), a record of an
+older version, a process this one may not signal. Those are waited for as before.
 """
 
 from __future__ import annotations
@@ -57,12 +58,21 @@ def _stat(pid: int) -> Optional[Dict[str, Any]]:
         return None
 
 
+def pid_namespace() -> Optional[str]:
+    """This process's PID namespace (``pid:[4026531836]``) where the OS says, else None."""
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except (OSError, AttributeError):
+        return None
+
+
 def describe(nonce: str) -> str:
     """This process as a lock holder: JSON text with host, boot id, pid, start time and
     ``nonce`` (which tells two holds of one process apart)."""
     pid = os.getpid()
     stat = _stat(pid)
-    return json.dumps({"host": socket.gethostname(), "boot": boot_id(), "pid": pid,
+    return json.dumps({"host": socket.gethostname(), "boot": boot_id(),
+                       "pidns": pid_namespace(), "pid": pid,
                        "start": None if stat is None else stat["start"], "nonce": nonce},
                       separators=(",", ":"))
 
@@ -80,6 +90,8 @@ def is_dead(recorded: str) -> bool:
         return False
     if host != socket.gethostname() or boot != boot_id():
         return False  # another host (or a boot id we cannot compare): wait as before
+    if holder.get("pidns") != pid_namespace():
+        return False  # another container on this kernel: its pids are not ours to look up
     if pid == os.getpid():
         return False  # this process is alive; its own holds are its business
     stat = _stat(pid)

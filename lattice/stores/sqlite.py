@@ -172,6 +172,7 @@ class SqliteHistoryStore:
         self.fail_on_error = check_flag("fail_on_error", fail_on_error)
         self._pool = _Pool(self.path, check_flag("fsync", fsync))
         self._hold: Optional[SqliteLease] = None  # while locked: writes carry its token
+        self._written = sqlite_runs.Written()  # what it wrote of its runs (write what changed)
 
     def __repr__(self) -> str:
         return f"SqliteHistoryStore({self.path!r}, {self.session_id!r})"
@@ -245,28 +246,53 @@ class SqliteHistoryStore:
 
     def save_run(self, record: Dict[str, Any]) -> None:
         """Insert or update the record of ``record["run_id"]`` (fenced like ``append``)."""
-        stored = runs.stamp(record, self.session_id)
-        text = runs.encode_record(stored)  # before any I/O
+        encoded = sqlite_runs.Encoded(runs.stamp(record, self.session_id))  # before any I/O
         hold = self._fence()
         token = sqlite_runs.NO_FENCE if hold is None else hold.token
         with self._naming(), self._pool.borrow() as conn:
-            if not sqlite_runs.save_run(conn, stored, text, token) and hold is not None:
+            try:
+                with transaction(conn):  # the record's row and its journal rows
+                    saved = sqlite_runs.save(conn, encoded.record, encoded, token,
+                                             encoded.calls)
+            except BaseException:
+                self._written.forget(encoded.record["run_id"])
+                raise
+            if not saved and hold is not None:
                 hold.lost = True
                 raise runs.lock_lost(self._where())
+        self._written.done(record, True)
 
     def append_and_save_run(self, message: Message, record: Dict[str, Any]) -> None:
         """``append(message)`` and ``save_run(record)`` in one transaction: both or
         neither, one commit (a durable run's reply and the journal entry of the call it
-        starts at once). Fenced like ``append``."""
+        starts at once). Fenced like ``append``. Where only the record's call journal
+        changed since this store wrote it, only the new journal rows are written: a
+        durable tool turn costs its reply's row and its call's (#39)."""
         text = encode_message(message).decode("utf-8")  # before any I/O
-        stored = runs.stamp(record, self.session_id)
-        record_text = runs.encode_record(stored)
+        calls = self._written.calls_only(record)
+        encoded: Optional[sqlite_runs.Encoded] = None
+        if calls is None:
+            encoded = sqlite_runs.Encoded(runs.stamp(record, self.session_id))
+            stored, calls = encoded.record, encoded.calls
+        else:
+            stored = {"run_id": record["run_id"], "session_id": self.session_id,
+                      "updated_at": time.time()}
         hold = self._fence()
         sid = self.session_id
-        with self._naming(), self._pool.borrow() as conn, transaction(conn):
-            self._check_fence(conn, hold)
-            conn.execute(_APPEND, (sid, text, sid))
-            sqlite_runs.save_run(conn, stored, record_text, sqlite_runs.NO_FENCE)  # (fenced)
+        with self._naming(), self._pool.borrow() as conn:
+            try:
+                with transaction(conn):
+                    if hold is None:
+                        conn.execute(_APPEND, (sid, text, sid))
+                    elif conn.execute(sqlite_runs.FENCED_APPEND,
+                                      (sid, sid, text, sid, hold.token)).rowcount != 1:
+                        hold.lost = True
+                        raise runs.lock_lost(self._where())
+                    sqlite_runs.save(conn, stored, encoded, sqlite_runs.NO_FENCE, calls)
+            except BaseException:
+                self._written.forget(record.get("run_id"))
+                raise
+        self._written.done(record, encoded is not None)
 
     def list_runs(self, state: Optional[str] = None, *,
                   all_sessions: bool = False) -> List[Dict[str, Any]]:

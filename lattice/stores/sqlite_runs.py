@@ -7,8 +7,13 @@ Two tables beside the messages:
   under a lease checks, in the same transaction, that no newer token exists: a holder that
   was paused past its lease cannot write after another one took the session.
 * ``lattice_runs(session_id, run_id, state, started_at, updated_at, ver, record)``: one row
-  per run, ``record`` the JSON text; ``ver`` rises with every save in the session, so the
-  session's ``version()`` changes when a run record does.
+  per run, ``record`` the JSON text without its call journal; ``ver`` rises with every save
+  in the session, so the session's ``version()`` changes when a run record does.
+* ``lattice_run_calls(session_id, run_id, call_id, attempt, at)``: the call journal
+  (``started_calls``), one row per call, read back into the record. A run's record grows
+  by one call a tool turn: kept in the JSON it made every turn's write as long as the run
+  so far (#39). A durable turn writes its reply and its call's row in one transaction, and
+  the record's row only when something else in it changed (``Written``).
 
 Every function takes an open connection; the caller borrows it and opens transactions.
 ``Naming`` makes SQLite's errors name the database and session, and a file that is not an
@@ -17,6 +22,8 @@ SQLite database (or a damaged one) a ``HistoryStoreError`` (SPEC 21b).
 
 from __future__ import annotations
 
+import copy
+from itertools import islice
 from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
 from ..errors import HistoryStoreError
@@ -25,9 +32,8 @@ from . import runs
 if TYPE_CHECKING:
     import sqlite3
 
-__all__ = ["SCHEMA", "FENCED_APPEND", "NO_FENCE", "bump_fence", "fence_ok", "save_run",
-           "load_run",
-           "list_runs", "Naming"]
+__all__ = ["SCHEMA", "FENCED_APPEND", "NO_FENCE", "bump_fence", "fence_ok",
+           "load_run", "list_runs", "Naming", "Written", "Encoded", "save"]
 
 SCHEMA = (
     """
@@ -47,6 +53,15 @@ CREATE TABLE IF NOT EXISTS lattice_runs (
     PRIMARY KEY (session_id, run_id)
 )""",
     "CREATE INDEX IF NOT EXISTS lattice_runs_ver ON lattice_runs (session_id, ver)",
+    """
+CREATE TABLE IF NOT EXISTS lattice_run_calls (
+    session_id TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    call_id TEXT NOT NULL,
+    attempt INTEGER NOT NULL,
+    at REAL NOT NULL,
+    PRIMARY KEY (session_id, run_id, call_id)
+)""",
 )
 
 _NEWEST = "COALESCE((SELECT token FROM lattice_history_fences WHERE session_id = ?), 0)"
@@ -88,20 +103,145 @@ def fence_ok(conn: sqlite3.Connection, session_id: str, token: int) -> bool:
     return int(row[0]) <= token
 
 
-def save_run(conn: sqlite3.Connection, record: Dict[str, Any], text: str, token: int) -> bool:
-    """Upsert ``record`` (stamped by ``runs.stamp``; ``text``, its encoding) unless a token
-    newer than ``token`` exists; False if refused."""
-    sid = record["session_id"]
-    cursor = conn.execute(_UPSERT, (sid, record["run_id"], str(record.get("state")),
-                                    float(record["started_at"]), float(record["updated_at"]),
-                                    sid, text, sid, token))
-    return bool(cursor.rowcount == 1)
+_CALL = """
+INSERT INTO lattice_run_calls (session_id, run_id, call_id, attempt, at) VALUES (?, ?, ?, ?, ?)
+ON CONFLICT (session_id, run_id, call_id) DO UPDATE SET
+    attempt = excluded.attempt, at = excluded.at"""
+
+
+class Encoded:
+    """A stamped record (``runs.stamp``) as ``save`` writes it: the JSON text of all but
+    its call journal (``text``; TypeError here, before any I/O, for what JSON cannot
+    hold), and the journal (``calls``)."""
+
+    __slots__ = ("record", "text", "calls")
+
+    def __init__(self, record: Dict[str, Any]) -> None:
+        calls = record.get("started_calls")
+        self.calls: Dict[str, Any] = dict(calls) if isinstance(calls, dict) else {}
+        self.record = record
+        self.text = runs.encode_record(dict(record, started_calls={}))
+
+
+_VOLATILE = ("started_calls", "updated_at", "session_id")  # not what makes a row stale
+
+
+def _rest(record: Dict[str, Any]) -> Dict[str, Any]:
+    return {k: v for k, v in record.items() if k not in _VOLATILE}
+
+
+class Written:
+    """What one store last wrote of each of its runs (the record but its journal, and
+    the journal), so a durable tool turn writes only what changed: its call's row, not
+    the whole record again (and does not encode it: the record is compared with a deep
+    copy of what was written, so a value changed in place is seen too).
+
+    Updated only after the transaction committed; a run another store wrote meanwhile is
+    written again in full at worst (rows are upserts), never left stale: only the holder
+    of the session's lock writes its runs, and a taken-over holder's writes are refused
+    by the fence. (No lock: each access is one dict operation, atomic.)"""
+
+    __slots__ = ("runs",)
+
+    def __init__(self) -> None:
+        # run_id -> (the record but its journal, the journal's keys, its values)
+        self.runs: Dict[str, Any] = {}
+
+    def calls_only(self, record: Any) -> Optional[Dict[str, Any]]:
+        """The journal entries to write when only the journal changed since this store
+        wrote ``record``'s run (None: write the whole record). The journal only grows at
+        its end (``run_record.Journal``): the entries past those written are new, once
+        the written ones are found unchanged (two list comparisons, in C)."""
+        run_id = record.get("run_id") if isinstance(record, dict) else None
+        known = self.runs.get(run_id) if isinstance(run_id, str) else None
+        if known is None or known[0] != _rest(record):
+            return None
+        calls = record.get("started_calls")
+        if not isinstance(calls, dict):
+            return None
+        keys, values = known[1], known[2]
+        n = len(keys)
+        if len(calls) >= n and list(islice(calls, n)) == keys and \
+                list(islice(calls.values(), n)) == values:
+            return dict(islice(calls.items(), n, None))
+        return dict(calls.items() - dict(zip(keys, values)).items())  # (an attempt changed)
+
+    def done(self, record: Dict[str, Any], whole: bool) -> None:
+        """``record`` (as given to the store) was written: whole, or its journal."""
+        run_id = record["run_id"]
+        known = self.runs.get(run_id)
+        rest = copy.deepcopy(_rest(record)) if whole or known is None else known[0]
+        calls = record.get("started_calls")
+        calls = calls if isinstance(calls, dict) else {}
+        self.runs[run_id] = (rest, list(calls), list(calls.values()))
+
+    def forget(self, run_id: Any) -> None:
+        self.runs.pop(run_id, None)
+
+
+def save(conn: sqlite3.Connection, record: Dict[str, Any], encoded: Optional[Encoded],
+         token: int, calls: Dict[str, Any]) -> bool:
+    """Inside a transaction: the record's row (if ``encoded``; fenced: False if a token
+    newer than ``token`` exists) and the rows of ``calls``."""
+    sid, rid = record["session_id"], record["run_id"]
+    if encoded is not None:
+        cursor = conn.execute(_UPSERT, (sid, rid, str(record.get("state")),
+                                        float(record["started_at"]),
+                                        float(record["updated_at"]), sid, encoded.text,
+                                        sid, token))
+        if cursor.rowcount != 1:
+            return False
+    at = float(record["updated_at"])
+    if len(calls) == 1:  # a durable tool turn's one call
+        for call_id, attempt in calls.items():
+            conn.execute(_CALL, (sid, rid, str(call_id), int(attempt), at))
+    elif calls:
+        conn.executemany(_CALL, [(sid, rid, str(call_id), int(attempt), at)
+                                 for call_id, attempt in calls.items()])
+    return True
+
+
+def _with_calls(conn: sqlite3.Connection, found: List[Dict[str, Any]],
+                session_id: Optional[str], run_id: Optional[str] = None) -> None:
+    """Put each record's journal rows back into its ``started_calls`` (a record stored by
+    an older version keeps the ones in its JSON), and its ``updated_at`` at the latest."""
+    if not found:
+        return
+    sql = "SELECT session_id, run_id, call_id, attempt, at FROM lattice_run_calls"
+    where, params = [], []
+    if session_id is not None:
+        where.append("session_id = ?")
+        params.append(session_id)
+    if run_id is not None:
+        where.append("run_id = ?")
+        params.append(run_id)
+    if where:
+        sql += " WHERE " + " AND ".join(where)
+    by_run: Dict[Any, List[Any]] = {}
+    for sid, rid, call_id, attempt, at in conn.execute(sql + " ORDER BY rowid", params):
+        by_run.setdefault((sid, rid), []).append((call_id, attempt, at))
+    for record in found:
+        rows = by_run.get((record.get("session_id"), record.get("run_id")))
+        if not rows:
+            continue
+        started = record.get("started_calls")
+        started = dict(started) if isinstance(started, dict) else {}
+        latest = record.get("updated_at")
+        for call_id, attempt, at in rows:
+            started[call_id] = attempt
+            if isinstance(latest, (int, float)) and at > latest:
+                latest = at
+        record["started_calls"] = started
+        record["updated_at"] = latest
 
 
 def load_run(conn: sqlite3.Connection, session_id: str, run_id: str) -> Optional[Dict[str, Any]]:
     row = conn.execute("SELECT record FROM lattice_runs WHERE session_id = ? AND run_id = ?",
                        (session_id, run_id)).fetchone()
-    return None if row is None else runs.decode_record(row[0], run_id)
+    record = None if row is None else runs.decode_record(row[0], run_id)
+    if record is not None:
+        _with_calls(conn, [record], session_id, run_id)
+    return record
 
 
 def list_runs(conn: sqlite3.Connection, session_id: Optional[str],
@@ -118,8 +258,9 @@ def list_runs(conn: sqlite3.Connection, session_id: Optional[str],
     if where:
         sql += " WHERE " + " AND ".join(where)
     rows = conn.execute(sql + " ORDER BY started_at, run_id", params).fetchall()
-    found = [runs.decode_record(text) for (text,) in rows]
-    return [r for r in found if r is not None]
+    found = [r for r in (runs.decode_record(text) for (text,) in rows) if r is not None]
+    _with_calls(conn, found, session_id)
+    return found
 
 
 class Naming:

@@ -222,3 +222,34 @@ def test_another_process_follows_the_run(kind, tmp_path, request):
     assert items[-1].type == "result" and items[-1].replayed and items[-1].result == "finished"
     assert [i.message for i in items[:-1]] == store.load()
     assert kinds(items[:-1]) == ["user"] + ["assistant", "user"] * 4 + ["assistant"]
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres-psycopg"])
+def test_a_record_the_store_cannot_decode_is_a_history_store_error(kind, tmp_path, request):
+    """SPEC 21b: a damaged record is a HistoryStoreError naming the run and the store, from
+    follow() as from a query (SQLite's and PostgreSQL's load_run raise ValueError)."""
+    if kind.startswith("postgres-"):
+        pytest.importorskip("psycopg")
+        where = request.getfixturevalue("postgres_server").conninfo
+    else:
+        where = str(tmp_path)
+    session = f"damaged-{kind}-{time.monotonic_ns()}"
+    store = make_store(kind, where, session)
+    store.append({"role": "user", "content": "hi"})
+    store.save_run({"run_id": "r1", "state": "running", "prompt": "hi", "index": 0})
+    sql = "UPDATE {} SET record = '{{broken' WHERE run_id = 'r1'"
+    if kind == "sqlite":
+        import sqlite3
+
+        db = sqlite3.connect(str(tmp_path / "h.db"))
+        db.execute(sql.format("lattice_runs"))
+        db.commit()
+        db.close()
+    else:
+        from store_kinds import pg_connect
+
+        with pg_connect(where) as conn:
+            conn.execute(sql.format("lattice_messages_runs") + " AND session_id = %s",
+                         (session,))
+    with pytest.raises(lattice.HistoryStoreError, match=r"'r1'.*damaged.*HistoryStore"):
+        list(follow(store, run_id="r1", poll_s=0.01, wait_s=1))

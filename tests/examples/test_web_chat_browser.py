@@ -38,6 +38,7 @@ for _binary, _package in ((CHROMIUM, "chromium"), (CHROMEDRIVER, "chromium-drive
     if not os.access(_binary, os.X_OK):
         real_parts.skip(f"{_binary} is missing", f"apt-get install {_package}")
 
+from selenium.common.exceptions import StaleElementReferenceException  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
@@ -148,7 +149,9 @@ def errors_shown(driver: Any) -> List[str]:
 
 
 def open_page(driver: Any, url: str) -> WebDriverWait:
-    wait = WebDriverWait(driver, WAIT_S)
+    # the page re-renders its log as news comes: an element found a moment ago may be gone
+    # when its text is read, which is a reason to look again, not a failure
+    wait = WebDriverWait(driver, WAIT_S, ignored_exceptions=(StaleElementReferenceException,))
     driver.get(url)
     wait.until(lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-loaded"))
     return wait
@@ -352,7 +355,14 @@ def test_a_long_run_shows_thinking_and_never_a_lost_connection(tmp_path: Path,
         assert thinking_text(browser) == "" and errors_shown(browser) == []
 
 
-def test_a_busy_refusal_in_a_second_tab_keeps_the_text(slow_app: App, browser: Any) -> None:
+@pytest.fixture
+def slower_app(tmp_path: Path) -> Iterator[App]:
+    # a run that is surely still going while a second tab is opened on a busy machine
+    yield from served(App(tmp_path, WEB_CHAT_MODEL_DELAY_S="20"))
+
+
+def test_a_busy_refusal_in_a_second_tab_keeps_the_text(slower_app: App, browser: Any) -> None:
+    slow_app = slower_app
     wait = open_page(browser, slow_app.url)
     browser.switch_to.new_window("tab")  # the same user in a second tab, idle
     open_page(browser, slow_app.url)

@@ -32,6 +32,7 @@ from lattice.models.base import ModelRequest
 from lattice.models.budget import ReplyBudget
 from lattice.models.chat_stream import parse_chat_stream
 from lattice.models.eventstream import encode_frame
+from lattice.models.gemini import parse_gemini_stream
 from lattice.models.sse import parse_stream
 
 KEY = "sk-bounded-0123456789"
@@ -178,13 +179,16 @@ def test_text_thinking_and_tool_input_count_together() -> None:
         parse_stream(_events(*deltas), limit=1000)
 
 
-@pytest.mark.parametrize("parse", [parse_stream, parse_chat_stream])
+@pytest.mark.parametrize("parse", [parse_stream, parse_chat_stream, parse_gemini_stream])
 def test_the_gathered_deltas_are_released_when_the_limit_ends_the_stream(
         parse: Callable[..., Any]) -> None:
     piece = "q" * (64 * KiB)
     if parse is parse_stream:
         endless: Iterator[bytes] = anthropic_events(
             lambda n: {"type": "text_delta", "text": piece}, {"type": "text", "text": ""})
+    elif parse is parse_gemini_stream:
+        endless = (sse({"candidates": [{"content": {"role": "model", "parts": [
+            {"text": piece, "thought": n % 2 == 0}]}}]}) for n in itertools.count())
     else:
         endless = (sse({"choices": [{"index": 0, "delta": {"content": piece}}]})
                    for _ in iter(int, 1))
@@ -238,6 +242,26 @@ def test_a_stream_that_sends_nothing_useful_ends_after_the_idle_limit(
         assert ("the stream sent nothing useful for stream_idle_timeout_ms (600 ms); the "
                 "response was closed") in str(info.value)
         assert 0.5 < took < DEADLINE_MS / 2000
+        client.close()
+
+
+@pytest.mark.parametrize("filler", [{}, {"usageMetadata": {"promptTokenCount": 3}},
+                                    {"candidates": [{"content": {"role": "model"}}]}])
+def test_gemini_chunks_that_add_nothing_are_not_progress(filler: Dict[str, Any]) -> None:
+    def empty_chunks() -> Iterator[bytes]:
+        yield sse({"responseId": "r", "candidates": [
+            {"content": {"role": "model", "parts": [{"text": "a"}]}}]})
+        while True:  # a gateway's keep-alive: valid chunks that move nothing on
+            time.sleep(0.05)
+            yield sse(filler)
+
+    with EndlessServer("body", body=empty_chunks) as server:
+        client = _client("gemini", server.url, stream_idle_timeout_ms=600)
+        began = time.monotonic()
+        with pytest.raises(APIConnectionError, match="nothing useful for "
+                           "stream_idle_timeout_ms"):
+            client.create(request())
+        assert time.monotonic() - began < DEADLINE_MS / 2000
         client.close()
 
 

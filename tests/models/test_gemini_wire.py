@@ -235,6 +235,18 @@ def test_vertex_urls_and_versions(monkeypatch: Any) -> None:
         VertexGeminiClient(access_token="ya29.abcdefgh")
 
 
+def test_a_base_url_naming_the_other_version_is_refused_not_switched() -> None:
+    base = "https://proxy.example/v1beta1"
+    with pytest.raises(ValueError, match=r"ends in /v1beta1 but api_version is 'v1'"):
+        VertexGeminiClient(project_id="p", access_token="t", base_url=base)
+    beta = VertexGeminiClient(project_id="p", access_token="t", base_url=base,
+                              api_version="v1beta1")
+    assert beta._model_url("m", "generateContent").startswith(base + "/projects/p/")
+    plain = VertexGeminiClient(project_id="p", access_token="t", base_url=base[:-8])
+    assert plain._model_url("m", "generateContent").startswith(
+        "https://proxy.example/v1/projects/p/")
+
+
 def test_encoded_once_bodies_equal_whole_bodies() -> None:
     from lattice.models.entries import EntryBytes, dump
     from lattice.models.gemini_wire import gemini_request
@@ -308,3 +320,29 @@ def test_vertex_without_credentials_says_what_to_install(monkeypatch: Any) -> No
     with pytest.raises(ValueError, match="not both"):
         VertexGeminiClient(project_id="p", access_token="ya29.abcdefgh",
                            token_provider=lambda: "t")
+
+
+@pytest.mark.parametrize("code,status", [("503", 503), (None, 500), ("x", 500), (True, 500),
+                                         (429, 429), (200, 500)])
+def test_an_error_chunk_with_an_odd_code_is_still_an_api_error(code: Any, status: int
+                                                                ) -> None:
+    from lattice.errors import APIStatusError
+    from lattice.models.gemini_reply import GeminiReply
+
+    with pytest.raises(APIStatusError) as caught:
+        GeminiReply().feed({"error": {"code": code, "message": "m"}})
+    assert caught.value.status_code == status
+
+
+@pytest.mark.parametrize("number,stop", [(1, "end_turn"), (2, "max_tokens"), (3, "refusal"),
+                                         (9, "malformed_function_call"), (10, "refusal"),
+                                         (11, "refusal"), (14, "end_turn"),
+                                         (15, "malformed_function_call"), (16, "end_turn")])
+def test_vertex_numeric_finish_reasons_read_as_aiplatform_v1_numbers_them(number: int,
+                                                                          stop: str) -> None:
+    """enum-encoding=int: 11 is IMAGE_SAFETY, 14 IMAGE_OTHER, 15 UNEXPECTED_TOOL_CALL."""
+    from lattice.models.gemini_reply import reply_from_gemini
+
+    reply = reply_from_gemini({"candidates": [{"content": {"role": "model", "parts": [
+        {"text": "x"}]}, "finishReason": number}]})
+    assert reply["stop_reason"] == stop

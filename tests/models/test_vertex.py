@@ -5,6 +5,7 @@ application-default credentials), tool loops, abort and timeout mid-stream."""
 from __future__ import annotations
 
 import sys
+import threading
 import time
 import types
 from typing import Any, List
@@ -35,8 +36,8 @@ def client(server: MockMessagesServer, **options: Any) -> AnthropicVertexClient:
     return AnthropicVertexClient(base_url=server.base_url, **options)
 
 
-def request() -> ModelRequest:
-    return ModelRequest(model=MODEL, messages=[{"role": "user", "content": "hi"}])
+def request(model: str = MODEL) -> ModelRequest:
+    return ModelRequest(model=model, messages=[{"role": "user", "content": "hi"}])
 
 
 @pytest.mark.parametrize("stream", [True, False])
@@ -119,17 +120,7 @@ def test_after_a_401_the_provider_is_asked_again_and_the_request_retried_once() 
             client(server, access_token="wrong-token-0123").create(request())
 
 
-def test_google_application_default_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
-    refreshed: List[Any] = []
-
-    class Creds:
-        valid = False
-        token = None
-
-        def refresh(self, request: Any) -> None:
-            refreshed.append(request)
-            self.token, self.valid = TOKEN, True
-
+def _fake_google_auth(monkeypatch: pytest.MonkeyPatch, Creds: Any) -> None:
     google = types.ModuleType("google")
     auth = types.ModuleType("google.auth")
     auth.default = lambda scopes: (Creds(), "adc-project")  # type: ignore[attr-defined]
@@ -142,12 +133,59 @@ def test_google_application_default_credentials(monkeypatch: pytest.MonkeyPatch)
                          ("google.auth.transport.requests", transport_requests)):
         monkeypatch.setitem(sys.modules, name, module)
     monkeypatch.setattr("lattice.models.vertex._has_google_auth", lambda: True)
+
+
+def test_google_application_default_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
+    refreshed: List[Any] = []
+
+    class Creds:
+        valid = False
+        token = None
+
+        def refresh(self, request: Any) -> None:
+            refreshed.append(request)
+            self.token, self.valid = TOKEN, True
+
+    _fake_google_auth(monkeypatch, Creds)
     with MockMessagesServer(["one", "two"], vertex_token=TOKEN) as server:
         vertex = AnthropicVertexClient(project_id="p", region="us-east5",
                                        base_url=server.base_url)
         vertex.create(request())
         vertex.create(request())
     assert refreshed == ["a-request"]  # refreshed once, then valid
+
+
+@pytest.mark.parametrize("kind", ["anthropic", "gemini"])
+def test_google_credentials_are_bounded_and_fail_as_authentication_errors(
+        monkeypatch: pytest.MonkeyPatch, kind: str) -> None:
+    """A hung metadata server ends at the request's deadline; a refresh that raises is an
+    AuthenticationError (SPEC 21b, as for a token_provider)."""
+    from lattice import VertexGeminiClient
+
+    release = threading.Event()
+
+    class Creds:
+        valid = False
+        token = None
+
+        def refresh(self, request: Any) -> None:
+            if not release.is_set():
+                release.wait(10)  # the metadata server does not answer
+            raise RuntimeError("Failed to retrieve http://metadata/token")
+
+    _fake_google_auth(monkeypatch, Creds)
+    cls: Any = AnthropicVertexClient if kind == "anthropic" else VertexGeminiClient
+    with MockMessagesServer(["never"], vertex_token=TOKEN) as server:
+        vertex = cls(project_id="p", region="us-east5", base_url=server.base_url,
+                     timeout_ms=300, max_retries=0)
+        began = time.monotonic()
+        with pytest.raises(RequestTimeoutError):
+            vertex.create(request(model="gemini-2.5-flash"))
+        assert time.monotonic() - began < 5
+        release.set()
+        with pytest.raises(AuthenticationError, match="RuntimeError: Failed to retrieve"):
+            vertex.create(request(model="gemini-2.5-flash"))
+        assert server.requests == []
 
 
 def test_without_any_way_to_a_token_the_error_says_what_to_install(
@@ -173,3 +211,19 @@ def test_the_retry_after_a_401_keeps_the_requests_deadline() -> None:
         with pytest.raises(RequestTimeoutError):
             vertex.create(request())
         assert time.monotonic() - started < 3
+
+
+@pytest.mark.parametrize("region", ["x@evil.com\\", "evil.com", "us central1", "us_central1"])
+@pytest.mark.parametrize("kind", ["anthropic", "gemini"])
+def test_a_region_that_is_not_a_region_name_is_refused(kind, region, monkeypatch):
+    """The region goes into the host name: "x@evil.com\\" would send the token to evil.com."""
+    from lattice import AnthropicVertexClient, VertexGeminiClient
+
+    cls = AnthropicVertexClient if kind == "anthropic" else VertexGeminiClient
+    with pytest.raises(ValueError, match="region must be a Google Cloud region name") as info:
+        cls(project_id="p", region=region, access_token="t")
+    assert repr(region.strip()) in str(info.value)
+    monkeypatch.setenv("GOOGLE_CLOUD_LOCATION", region)
+    monkeypatch.setenv("CLOUD_ML_REGION", region)
+    with pytest.raises(ValueError, match="region must be"):
+        cls(project_id="p", access_token="t")

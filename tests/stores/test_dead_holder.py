@@ -135,6 +135,20 @@ def test_a_holder_of_another_boot_is_waited_for(tmp_path):
             pass
 
 
+@pytest.mark.parametrize("pidns", ["pid:[1]", None])
+def test_a_holder_in_another_pid_namespace_is_waited_for(tmp_path, pidns):
+    """A container sharing this host's name and kernel (host networking) numbers its
+    processes apart: a pid that is not in our /proc may be alive in its namespace."""
+    if holder.pid_namespace() is None:
+        pytest.skip("no /proc/self/ns/pid here: namespaces cannot be told apart")
+    store = make_store("sqlite", str(tmp_path), "s")
+    store.append({"role": "user", "content": "make the tables"})
+    fake_lease(store.path, "s", pidns=pidns, pid=a_dead_pid())
+    with pytest.raises(ConcurrentQueryError):
+        with store.lock(wait_s=0.3):
+            pass
+
+
 def test_a_reused_pid_is_a_dead_holder(tmp_path):
     """The recorded pid exists but started at another time: its holder is gone."""
     store = make_store("sqlite", str(tmp_path), "s")

@@ -216,3 +216,19 @@ def test_a_finished_sibling_subagent_is_not_run_again_and_a_child_may_pause_twic
     results = {b["tool_use_id"]: b["content"] for b in parent.get_history()[2]["content"]}
     assert results == {"d1": "paid twice", "h1": "quick answer"}
     assert_well_formed(parent.get_history(), strict=True)
+
+
+def test_a_follower_of_a_paused_run_sees_the_childs_messages_when_asked(tmp_path):
+    from lattice import follow
+
+    world = World()
+    store = SqliteHistoryStore(tmp_path / "h.db", "s1")
+    world.parent(store).prompt("go", run_id="job")
+    items = list(follow(store, run_id="job", wait_s=0, include_subagent_messages=True))
+    # as query(include_subagent_messages=True) yields them, and the prompts: the parent's
+    # reply, then the child's prompt and its reply asking to pay, then the paused result
+    assert [(m.type, m.parent_tool_use_id) for m in items] == [
+        ("user", None), ("assistant", None), ("user", "d1"), ("assistant", "d1"),
+        ("result", None)]
+    assert items[2].content == "pay the bill"
+    assert items[-1].subtype == "awaiting_approval"

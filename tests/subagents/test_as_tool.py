@@ -268,3 +268,21 @@ def test_tool_results_returned_by_a_hook_still_work_for_subagent_tools():
                              before_tool_call=lambda call: ToolResult("denied", is_error=True))
     parent.prompt("go")
     assert client.calls == 0 and tool_result_of(parent, "d1")["content"] == "denied"
+
+
+def test_output_structured_needs_a_child_with_an_output_schema():
+    child, _ = child_agent(["x"])  # no output_schema, no output_format: no structured_result
+    with pytest.raises(ValueError, match="output='structured'.*output_schema"):
+        child.as_tool(output="structured")
+
+
+def test_the_default_schema_given_explicitly_still_sends_the_prompt_field():
+    from lattice.subagents import PROMPT_SCHEMA
+
+    seen = []
+    child, _ = child_agent(fn=lambda request: (seen.append(request.messages[0]), "ok")[1])
+    schema = json.loads(json.dumps(PROMPT_SCHEMA))  # equal, not the same object
+    parent, _ = parent_agent([child.as_tool(input_schema=schema)],
+                             [reply(delegate(prompt="find it")), "done"])
+    parent.prompt("go")
+    assert seen[0]["content"] == "find it"

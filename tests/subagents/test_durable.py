@@ -214,3 +214,47 @@ def test_a_crash_while_the_child_carries_out_its_approvals_is_resumed_by_approvi
     assert paid == [5]  # not run twice
     for session in ("s1", "s1/d1"):
         assert history_problems(store.with_session(session).load()) == []
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_follow_finds_a_child_with_its_own_store_in_the_same_database(kind, tmp_path, request):
+    world = World()
+    if kind == "sqlite":
+        store = SqliteHistoryStore(tmp_path / "h.db", "s1")
+        child_store = SqliteHistoryStore(tmp_path / "h.db", "kid")  # its own session
+    else:
+        pytest.importorskip("psycopg")
+        from lattice import PostgresHistoryStore
+
+        conninfo = request.getfixturevalue("postgres_server").conninfo
+        session = f"s-{tmp_path.name}"
+        store = PostgresHistoryStore(conninfo, session)
+        child_store = PostgresHistoryStore(conninfo, f"kid-{tmp_path.name}")
+    world.parent(store, child_store).prompt("go", run_id="job")
+    items = list(follow(store, run_id="job", wait_s=0, include_subagent_messages=True))
+    assert [m.parent_tool_use_id for m in items] == [None, None] + ["d1"] * 6 + [None] * 3
+    assert items[2].content == "research it"
+
+
+def test_a_shared_child_without_a_store_is_not_run_again_after_a_crash(tmp_path):
+    """A shared child without a store keeps its conversation in its Agent: after a crash
+    the child of a new process knows nothing of the call, so running it again would repeat
+    its non-idempotent tools. Its call is answered "uncertain" instead (SPEC 17)."""
+    world = World(crash_at=("child_request", 2))
+    store = SqliteHistoryStore(tmp_path / "h.db", "s1")
+
+    def parent():  # a new process: a new child Agent, its conversation empty
+        return Agent(model="big", model_client=FunctionModelClient(world.parent_model),
+                     tools=[world.child().as_tool(isolated=False)], history_store=store)
+
+    assert not world.child().as_tool(isolated=False).idempotent
+    assert world.child(MemoryHistoryStore()).as_tool(isolated=False).idempotent
+    with pytest.raises(Crash):
+        parent().prompt("go", run_id="job")
+    forget_the_repairs(store, ["s1"])
+    assert world.charged == [0, 1]
+    result = parent().prompt("go", run_id="job")
+    assert result.subtype == "success"
+    assert world.charged == [0, 1]  # the child's non-idempotent tool ran once per call
+    assert "whether it took effect is unknown" in result.result
+    assert history_problems(store.load()) == []

@@ -116,6 +116,28 @@ def test_the_parents_token_budget_covers_the_childs_requests():
     assert result.usage.input_tokens + result.usage.output_tokens == 120
 
 
+def test_the_parents_max_cost_usd_covers_the_childs_requests():
+    child_client = ScriptedModelClient([
+        reply(tool_use("noop", id=f"n{i}"), usage=usage(1000, 0)) for i in range(5)])
+
+    def noop() -> str:
+        """Nothing."""
+        return "ok"
+
+    child = Agent(model="child-model", name="helper", system="Help.",
+                  model_client=child_client, tools=[noop])
+    per_1000 = {"input": 1000.0, "output": 0.0}  # $1 per 1000 input tokens
+    parent = Agent(model="parent-model", tools=[child.as_tool()], max_cost_usd=2.5,
+                   prices={"parent-model": per_1000, "child-model": per_1000},
+                   model_client=ScriptedModelClient([reply(delegate(), usage=usage(1000, 0)),
+                                                     "never"]))
+    result = parent.prompt("go")
+    # parent $1, then the child's requests, $1 each: the third would start at $3 >= $2.5
+    assert child_client.calls == 2
+    assert result.subtype == "error_max_budget"
+    assert result.usage.input_tokens == 3000
+
+
 def test_max_turns_is_per_agent():
     child_client = ScriptedModelClient([reply(tool_use("noop", id=f"n{i}")) for i in range(3)]
                                        + ["child done"])
@@ -247,3 +269,38 @@ def test_the_childs_invoke_agent_span_is_a_child_of_the_parents_execute_tool_spa
     assert tool_span.attributes["gen_ai.agent.name"] == "boss"
     assert {s.attributes["gen_ai.agent.name"] for s in chats
             if s.parent.span_id == inner.context.span_id} == {"helper"}
+
+
+class _OtherProvider(ScriptedModelClient):
+    provider_name = "openai"  # the child talks to another provider than its parent
+
+
+def test_the_childs_spans_name_the_childs_own_provider():
+    sdk_trace = pytest.importorskip("opentelemetry.sdk.trace")
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from lattice.observe.tracing import OtelObserver
+
+    exporter = InMemorySpanExporter()
+    tracer_provider = sdk_trace.TracerProvider()
+    tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
+    child = Agent(model="cheap", name="helper", system="Help.",
+                  model_client=_OtherProvider([reply("child answer", stop_reason="max_tokens")]))
+    parent = Agent(model="big", name="boss", tools=[child.as_tool()],
+                   observers=[OtelObserver(tracer_provider=tracer_provider,
+                                           provider_name="anthropic")],
+                   model_client=ScriptedModelClient([reply(delegate()), "parent answer"]))
+    assert parent.prompt("go").subtype == "success"
+    spans = exporter.get_finished_spans()
+    inner = next(s for s in spans if s.name == "invoke_agent helper")
+    top = next(s for s in spans if s.name == "invoke_agent boss")
+    assert inner.attributes["gen_ai.provider.name"] == "openai"
+    assert top.attributes["gen_ai.provider.name"] == "anthropic"
+    chats = [s for s in spans if s.name.startswith("chat ")]
+    child_chat = next(s for s in chats if s.parent.span_id == inner.context.span_id)
+    assert child_chat.attributes["gen_ai.provider.name"] == "openai"
+    # the finish reason in the child's provider's own words (OpenAI: "length")
+    assert child_chat.attributes["gen_ai.response.finish_reasons"] == ("length",)
+    assert {s.attributes["gen_ai.provider.name"] for s in chats
+            if s.parent.span_id == top.context.span_id} == {"anthropic"}
