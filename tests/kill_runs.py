@@ -174,3 +174,48 @@ def chosen_crashes(script, kind, where, session, log_path, chosen):
         attempts.close()
         raise
     return attempts, run_ids
+
+
+# -- in the attempt (a forked process) ----------------------------------------------------------
+
+def event_log(log_path, run_id):
+    """``log(*event)``: one line ``[run_id, *event]`` in one ``os.write``, so a kill never
+    leaves half of one line inside another."""
+    fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+
+    def log(*event):
+        os.write(fd, (json.dumps([run_id, *event]) + "\n").encode())
+
+    return log
+
+
+def crash_at(crash):
+    """``die_at(name, n=None)``: SIGKILL this process when ``crash`` (``name`` or
+    ``name:n``) names this point."""
+    point, _, at = crash.partition(":")
+
+    def die_at(name, n=None):
+        if point == name and (n is None or at == str(n)):
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    return die_at
+
+
+def effect_tools(effect):
+    """The attempts' tools, each calling ``effect(name, context)`` as its side effect:
+    ``charge`` (not safe to repeat) and ``lookup`` (idempotent)."""
+    from lattice import ToolContext, tool
+
+    @tool
+    def charge(amount: int, context: ToolContext) -> str:
+        """Charge a card (not safe to repeat)."""
+        effect("charge", context)
+        return f"charged {amount}"
+
+    @tool(idempotent=True)
+    def lookup(key: str, context: ToolContext) -> str:
+        """Look something up (safe to repeat)."""
+        effect("lookup", context)
+        return f"value of {key}"
+
+    return charge, lookup

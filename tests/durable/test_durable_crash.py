@@ -19,14 +19,21 @@ plus one per crash.
 
 import json
 import os
-import signal
 import sys
 import time
 import uuid
 
 import pytest
 from background_checks import read_events
-from kill_runs import chosen_crashes, random_crashes_per_store, where_for, zygote
+from kill_runs import (
+    chosen_crashes,
+    crash_at,
+    effect_tools,
+    event_log,
+    random_crashes_per_store,
+    where_for,
+    zygote,
+)
 from store_kinds import make_store
 
 pytestmark = [pytest.mark.skipif(os.name == "nt", reason="POSIX processes and signals"),
@@ -41,19 +48,10 @@ REQUESTS = TURNS + 1  # an uninterrupted run's model requests
 def run_attempt(kind, where, session, run_id, crash, log_path):
     """One process's attempt at ``run_id``; ``crash`` is where it kills itself, if anywhere
     (``none``, ``request:<step>``, ``charge_before:<step>``, ``write:<n>``, ...)."""
-    from lattice import Agent, ToolContext, tool
+    from lattice import Agent
 
-    fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-
-    def log(*event):
-        os.write(fd, (json.dumps([run_id, *event]) + "\n").encode())
-
-    point, _, at = crash.partition(":")
+    log, die_at = event_log(log_path, run_id), crash_at(crash)
     writes = [0]
-
-    def die_at(name, n=None):
-        if point == name and (n is None or int(at) == n):
-            os.kill(os.getpid(), signal.SIGKILL)
 
     def model(request):
         messages = request.messages
@@ -81,17 +79,7 @@ def run_attempt(kind, where, session, run_id, crash, log_path):
         die_at(f"{name}_after", int(context.tool_use_id.rsplit("-", 1)[1]))
         time.sleep(0.001)
 
-    @tool
-    def charge(amount: int, context: ToolContext) -> str:
-        """Charge a card (not safe to repeat)."""
-        effect("charge", context)
-        return f"charged {amount}"
-
-    @tool(idempotent=True)
-    def lookup(key: str, context: ToolContext) -> str:
-        """Look something up (safe to repeat)."""
-        effect("lookup", context)
-        return f"value of {key}"
+    charge, lookup = effect_tools(effect)
 
     store = make_store(kind, where, session, fail_on_error=True)
     for name in ("append", "save_run", "replace", "append_and_save_run"):

@@ -18,14 +18,21 @@ every stored reply once.
 
 import json
 import os
-import signal
 import sys
 import time
 import uuid
 
 import pytest
 from background_checks import read_events
-from kill_runs import chosen_crashes, random_crashes_per_store, where_for, zygote
+from kill_runs import (
+    chosen_crashes,
+    crash_at,
+    effect_tools,
+    event_log,
+    random_crashes_per_store,
+    where_for,
+    zygote,
+)
 from store_kinds import make_store
 
 pytestmark = [pytest.mark.skipif(os.name == "nt", reason="POSIX processes and signals"),
@@ -40,19 +47,10 @@ KINDS = ("sqlite", "postgres-psycopg")
 # -- the attempt (in a forked process) ----------------------------------------------------------
 
 def run_attempt(kind, where, session, run_id, crash, log_path):
-    from lattice import Agent, ToolContext, tool
+    from lattice import Agent
 
-    fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-
-    def log(*event):
-        os.write(fd, (json.dumps([run_id, *event]) + "\n").encode())
-
-    point, _, at = crash.partition(":")
+    log, die_at = event_log(log_path, run_id), crash_at(crash)
     writes = [0]
-
-    def die_at(name, n=None):
-        if point == name and (n is None or at == str(n)):
-            os.kill(os.getpid(), signal.SIGKILL)
 
     def turn(request, who):
         """``who`` is "P" (the parent) or the child's letter; the step is the number of
@@ -97,17 +95,7 @@ def run_attempt(kind, where, session, run_id, crash, log_path):
         log("effect", name, context.tool_use_id, context.attempt, context.run_id)
         die_at(f"{name}_after")
 
-    @tool
-    def charge(amount: int, context: ToolContext) -> str:
-        """Charge a card (not safe to repeat)."""
-        effect("charge", context)
-        return f"charged {amount}"
-
-    @tool(idempotent=True)
-    def lookup(key: str, context: ToolContext) -> str:
-        """Look something up (safe to repeat)."""
-        effect("lookup", context)
-        return f"value of {key}"
+    charge, lookup = effect_tools(effect)
 
     def watched(store):
         """Each write counted (``write:<n>`` crashes right after the n-th), each stored
