@@ -65,26 +65,13 @@ def workload(tree: str, what: str, size: int) -> None:
         """Advance one step."""
         return f"step {n} done"
 
-    class Model:
-        def __init__(self, turns: int) -> None:
-            self.turns = turns
-
-        def create(self, request):  # type: ignore[no-untyped-def]
-            k = (len(request.messages) + 1) // 2
-            usage = {"input_tokens": 10, "output_tokens": 2}
-            if k >= self.turns:
-                return {"content": [{"type": "text", "text": "finished"}],
-                        "stop_reason": "end_turn", "usage": usage}
-            return {"content": [{"type": "tool_use", "id": f"toolu_{k}", "name": "step",
-                                 "input": {"n": k}}], "stop_reason": "tool_use", "usage": usage}
-
     streaming = what.startswith("query")
     if what.endswith("per turn"):
-        agent = Agent(model="bench", model_client=Model(size), tools=[step],
+        agent = Agent(model="bench", model_client=_Model(size, False), tools=[step],
                       max_turns=size + 1)
         runs = 1
     else:
-        agent = Agent(model="bench", model_client=Model(1), tools=[step])
+        agent = Agent(model="bench", model_client=_Model(1, False), tools=[step])
         runs = size
     for _ in range(runs):
         if streaming:
@@ -97,7 +84,7 @@ def workload(tree: str, what: str, size: int) -> None:
 
 
 class _Model:
-    """The model of the ``--this`` workloads: tool calls up to ``turns``, then an answer.
+    """The model of every workload: tool calls up to ``turns``, then an answer.
     It returns at once, so saying it can be aborted (``abortable``) is true of it."""
 
     def __init__(self, turns: int, abortable: bool) -> None:

@@ -107,7 +107,7 @@ def check_max_cost(value: Any) -> Optional[float]:
 def _names(model: str) -> Iterator[str]:
     """``model``, then its plainer spellings (see the module docstring)."""
     yield model
-    name = model.rsplit("/", 1)[-1] if model.startswith("arn:") else model
+    name = model.rsplit("/", 1)[-1] if model.startswith(("arn:", "models/")) else model
     name = _REGION.sub("", name)
     if name.startswith("anthropic."):
         name = name[len("anthropic."):]

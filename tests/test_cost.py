@@ -29,7 +29,7 @@ def test_the_bundled_table_is_dated_and_complete():
                   "gpt-4o-mini", "gpt-5"):  # the models the docs name, and their kin
         assert {"input", "output"} <= set(table[model]), model
     for entry in data["models"].values():
-        assert entry["provider"] in ("anthropic", "openai")
+        assert entry["provider"] in ("anthropic", "openai", "google")
     assert "prices.json" in (ROOT / "setup.cfg").read_text()  # packaged
 
 
@@ -55,6 +55,21 @@ def test_the_table_is_read_on_first_use_not_at_import():
 def test_a_model_is_found_however_the_provider_spells_it(reported):
     assert price_of(reported) == {"input": 3.0, "output": 15.0, "cache_read": 0.3,
                                   "cache_write": 3.75}
+
+
+def test_a_gemini_run_is_priced_as_the_model_version_it_reports():
+    from lattice import GeminiClient
+    from lattice.testing import MockMessagesServer
+
+    assert price_of("models/gemini-2.5-flash") == price_of("gemini-2.5-flash")
+    with MockMessagesServer(["Hello."], gemini_key="g-key") as server:
+        client = GeminiClient(api_key="g-key", base_url=server.base_url)
+        result = Agent(model="gemini-2.5-flash", model_client=client).prompt("Hi")
+    usage = result.usage
+    assert set(usage.by_model) == {"gemini-2.5-flash"}
+    expected = (usage.input_tokens * 0.3 + usage.output_tokens * 2.5 +
+                usage.cache_read_input_tokens * 0.03) / 1e6
+    assert result.total_cost_usd == pytest.approx(expected) and expected > 0
 
 
 def test_dated_openai_ids_and_unknown_models():

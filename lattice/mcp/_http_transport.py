@@ -305,8 +305,12 @@ class HTTPTransport(Transport):
             try:
                 again = self._auth.challenge(self._url, status,
                                              response.headers.get("www-authenticate"))
-            except Exception as exc:  # OAuthFailure, or the application's redirect_handler
-                raise self._error("auth", f"{what}: authorization failed: {exc}") from None
+            except BaseException as exc:  # OAuthFailure, or the application's redirect_handler
+                # (which runs on this request's thread: a SystemExit it raises must reach the
+                # caller as a failure, not end this thread and leave the caller waiting)
+                said = str(exc) if isinstance(exc, Exception) else \
+                    f"the redirect_handler raised {type(exc).__name__}"
+                raise self._error("auth", f"{what}: authorization failed: {said}") from None
             if again:
                 return "auth"
         if message.get("method") == "initialize" and status < 400:

@@ -234,7 +234,7 @@ class MCPServerBase(ResourcesMixin):
                 if self._discover(transport, wanted or MODERN_VERSIONS[0], timeout_ms):
                     return
             except MCPError as exc:
-                if wanted is not None or exc.kind in ("timeout", "cancelled", "closed"):
+                if wanted is not None or exc.kind in ("timeout", "cancelled", "closed", "auth"):
                     raise
                 logger.debug("MCP server %r speaks no modern version (%s): initialize",
                              self.name, exc)

@@ -69,12 +69,6 @@ def takeover(kind, where, session):
     return store.load()
 
 
-def finish(proc):
-    lines = [line.strip() for line in proc.stdout]
-    assert proc.wait(60) == 0, lines
-    return lines
-
-
 def check_after(kind, where, session, at_takeover):
     stored = make_store(kind, where, session).load()
     assert stored == at_takeover  # nothing the stale holder wrote after the takeover
@@ -82,15 +76,19 @@ def check_after(kind, where, session, at_takeover):
     return stored
 
 
-def test_a_sqlite_holder_stopped_past_its_lease_ends_with_lock_lost(tmp_path):
-    where, session = str(tmp_path), "s"
-    proc = child(HOLDER, "sqlite", where, session)
+def stale_holder_loses(kind, where, session, before_takeover=lambda: None):
+    """A holder stopped (SIGSTOP: a frozen VM, a long GC) in its first tool while another
+    process takes the session over (after ``before_takeover``), then let go on: it must end
+    with "lost" and have written nothing after the takeover; returns the history."""
+    proc = child(HOLDER, kind, where, session)
     try:
         assert proc.stdout.readline().strip() == "in tool 0"
-        os.kill(proc.pid, signal.SIGSTOP)  # a frozen VM, a long GC
-        at_takeover = takeover("sqlite", where, session)  # waits out the 1 s lease
+        os.kill(proc.pid, signal.SIGSTOP)
+        before_takeover()
+        at_takeover = takeover(kind, where, session)
         os.kill(proc.pid, signal.SIGCONT)
-        lines = finish(proc)
+        lines = [line.strip() for line in proc.stdout]
+        assert proc.wait(60) == 0, lines
     finally:
         if proc.poll() is None:
             os.kill(proc.pid, signal.SIGCONT)
@@ -98,7 +96,12 @@ def test_a_sqlite_holder_stopped_past_its_lease_ends_with_lock_lost(tmp_path):
             proc.wait()
         proc.stdout.close()
     assert lines[-1] == "lost", lines
-    stored = check_after("sqlite", where, session, at_takeover)
+    return check_after(kind, where, session, at_takeover)
+
+
+def test_a_sqlite_holder_stopped_past_its_lease_ends_with_lock_lost(tmp_path):
+    # the takeover waits out the stopped holder's 1 s lease
+    stored = stale_holder_loses("sqlite", str(tmp_path), "s")
     assert stored[-1]["content"][0]["text"] == "B answered"
 
 
@@ -107,22 +110,9 @@ def test_a_postgres_holder_whose_lock_connection_died_ends_with_lock_lost(postgr
     from stores.test_fencing import kill_lock_connection
 
     kind, where, session = "postgres-psycopg", postgres_server.conninfo, f"p-{uuid.uuid4().hex}"
-    proc = child(HOLDER, kind, where, session)
-    try:
-        assert proc.stdout.readline().strip() == "in tool 0"
-        os.kill(proc.pid, signal.SIGSTOP)  # so the takeover surely comes first
-        kill_lock_connection(where, make_store(kind, where, session))
-        at_takeover = takeover(kind, where, session)
-        os.kill(proc.pid, signal.SIGCONT)
-        lines = finish(proc)
-    finally:
-        if proc.poll() is None:
-            os.kill(proc.pid, signal.SIGCONT)
-            proc.kill()
-            proc.wait()
-        proc.stdout.close()
-    assert lines[-1] == "lost", lines
-    check_after(kind, where, session, at_takeover)
+    # stopped first, so the takeover surely comes before the holder notices its lock is gone
+    stale_holder_loses(kind, where, session, lambda: kill_lock_connection(
+        where, make_store(kind, where, session)))
 
 
 APPROVER = """

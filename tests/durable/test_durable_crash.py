@@ -19,23 +19,28 @@ plus one per crash.
 
 import json
 import os
-import random
-import signal
-import subprocess
 import sys
 import time
 import uuid
 
 import pytest
-import real_parts
-from store_kinds import ROOT, TESTS, make_store
+from background_checks import read_events
+from kill_runs import (
+    chosen_crashes,
+    crash_at,
+    effect_tools,
+    event_log,
+    random_crashes_per_store,
+    where_for,
+    zygote,
+)
+from store_kinds import make_store
 
 pytestmark = [pytest.mark.skipif(os.name == "nt", reason="POSIX processes and signals"),
               pytest.mark.slow]
 
 TURNS = 3
 REQUESTS = TURNS + 1  # an uninterrupted run's model requests
-RANDOM_CRASHES = 100
 
 
 # -- the attempt (in a forked process) ----------------------------------------------------------
@@ -43,19 +48,10 @@ RANDOM_CRASHES = 100
 def run_attempt(kind, where, session, run_id, crash, log_path):
     """One process's attempt at ``run_id``; ``crash`` is where it kills itself, if anywhere
     (``none``, ``request:<step>``, ``charge_before:<step>``, ``write:<n>``, ...)."""
-    from lattice import Agent, ToolContext, tool
+    from lattice import Agent
 
-    fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-
-    def log(*event):
-        os.write(fd, (json.dumps([run_id, *event]) + "\n").encode())
-
-    point, _, at = crash.partition(":")
+    log, die_at = event_log(log_path, run_id), crash_at(crash)
     writes = [0]
-
-    def die_at(name, n=None):
-        if point == name and (n is None or int(at) == n):
-            os.kill(os.getpid(), signal.SIGKILL)
 
     def model(request):
         messages = request.messages
@@ -83,17 +79,7 @@ def run_attempt(kind, where, session, run_id, crash, log_path):
         die_at(f"{name}_after", int(context.tool_use_id.rsplit("-", 1)[1]))
         time.sleep(0.001)
 
-    @tool
-    def charge(amount: int, context: ToolContext) -> str:
-        """Charge a card (not safe to repeat)."""
-        effect("charge", context)
-        return f"charged {amount}"
-
-    @tool(idempotent=True)
-    def lookup(key: str, context: ToolContext) -> str:
-        """Look something up (safe to repeat)."""
-        effect("lookup", context)
-        return f"value of {key}"
+    charge, lookup = effect_tools(effect)
 
     store = make_store(kind, where, session, fail_on_error=True)
     for name in ("append", "save_run", "replace", "append_and_save_run"):
@@ -114,97 +100,6 @@ def run_attempt(kind, where, session, run_id, crash, log_path):
     result = agent.prompt(f"P {run_id}", run_id=run_id)
     log("result", result.subtype, result.replayed, result.num_turns, result.result,
         result.usage.input_tokens)
-
-
-def zygote(kind, where, session, log_path):
-    """Fork one attempt per command line ``<run_id> <crash>``; say ``pid N``; on ``reap``,
-    wait for it and say ``exit N status``. Reaping only when told means the parent never
-    signals a pid that could have been reused."""
-    import lattice  # noqa: F401 - imported once here, so attempts start fast
-    import lattice.stores.sqlite_lease as lease
-
-    # A killed attempt's SQLite lease blocks the next one until it expires: 0.15 s, not 5 s.
-    # (Attempts never overlap, so a late renewal never loses a lease here.)
-    lease.TTL_S, lease.RENEW_S = 0.15, 0.03
-
-    if kind.startswith("postgres-"):
-        __import__(kind.split("-", 1)[1])
-    print("ready", flush=True)
-    for line in sys.stdin:
-        run_id, crash = line.split()
-        pid = os.fork()
-        if pid == 0:
-            code = 0
-            try:
-                run_attempt(kind, where, session, run_id, crash, log_path)
-            except BaseException as exc:  # reported, so the parent fails with the cause
-                with open(log_path, "a") as f:
-                    f.write(json.dumps([run_id, "error", f"{type(exc).__name__}: {exc}"]) + "\n")
-                code = 1
-            os._exit(code)
-        print(f"pid {pid}", flush=True)
-        assert sys.stdin.readline().strip() == "reap"
-        _, status = os.waitpid(pid, 0)
-        print(f"exit {pid} {status}", flush=True)
-
-
-# -- the parent --------------------------------------------------------------------------------
-
-class Attempts:
-    """A zygote for one store, and the bookkeeping of the runs attempted through it."""
-
-    def __init__(self, kind, where, session, log_path):
-        self.kind, self.where, self.session, self.log_path = kind, where, session, log_path
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-            [ROOT, TESTS, os.environ.get("PYTHONPATH", "")]))
-        self.proc = subprocess.Popen(
-            [sys.executable, os.path.abspath(__file__), "zygote", kind, where, session,
-             str(log_path)], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        assert self.proc.stdout.readline().strip() == "ready"
-        self.crashes = {}
-
-    def once(self, run_id, crash="none", kill_after=None):
-        """One attempt; True if it was killed."""
-        self.proc.stdin.write(f"{run_id} {crash}\n")
-        self.proc.stdin.flush()
-        pid = int(self.proc.stdout.readline().split()[1])
-        if kill_after is not None:
-            time.sleep(kill_after)
-            os.kill(pid, signal.SIGKILL)  # not reaped yet: it is ours, alive or a zombie
-        self.proc.stdin.write("reap\n")
-        self.proc.stdin.flush()
-        _, _, status = self.proc.stdout.readline().split()
-        status = int(status)
-        killed = os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
-        assert killed or os.WEXITSTATUS(status) == 0, (run_id, crash, status)
-        if killed:
-            self.crashes[run_id] = self.crashes.get(run_id, 0) + 1
-        return killed
-
-    def until_done(self, run_id, crash="none", kill_after=None, limit=40):
-        """Attempts until one returns: the first with ``crash``/``kill_after``, then plain
-        (``kill_after`` may be a callable giving a delay or None per attempt)."""
-        for n in range(limit):
-            delay = kill_after(n) if callable(kill_after) else (kill_after if n == 0 else None)
-            if not self.once(run_id, crash if n == 0 else "none", delay):
-                return
-        raise AssertionError(f"run {run_id} never finished in {limit} attempts")
-
-    def close(self):
-        self.proc.stdin.close()
-        self.proc.wait(30)
-        self.proc.stdout.close()
-
-
-def read_events(path):
-    events = []
-    with open(path, "rb") as f:
-        for raw in f.read().splitlines():
-            try:
-                events.append(json.loads(raw))
-            except ValueError:
-                pass  # a line cut by a kill
-    return events
 
 
 def check_runs(kind, where, session, log_path, crashes, run_ids):
@@ -261,28 +156,13 @@ CHOSEN = ["charge_before:0", "charge_after:0", "lookup_before:1", "lookup_after:
 KINDS = ("jsonl", "sqlite", "postgres-psycopg")
 
 
-def where_for(kind, tmp_path, request):
-    if kind.startswith("postgres-"):
-        real_parts.require(kind.split("-", 1)[1])
-        return request.getfixturevalue("postgres_server").conninfo
-    where = str(tmp_path / "stores")
-    os.makedirs(where, exist_ok=True)
-    return where
-
-
 @pytest.mark.parametrize("kind", KINDS)
 def test_kill_9_at_chosen_points_then_resume_with_the_same_run_id(kind, tmp_path, request):
     where = where_for(kind, tmp_path, request)
     session = f"chosen-{uuid.uuid4().hex[:8]}"
     log_path = tmp_path / "events.log"
-    attempts = Attempts(kind, where, session, log_path)
-    run_ids = []
+    attempts, run_ids = chosen_crashes(__file__, kind, where, session, log_path, CHOSEN)
     try:
-        for n, crash in enumerate(CHOSEN):
-            run_id = f"r{n}"
-            run_ids.append(run_id)
-            attempts.until_done(run_id, crash)
-            assert attempts.crashes.get(run_id) == 1, (crash, attempts.crashes)
         for run_id in run_ids[:3]:  # a redelivered job: replayed, no request
             assert not attempts.once(run_id)
     finally:
@@ -299,51 +179,12 @@ def test_kill_9_at_chosen_points_then_resume_with_the_same_run_id(kind, tmp_path
     assert {"c-r0-0", "c-r1-0"} <= unknown and not any(i.startswith("l-") for i in unknown)
 
 
-def random_crashes(kind, where, log_path, seed):
-    """The seeded loop: runs whose attempts are killed at random moments until at least
-    RANDOM_CRASHES crashes landed; returns (session, crashes, run_ids)."""
-    rng = random.Random(seed)
-    session = f"random-{uuid.uuid4().hex[:8]}"
-    attempts = Attempts(kind, where, session, log_path)
-    run_ids = []
-    try:
-        n = 0
-        while sum(attempts.crashes.values()) < RANDOM_CRASHES:
-            n += 1
-            run_id = f"q{n}"
-            run_ids.append(run_id)
-            attempts.until_done(run_id, kill_after=lambda k: (
-                rng.uniform(0.0, 0.12) if k < 8 and rng.random() < 0.8 else None))
-    finally:
-        attempts.close()
-    return session, attempts.crashes, run_ids
-
-
 def test_kill_9_at_random_points_at_least_100_times_per_store(tmp_path, request):
     """The three stores' loops run at once, each driving its own processes."""
-    import threading
-
-    out, failures = {}, []
-
-    def loop(kind, where):
-        try:
-            out[kind] = random_crashes(kind, where, tmp_path / f"{kind}.log", seed=kind)
-        except BaseException as exc:  # noqa: B036 - re-raised in the test's thread
-            failures.append(exc)
-
-    wheres = {kind: where_for(kind, tmp_path / kind, request) for kind in KINDS}
-    threads = [threading.Thread(target=loop, args=(k, w)) for k, w in wheres.items()]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(1800)
-    if failures:
-        raise failures[0]
-    for kind, (session, crashes, run_ids) in out.items():
-        check_runs(kind, wheres[kind], session, tmp_path / f"{kind}.log", crashes, run_ids)
-        assert sum(crashes.values()) >= RANDOM_CRASHES
-        print(f"{kind}: {len(run_ids)} runs, {sum(crashes.values())} crashes")
+    out = random_crashes_per_store(__file__, KINDS, tmp_path, request, max_delay=0.12)
+    for kind, (where, log_path, session, crashes, run_ids) in out.items():
+        check_runs(kind, where, session, log_path, crashes, run_ids)
 
 
 if __name__ == "__main__" and sys.argv[1:2] == ["zygote"]:
-    zygote(*sys.argv[2:6])
+    zygote(run_attempt, *sys.argv[2:6])

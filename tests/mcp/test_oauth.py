@@ -95,3 +95,18 @@ def test_bad_options_are_named():
         MCPServerHTTP("http://127.0.0.1:9/mcp", auth="token")
     with pytest.raises(ValueError, match="token_store must have"):
         OAuth(token_store=object())
+
+
+def test_a_redirect_handler_that_raises_system_exit_fails_the_start_at_once():
+    # the handler runs on the request's own thread: its SystemExit must reach the caller
+    # as an authorization failure, not end that thread and leave the caller waiting
+    def quits(url):
+        raise SystemExit("the user closed the prompt")
+
+    with AuthServer() as auth_server:
+        server = MCPServerHTTP(auth_server.url, auth=OAuth(redirect_handler=quits),
+                               timeout_ms=60_000)
+        with pytest.raises(MCPError) as caught:
+            server.start()
+        server.close()
+    assert caught.value.kind == "auth" and "SystemExit" in str(caught.value)

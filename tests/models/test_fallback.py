@@ -1,6 +1,8 @@
 """FallbackModelClient (SPEC 25, 25a): classes or a predicate, reply rejection, never after a
 streamed part reached the caller, compaction before a smaller window, ``.attempts``, the
 answering model named, each client's own model id."""
+import contextlib
+
 import pytest
 from helpers import reply
 
@@ -171,12 +173,19 @@ def test_bad_options_are_named():
 # -- streaming: never after a part reached the caller ------------------------------------------
 
 
-def test_a_stream_that_failed_after_a_part_reached_the_caller_propagates():
+@contextlib.contextmanager
+def stream_failing_then_second():
+    """Two Messages servers, the first failing its stream after two events, the second
+    answering "second", and a FallbackModelClient trying them in that order (no retries)."""
     with MockMessagesServer([MockMessagesServer.stream_error(after_events=2)]) as one, \
             MockMessagesServer(["second"]) as two:
-        client = FallbackModelClient([
+        yield one, two, FallbackModelClient([
             AnthropicClient(api_key="k", base_url=one.base_url, max_retries=0),
             AnthropicClient(api_key="k", base_url=two.base_url, max_retries=0)])
+
+
+def test_a_stream_that_failed_after_a_part_reached_the_caller_propagates():
+    with stream_failing_then_second() as (one, two, client):
         agent = Agent(model="claude-mock", model_client=client, include_partial_messages=True)
         seen = []
         with pytest.raises(OverloadedError) as info:
@@ -188,11 +197,7 @@ def test_a_stream_that_failed_after_a_part_reached_the_caller_propagates():
 
 
 def test_a_stream_that_failed_before_anything_reached_the_caller_falls_back():
-    with MockMessagesServer([MockMessagesServer.stream_error(after_events=2)]) as one, \
-            MockMessagesServer(["second"]) as two:
-        client = FallbackModelClient([
-            AnthropicClient(api_key="k", base_url=one.base_url, max_retries=0),
-            AnthropicClient(api_key="k", base_url=two.base_url, max_retries=0)])
+    with stream_failing_then_second() as (one, two, client):
         agent = Agent(model="claude-mock", model_client=client)  # no partial messages
         assert agent.prompt("hi").result == "second"
         # partial messages asked for, but the first failed before its first event

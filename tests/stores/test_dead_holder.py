@@ -110,6 +110,20 @@ def fake_lease(path, session, **owner):
     db.close()
 
 
+def a_store(tmp_path):
+    """A SQLite store whose tables exist (made by a first write)."""
+    store = make_store("sqlite", str(tmp_path), "s")
+    store.append({"role": "user", "content": "make the tables"})
+    return store
+
+
+def assert_waited_for(store):
+    """The lease recorded in ``store`` is taken for a live holder's: the lock is busy."""
+    with pytest.raises(ConcurrentQueryError):
+        with store.lock(wait_s=0.3):
+            pass
+
+
 def a_dead_pid():
     proc = child("pass")
     proc.wait()
@@ -118,21 +132,15 @@ def a_dead_pid():
 
 
 def test_a_holder_on_another_host_is_waited_for(tmp_path):
-    store = make_store("sqlite", str(tmp_path), "s")
-    store.append({"role": "user", "content": "make the tables"})
+    store = a_store(tmp_path)
     fake_lease(store.path, "s", host=socket.gethostname() + "-elsewhere", pid=a_dead_pid())
-    with pytest.raises(ConcurrentQueryError):
-        with store.lock(wait_s=0.3):
-            pass
+    assert_waited_for(store)
 
 
 def test_a_holder_of_another_boot_is_waited_for(tmp_path):
-    store = make_store("sqlite", str(tmp_path), "s")
-    store.append({"role": "user", "content": "make the tables"})
+    store = a_store(tmp_path)
     fake_lease(store.path, "s", boot="another-boot", pid=a_dead_pid())
-    with pytest.raises(ConcurrentQueryError):
-        with store.lock(wait_s=0.3):
-            pass
+    assert_waited_for(store)
 
 
 @pytest.mark.parametrize("pidns", ["pid:[1]", None])
@@ -141,18 +149,14 @@ def test_a_holder_in_another_pid_namespace_is_waited_for(tmp_path, pidns):
     processes apart: a pid that is not in our /proc may be alive in its namespace."""
     if holder.pid_namespace() is None:
         pytest.skip("no /proc/self/ns/pid here: namespaces cannot be told apart")
-    store = make_store("sqlite", str(tmp_path), "s")
-    store.append({"role": "user", "content": "make the tables"})
+    store = a_store(tmp_path)
     fake_lease(store.path, "s", pidns=pidns, pid=a_dead_pid())
-    with pytest.raises(ConcurrentQueryError):
-        with store.lock(wait_s=0.3):
-            pass
+    assert_waited_for(store)
 
 
 def test_a_reused_pid_is_a_dead_holder(tmp_path):
     """The recorded pid exists but started at another time: its holder is gone."""
-    store = make_store("sqlite", str(tmp_path), "s")
-    store.append({"role": "user", "content": "make the tables"})
+    store = a_store(tmp_path)
     proc = child("import sys; sys.stdin.readline()", stdin=-1)
     try:
         mine = json.loads(holder.describe("n"))
@@ -168,15 +172,12 @@ def test_a_reused_pid_is_a_dead_holder(tmp_path):
 
 
 def test_a_live_holder_of_this_host_is_waited_for(tmp_path):
-    store = make_store("sqlite", str(tmp_path), "s")
-    store.append({"role": "user", "content": "make the tables"})
+    store = a_store(tmp_path)
     proc = child("import sys; sys.stdin.readline()", stdin=-1)
     try:
         start = holder._stat(proc.pid)
         fake_lease(store.path, "s", pid=proc.pid, start=None if start is None else start["start"])
-        with pytest.raises(ConcurrentQueryError):
-            with store.lock(wait_s=0.3):
-                pass
+        assert_waited_for(store)
     finally:
         proc.stdin.close()
         proc.wait()
@@ -184,13 +185,10 @@ def test_a_live_holder_of_this_host_is_waited_for(tmp_path):
 
 
 def test_an_owner_of_an_older_version_is_waited_for(tmp_path):
-    store = make_store("sqlite", str(tmp_path), "s")
-    store.append({"role": "user", "content": "make the tables"})
+    store = a_store(tmp_path)
     db = sqlite3.connect(store.path)
     db.execute("INSERT INTO lattice_history_leases VALUES ('s', ?, ?)",
                (f"{a_dead_pid()}-0123abcd", time.time() + 60))
     db.commit()
     db.close()
-    with pytest.raises(ConcurrentQueryError):
-        with store.lock(wait_s=0.3):
-            pass
+    assert_waited_for(store)

@@ -96,9 +96,11 @@ def test_interrupting_the_parent_interrupts_the_child():
     assert "interrupted" in block["content"]
 
 
-def test_the_parents_token_budget_covers_the_childs_requests():
+def a_busy_child(each):
+    """A "helper" child whose every reply calls a tool, each using ``each``: it stops only
+    when a budget stops it; returns (its client, the child)."""
     child_client = ScriptedModelClient([
-        reply(tool_use("noop", id=f"n{i}"), usage=usage(40, 10)) for i in range(5)])
+        reply(tool_use("noop", id=f"n{i}"), usage=each) for i in range(5)])
 
     def noop() -> str:
         """Nothing."""
@@ -106,6 +108,11 @@ def test_the_parents_token_budget_covers_the_childs_requests():
 
     child = Agent(model="child-model", name="helper", system="Help.",
                   model_client=child_client, tools=[noop])
+    return child_client, child
+
+
+def test_the_parents_token_budget_covers_the_childs_requests():
+    child_client, child = a_busy_child(usage(40, 10))
     parent = Agent(model="parent-model", tools=[child.as_tool()], max_budget_tokens=120,
                    model_client=ScriptedModelClient([reply(delegate(), usage=usage(10, 10)),
                                                      "never"]))
@@ -117,15 +124,7 @@ def test_the_parents_token_budget_covers_the_childs_requests():
 
 
 def test_the_parents_max_cost_usd_covers_the_childs_requests():
-    child_client = ScriptedModelClient([
-        reply(tool_use("noop", id=f"n{i}"), usage=usage(1000, 0)) for i in range(5)])
-
-    def noop() -> str:
-        """Nothing."""
-        return "ok"
-
-    child = Agent(model="child-model", name="helper", system="Help.",
-                  model_client=child_client, tools=[noop])
+    child_client, child = a_busy_child(usage(1000, 0))
     per_1000 = {"input": 1000.0, "output": 0.0}  # $1 per 1000 input tokens
     parent = Agent(model="parent-model", tools=[child.as_tool()], max_cost_usd=2.5,
                    prices={"parent-model": per_1000, "child-model": per_1000},

@@ -1,9 +1,10 @@
 """SPEC 22's durable children under ``kill -9``: real processes killed at chosen points and at
 random moments of a parent run that delegates to subagents, on SQLite and PostgreSQL.
 
-As in tests/test_durable_crash.py, each attempt is a process forked from a "zygote" that has
-imported lattice, running ``parent.prompt(prompt, run_id=...)``, and a run is attempted again
-with the same run id until one attempt returns. The parent's first reply asks two isolated
+As in tests/durable/test_durable_crash.py (both use tests/kill_runs.py), each attempt is a
+process forked from a "zygote" that has imported lattice, running
+``parent.prompt(prompt, run_id=...)``, and a run is attempted again with the same run id
+until one attempt returns. The parent's first reply asks two isolated
 children (``researcher``) and its own non-idempotent ``charge`` at once; each child makes one
 tool turn (a non-idempotent ``charge`` and an idempotent ``lookup``), then answers; the
 parent then answers. Children keep their runs (``f"{run}/{call id}"``) in sessions derived
@@ -17,16 +18,22 @@ every stored reply once.
 
 import json
 import os
-import random
-import signal
-import subprocess
 import sys
-import threading
 import time
 import uuid
 
 import pytest
-from store_kinds import ROOT, TESTS, make_store
+from background_checks import read_events
+from kill_runs import (
+    chosen_crashes,
+    crash_at,
+    effect_tools,
+    event_log,
+    random_crashes_per_store,
+    where_for,
+    zygote,
+)
+from store_kinds import make_store
 
 pytestmark = [pytest.mark.skipif(os.name == "nt", reason="POSIX processes and signals"),
               pytest.mark.slow]
@@ -34,26 +41,16 @@ pytestmark = [pytest.mark.skipif(os.name == "nt", reason="POSIX processes and si
 CHILDREN = ("a", "b")
 USAGE = {"input_tokens": 10, "output_tokens": 1}
 REPLIES = 2 + 2 * len(CHILDREN)  # an uninterrupted run's model replies, children's included
-RANDOM_CRASHES = 100
 KINDS = ("sqlite", "postgres-psycopg")
 
 
 # -- the attempt (in a forked process) ----------------------------------------------------------
 
 def run_attempt(kind, where, session, run_id, crash, log_path):
-    from lattice import Agent, ToolContext, tool
+    from lattice import Agent
 
-    fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-
-    def log(*event):
-        os.write(fd, (json.dumps([run_id, *event]) + "\n").encode())
-
-    point, _, at = crash.partition(":")
+    log, die_at = event_log(log_path, run_id), crash_at(crash)
     writes = [0]
-
-    def die_at(name, n=None):
-        if point == name and (n is None or at == str(n)):
-            os.kill(os.getpid(), signal.SIGKILL)
 
     def turn(request, who):
         """``who`` is "P" (the parent) or the child's letter; the step is the number of
@@ -98,17 +95,7 @@ def run_attempt(kind, where, session, run_id, crash, log_path):
         log("effect", name, context.tool_use_id, context.attempt, context.run_id)
         die_at(f"{name}_after")
 
-    @tool
-    def charge(amount: int, context: ToolContext) -> str:
-        """Charge a card (not safe to repeat)."""
-        effect("charge", context)
-        return f"charged {amount}"
-
-    @tool(idempotent=True)
-    def lookup(key: str, context: ToolContext) -> str:
-        """Look something up (safe to repeat)."""
-        effect("lookup", context)
-        return f"value of {key}"
+    charge, lookup = effect_tools(effect)
 
     def watched(store):
         """Each write counted (``write:<n>`` crashes right after the n-th), each stored
@@ -145,87 +132,6 @@ def run_attempt(kind, where, session, run_id, crash, log_path):
     log("result", result.subtype, result.replayed, result.num_turns, result.result,
         result.usage.input_tokens, result.usage.by_model.get("small", {}) and
         result.usage.by_model["small"].input_tokens)
-
-
-def zygote(kind, where, session, log_path):
-    import lattice  # noqa: F401 - imported once here, so attempts start fast
-    import lattice.stores.sqlite_lease as lease
-
-    lease.TTL_S, lease.RENEW_S = 0.15, 0.03  # a killed attempt's lease: 0.15 s, not 5 s
-    if kind.startswith("postgres-"):
-        __import__(kind.split("-", 1)[1])
-    print("ready", flush=True)
-    for line in sys.stdin:
-        run_id, crash = line.split()
-        pid = os.fork()
-        if pid == 0:
-            code = 0
-            try:
-                run_attempt(kind, where, session, run_id, crash, log_path)
-            except BaseException as exc:  # reported, so the parent fails with the cause
-                with open(log_path, "a") as f:
-                    f.write(json.dumps([run_id, "error", f"{type(exc).__name__}: {exc}"]) + "\n")
-                code = 1
-            os._exit(code)
-        print(f"pid {pid}", flush=True)
-        assert sys.stdin.readline().strip() == "reap"
-        _, status = os.waitpid(pid, 0)
-        print(f"exit {pid} {status}", flush=True)
-
-
-# -- the parent --------------------------------------------------------------------------------
-
-class Attempts:
-    """A zygote for one store, and the crashes of the runs attempted through it."""
-
-    def __init__(self, kind, where, session, log_path):
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-            [ROOT, TESTS, os.environ.get("PYTHONPATH", "")]))
-        self.proc = subprocess.Popen(
-            [sys.executable, os.path.abspath(__file__), "zygote", kind, where, session,
-             str(log_path)], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        assert self.proc.stdout.readline().strip() == "ready"
-        self.crashes = {}
-
-    def once(self, run_id, crash="none", kill_after=None):
-        self.proc.stdin.write(f"{run_id} {crash}\n")
-        self.proc.stdin.flush()
-        pid = int(self.proc.stdout.readline().split()[1])
-        if kill_after is not None:
-            time.sleep(kill_after)
-            os.kill(pid, signal.SIGKILL)  # not reaped yet: it is ours, alive or a zombie
-        self.proc.stdin.write("reap\n")
-        self.proc.stdin.flush()
-        _, _, status = self.proc.stdout.readline().split()
-        status = int(status)
-        killed = os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
-        assert killed or os.WEXITSTATUS(status) == 0, (run_id, crash, status)
-        if killed:
-            self.crashes[run_id] = self.crashes.get(run_id, 0) + 1
-        return killed
-
-    def until_done(self, run_id, crash="none", kill_after=None, limit=40):
-        for n in range(limit):
-            delay = kill_after(n) if callable(kill_after) else (kill_after if n == 0 else None)
-            if not self.once(run_id, crash if n == 0 else "none", delay):
-                return
-        raise AssertionError(f"run {run_id} never finished in {limit} attempts")
-
-    def close(self):
-        self.proc.stdin.close()
-        self.proc.wait(30)
-        self.proc.stdout.close()
-
-
-def read_events(path):
-    events = []
-    with open(path, "rb") as f:
-        for raw in f.read().splitlines():
-            try:
-                events.append(json.loads(raw))
-            except ValueError:
-                pass  # a line cut by a kill
-    return events
 
 
 def check_runs(kind, where, session, log_path, run_ids):
@@ -286,15 +192,6 @@ def check_runs(kind, where, session, log_path, run_ids):
     return events
 
 
-def where_for(kind, tmp_path, request):
-    if kind.startswith("postgres-"):
-        pytest.importorskip(kind.split("-", 1)[1])
-        return request.getfixturevalue("postgres_server").conninfo
-    where = str(tmp_path / "stores")
-    os.makedirs(where, exist_ok=True)
-    return where
-
-
 CHOSEN = ["request_P:0", "request_a:0", "request_b:1", "request_P:1", "charge_before",
           "charge_after", "lookup_before", "lookup_after", "write:2", "write:3", "write:5",
           "write:7", "write:9", "write:11", "write:13", "write:16", "write:19"]
@@ -305,14 +202,8 @@ def test_kill_9_at_chosen_points_of_a_parent_with_children(kind, tmp_path, reque
     where = where_for(kind, tmp_path, request)
     session = f"chosen-{uuid.uuid4().hex[:8]}"
     log_path = tmp_path / "events.log"
-    attempts = Attempts(kind, where, session, log_path)
-    run_ids = []
+    attempts, run_ids = chosen_crashes(__file__, kind, where, session, log_path, CHOSEN)
     try:
-        for n, crash in enumerate(CHOSEN):
-            run_id = f"r{n}"
-            run_ids.append(run_id)
-            attempts.until_done(run_id, crash)
-            assert attempts.crashes.get(run_id) == 1, (crash, attempts.crashes)
         assert not attempts.once(run_ids[0])  # a redelivered job: replayed
     finally:
         attempts.close()
@@ -320,48 +211,13 @@ def test_kill_9_at_chosen_points_of_a_parent_with_children(kind, tmp_path, reque
     assert [e[3] for e in events if e[0] == run_ids[0] and e[1] == "result"][-1] is True
 
 
-def random_crashes(kind, where, log_path, seed):
-    rng = random.Random(seed)
-    session = f"random-{uuid.uuid4().hex[:8]}"
-    attempts = Attempts(kind, where, session, log_path)
-    run_ids = []
-    try:
-        n = 0
-        while sum(attempts.crashes.values()) < RANDOM_CRASHES:
-            n += 1
-            run_id = f"q{n}"
-            run_ids.append(run_id)
-            attempts.until_done(run_id, kill_after=lambda k: (
-                rng.uniform(0.0, 0.15) if k < 8 and rng.random() < 0.8 else None))
-    finally:
-        attempts.close()
-    return session, attempts.crashes, run_ids
-
-
 def test_kill_9_at_random_points_of_a_parent_with_children_100_times_per_store(
         tmp_path, request):
     """The stores' loops run at once, each driving its own processes."""
-    out, failures = {}, []
-
-    def loop(kind, where):
-        try:
-            out[kind] = random_crashes(kind, where, tmp_path / f"{kind}.log", seed=kind)
-        except BaseException as exc:  # noqa: B036 - re-raised in the test's thread
-            failures.append(exc)
-
-    wheres = {kind: where_for(kind, tmp_path / kind, request) for kind in KINDS}
-    threads = [threading.Thread(target=loop, args=(k, w)) for k, w in wheres.items()]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(1800)
-    if failures:
-        raise failures[0]
-    for kind, (session, crashes, run_ids) in out.items():
-        check_runs(kind, wheres[kind], session, tmp_path / f"{kind}.log", run_ids)
-        assert sum(crashes.values()) >= RANDOM_CRASHES
-        print(f"{kind}: {len(run_ids)} runs, {sum(crashes.values())} crashes")
+    out = random_crashes_per_store(__file__, KINDS, tmp_path, request, max_delay=0.15)
+    for kind, (where, log_path, session, _, run_ids) in out.items():
+        check_runs(kind, where, session, log_path, run_ids)
 
 
 if __name__ == "__main__" and sys.argv[1:2] == ["zygote"]:
-    zygote(*sys.argv[2:6])
+    zygote(run_attempt, *sys.argv[2:6])
