@@ -333,11 +333,7 @@ class Loop:
         assert self.last_reply is not None
         marked, pending = mark_paused(self.last_reply, done, paused,
                                       self.model.take_children())
-        link = self.link
-        messages = self.history.messages[:-1] + [marked]
-        save = partial(link.save, "replace", messages) if link.store is not None else None
-        self.race.commit(save, partial(link.keep_all, messages), late=self.diverged)
-        self.last_reply = marked
+        self.replace_last_reply(marked)
         return Ending("awaiting_approval", pending=pending)
 
     def pause_for_input(self, done: List[Outcome]) -> Ending:
@@ -353,13 +349,18 @@ class Loop:
                       pending_input={cid: [r.to_dict() for r in asked]
                                      for cid, asked in elicited.items()},
                       answered=answered)
+        self.replace_last_reply(marked)
+        return Ending("awaiting_input",
+                      elicitations=[r for asked in elicited.values() for r in asked])
+
+    def replace_last_reply(self, marked: Dict[str, Any]) -> None:
+        """Put the reply, marked as waiting (for approval or input), in its place at the
+        end of the history: saved as a "replace" of the store's copy, kept in memory."""
         link = self.link
         messages = self.history.messages[:-1] + [marked]
         save = partial(link.save, "replace", messages) if link.store is not None else None
         self.race.commit(save, partial(link.keep_all, messages), late=self.diverged)
         self.last_reply = marked
-        return Ending("awaiting_input",
-                      elicitations=[r for asked in elicited.values() for r in asked])
 
     def resume_batch(self) -> Optional[Ending]:
         """Run the batch that waited for approval, then the prompt given with it."""
