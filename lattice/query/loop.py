@@ -55,6 +55,23 @@ ANSWER, TOOLS, TRUNCATED, SUBMIT, WAIT = "answer", "run", "truncated", "submit",
 AGAIN = "again"
 
 
+def over_budget(budget: Any) -> Optional[Ending]:
+    """One budget's ending once spent: ``(max_budget_tokens, caller)`` or
+    ``(max_cost_usd, caller, prices, model)`` (``Loop.budgets_below``)."""
+    limit, usage = budget[0], budget[1].usage
+    if len(budget) == 4:  # a max_cost_usd
+        dollars = cost_usd(usage, budget[2], budget[3])
+        if dollars is not None and dollars >= limit:  # None: that query warns
+            return Ending("error_max_budget", error=BudgetExceededError(
+                f"spent ${dollars:.6f}, max_cost_usd={limit}"))
+        return None
+    spent = usage.prompt_tokens + usage.output_tokens
+    if spent >= limit:
+        return Ending("error_max_budget", error=BudgetExceededError(
+            f"used {spent} tokens, max_budget_tokens={limit}"))
+    return None
+
+
 class Loop:
     """One query's loop. ``__call__`` is the worker thread's target."""
 
@@ -171,22 +188,16 @@ class Loop:
         if self.turns >= s.max_turns:
             return Ending("error_max_turns", error=MaxTurnsExceededError(
                 f"reached max_turns={s.max_turns} model requests"))
-        budgets: List[Any] = [(s.max_budget_tokens, self.model)] \
-            if s.max_budget_tokens is not None else []
-        if self.parentage is not None:  # a subagent: the budgets of the queries above too
-            budgets += self.parentage.budgets
-        for budget in budgets:
-            limit, usage = budget[0], budget[1].usage
-            if len(budget) == 4:  # a max_cost_usd: (limit, caller, its prices, its model)
-                dollars = cost_usd(usage, budget[2], budget[3])
-                if dollars is not None and dollars >= limit:  # None: that query warns
-                    return Ending("error_max_budget", error=BudgetExceededError(
-                        f"spent ${dollars:.6f}, max_cost_usd={limit}"))
-                continue
-            spent = usage.prompt_tokens + usage.output_tokens
-            if spent >= limit:
-                return Ending("error_max_budget", error=BudgetExceededError(
-                    f"used {spent} tokens, max_budget_tokens={limit}"))
+        # no list built per turn: this query's token budget, then those above (a subagent)
+        if s.max_budget_tokens is not None:
+            ending = over_budget((s.max_budget_tokens, self.model))
+            if ending is not None:
+                return ending
+        if self.parentage is not None:
+            for budget in self.parentage.budgets:
+                ending = over_budget(budget)
+                if ending is not None:
+                    return ending
         if s.max_cost_usd is not None:  # like the token budget, in dollars (cost.py)
             usage = self.model.usage
             dollars = cost_usd(usage, s.prices, s.model)
