@@ -294,3 +294,24 @@ def test_each_query_counts_only_the_marks_of_messages_new_since_the_last():
         agent.prompt("next")
     assert agent._conversation.history.marks is ledger
     assert seen[0] == 1001 and seen[1:] == [2, 2]  # all once, then the prompt and reply
+
+
+# -- the 0.3 path lattice.caching (docs/upgrading.md): same objects, a warning, until 0.5 ----
+
+@pytest.mark.parametrize("name", ["mark_cache_breakpoints", "count_cache_breakpoints",
+                                  "fit_cache_breakpoints", "MAX_BREAKPOINTS"])
+def test_the_old_caching_path_gives_the_same_names_with_a_deprecation_warning(name: str) -> None:
+    import lattice.caching as old
+    import lattice.query.caching as new
+
+    with pytest.warns(DeprecationWarning, match=f"lattice.query.caching.{name}"):
+        moved = getattr(old, name)
+    assert moved is getattr(new, name)
+
+
+def test_the_old_caching_path_names_what_it_does_not_have() -> None:
+    import lattice.caching as old
+
+    kept_here = "MarkLedger"  # in lattice.query.caching, never in the 0.3 module
+    with pytest.raises(AttributeError, match="lattice.caching.*MarkLedger"):
+        getattr(old, kept_here)
