@@ -1,7 +1,7 @@
 """Deprecated path (0.4): prompt-caching marks moved to ``lattice.query.caching``.
 
 ``lattice.caching.mark_cache_breakpoints`` was documented in 0.3; it keeps working here
-for 0.4 with a ``DeprecationWarning`` on first use of each name (docs/upgrading.md), and
+for 0.4 with a ``DeprecationWarning`` on each use of a name (docs/upgrading.md), and
 goes away in 0.5. Nothing is imported until a name is asked for.
 """
 
