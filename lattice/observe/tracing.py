@@ -5,7 +5,7 @@ each tool call a child span ``execute_tool {name}``, all with the OpenTelemetry 
 attributes (``gen_ai.provider.name`` on the query and chat spans). Message content
 (prompt, replies, tool input and output) is recorded only with ``trace_content=True``: it
 may hold personal data or secrets. What the attributes hold, in the conventions' schemas,
-is ``tracing_content``'s business.
+is ``genai.py``'s business.
 
 ``opentelemetry`` is imported when an ``OtelObserver`` is made, never at import time, so
 with tracing off nothing is imported and the loop pays one None check.
