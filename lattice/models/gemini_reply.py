@@ -29,13 +29,13 @@ from typing import Any, Dict, List, Optional, Tuple
 from ..errors import APIConnectionError
 from ..messages import MAX_DEPTH, too_deep
 from ..usage import token_count
+from .base import MALFORMED_CALL
 from .chat_reply import new_call_id
 from .gemini_wire import PARTS_KEY
 
 __all__ = ["GeminiReply", "reply_from_gemini", "usage_from_gemini", "MALFORMED_CALL",
            "FINISH_REASONS", "BLOCK_REASONS"]
 
-MALFORMED_CALL = "malformed_function_call"  # stop_reason: no call to answer; call again
 
 # Vertex's FinishReason and BlockedReason numbers (``$alt=json;enum-encoding=int``).
 FINISH_REASONS = ("FINISH_REASON_UNSPECIFIED", "STOP", "MAX_TOKENS", "SAFETY", "RECITATION",
