@@ -68,7 +68,7 @@ def parse_gemini_stream(chunks: Iterator[bytes], on_event: Optional[EventCallbac
             raise APIConnectionError("the stream ended before the chunk with the finishReason")
         return reply.message()
     except BaseException:
-        reply.parts = []  # the traceback keeps this frame: not what it gathered (SPEC 21b)
+        reply.release()  # the traceback keeps this frame: not what it gathered (SPEC 21b)
         raise
 
 
