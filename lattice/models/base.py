@@ -7,10 +7,15 @@ from typing import Any, Callable, Dict, List, Optional, Protocol, Union, runtime
 
 from ..cancellation import AbortSignal
 
-__all__ = ["ModelRequest", "ModelClient", "as_model_client", "ReplyDict"]
+__all__ = ["ModelRequest", "ModelClient", "as_model_client", "ReplyDict",
+           "MALFORMED_CALL"]
 
 ReplyDict = Dict[str, Any]
 """``{"role": "assistant", "content": [...], "stop_reason": ..., "usage": {...}, ...}``."""
+
+# stop_reason of a reply whose function call was malformed (Gemini's MALFORMED_FUNCTION_CALL,
+# UNEXPECTED_TOOL_CALL): no call to answer; the loop asks the model to call again (SPEC 25a)
+MALFORMED_CALL = "malformed_function_call"
 
 
 def _no_signal() -> AbortSignal:

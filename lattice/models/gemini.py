@@ -29,7 +29,7 @@ from .retry import RetryPolicy
 from .sse import json_scanner, load_data, sse_events
 from .status import load_json
 from .urls import shown_url
-from .vertex import VertexCredentials, vertex_setting
+from .vertex import VertexCredentials, vertex_host, vertex_setting
 
 if TYPE_CHECKING:  # pragma: no cover
     import requests
@@ -68,7 +68,7 @@ def parse_gemini_stream(chunks: Iterator[bytes], on_event: Optional[EventCallbac
             raise APIConnectionError("the stream ended before the chunk with the finishReason")
         return reply.message()
     except BaseException:
-        reply.parts = []  # the traceback keeps this frame: not what it gathered (SPEC 21b)
+        reply.release()  # the traceback keeps this frame: not what it gathered (SPEC 21b)
         raise
 
 
@@ -237,9 +237,7 @@ class VertexGeminiClient(VertexCredentials, _GeminiBase):
             session=session, timeout_ms=timeout_ms, retry_policy=retry_policy,
             max_response_bytes=max_response_bytes,
             stream_idle_timeout_ms=stream_idle_timeout_ms)
-        host = ("https://aiplatform.googleapis.com" if self.region == "global"
-                else f"https://{self.region}-aiplatform.googleapis.com")
-        url = resolve_base_url(base_url, "VERTEX_GEMINI_BASE_URL", host)
+        url = resolve_base_url(base_url, "VERTEX_GEMINI_BASE_URL", vertex_host(self.region))
         for version in _VERSIONS:
             if url.endswith("/" + version):
                 if version != api_version:  # never a silent switch to the other version

@@ -29,13 +29,13 @@ from typing import Any, Dict, List, Optional, Tuple
 from ..errors import APIConnectionError
 from ..messages import MAX_DEPTH, too_deep
 from ..usage import token_count
+from .base import MALFORMED_CALL
 from .chat_reply import new_call_id
 from .gemini_wire import PARTS_KEY
 
 __all__ = ["GeminiReply", "reply_from_gemini", "usage_from_gemini", "MALFORMED_CALL",
            "FINISH_REASONS", "BLOCK_REASONS"]
 
-MALFORMED_CALL = "malformed_function_call"  # stop_reason: no call to answer; call again
 
 # Vertex's FinishReason and BlockedReason numbers (``$alt=json;enum-encoding=int``).
 FINISH_REASONS = ("FINISH_REASON_UNSPECIFIED", "STOP", "MAX_TOKENS", "SAFETY", "RECITATION",
@@ -65,11 +65,14 @@ def _name(value: Any, names: Tuple[str, ...]) -> Optional[str]:
 class GeminiReply:
     """Feed it response chunks in order; ``message()`` gives the assistant dict."""
 
-    __slots__ = ("parts", "finish", "finish_message", "blocked", "usage", "response_id",
-                 "model", "chunks")
+    __slots__ = ("parts", "_tail", "finish", "finish_message", "blocked", "usage",
+                 "response_id", "model", "chunks")
 
     def __init__(self) -> None:
         self.parts: List[Dict[str, Any]] = []
+        # texts continuing parts[-1], joined once (_join_tail): adding each chunk's text to
+        # the part itself would copy the whole text so far at every event
+        self._tail: List[str] = []
         self.finish: Optional[str] = None
         self.finish_message: Optional[str] = None
         self.blocked: Optional[Tuple[str, str]] = None  # (blockReason, its message)
@@ -123,17 +126,28 @@ class GeminiReply:
             moved = True
             last = self.parts[-1] if self.parts and n == 0 else None
             if last is not None and _continues(last, part):
-                last["text"] = last.get("text", "") + part.get("text", "")
+                self._tail.append(part.get("text", ""))
                 if "thoughtSignature" in part:
                     last["thoughtSignature"] = part["thoughtSignature"]
             else:
+                self._join_tail()
                 self.parts.append(dict(part))
         return moved
+
+    def _join_tail(self) -> None:
+        if self._tail:
+            self.parts[-1]["text"] += "".join(self._tail)
+            self._tail = []
+
+    def release(self) -> None:
+        """Drop what was gathered (a failed stream: nothing of it is used)."""
+        self.parts, self._tail = [], []
 
     def message(self) -> Dict[str, Any]:
         """The assistant dict; ``APIConnectionError`` if no chunk came."""
         if not self.chunks:
             raise APIConnectionError("the reply ended before any response chunk")
+        self._join_tail()
         if too_deep(self.parts, MAX_DEPTH - 3):
             raise APIConnectionError(f"the reply's parts are nested deeper than {MAX_DEPTH} "
                                      "levels; refused")

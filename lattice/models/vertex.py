@@ -32,7 +32,8 @@ if TYPE_CHECKING:  # pragma: no cover
 else:  # annotations only (get_type_hints): requests is imported when a request is made
     from .annotations import requests
 
-__all__ = ["AnthropicVertexClient", "VERTEX_VERSION", "VertexCredentials", "vertex_setting"]
+__all__ = ["AnthropicVertexClient", "VERTEX_VERSION", "VertexCredentials", "vertex_setting",
+           "vertex_host"]
 
 VERTEX_VERSION = "vertex-2023-10-16"
 _SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
@@ -61,6 +62,12 @@ def vertex_setting(value: Optional[str], option: str, variable: str) -> str:
         raise ValueError(f"region must be a Google Cloud region name (letters, digits and "
                          f"dashes, such as 'us-central1' or 'global'), got {found!r}")
     return found
+
+
+def vertex_host(region: str) -> str:
+    """Vertex AI's endpoint for ``region`` (``global`` has no region in the host)."""
+    return ("https://aiplatform.googleapis.com" if region == "global"
+            else f"https://{region}-aiplatform.googleapis.com")
 
 
 class VertexCredentials:
@@ -185,9 +192,7 @@ class AnthropicVertexClient(VertexCredentials, HTTPModelClient):
             session=session, timeout_ms=timeout_ms, retry_policy=retry_policy,
             max_response_bytes=max_response_bytes, model=model,
             stream_idle_timeout_ms=stream_idle_timeout_ms)
-        host = ("https://aiplatform.googleapis.com" if self.region == "global"
-                else f"https://{self.region}-aiplatform.googleapis.com")
-        url = resolve_base_url(base_url, "ANTHROPIC_VERTEX_BASE_URL", host)
+        url = resolve_base_url(base_url, "ANTHROPIC_VERTEX_BASE_URL", vertex_host(self.region))
         self.base_url = url[:-3] if url.endswith("/v1") else url
         self._make_transport(self.base_url, VertexCodec(self.base_url), options)
 

@@ -27,6 +27,7 @@ from ..cost import cost_usd, warn_unchecked
 from ..durable.journal import NO_JOURNAL, Journal
 from ..errors import BudgetExceededError, MaxTurnsExceededError, PromptTooLongError
 from ..messages import AssistantMessage, UserMessage, text_of, tool_uses_of
+from ..models.base import MALFORMED_CALL
 from ..observe.observer import ObserverGroup
 from ..tools import approval
 from ..tools.calls import Hooks, Outcome, execute_batch, not_run, resolve_calls
@@ -43,9 +44,8 @@ __all__ = ["Loop"]
 
 
 CONTEXT_EXCEEDED = "model_context_window_exceeded"
-# Gemini's MALFORMED_FUNCTION_CALL / UNEXPECTED_TOOL_CALL with no call to answer: the model
-# is asked to call again (SPEC 25a), a turn like any other (counted by max_turns).
-MALFORMED_CALL = "malformed_function_call"
+# A MALFORMED_CALL reply (models/base.py) has no call to answer: the model is asked to call
+# again (SPEC 25a), a turn like any other (counted by max_turns).
 MALFORMED_TEXT = ("Your function call was malformed and was not run. Call the function again "
                   "with valid arguments (a JSON object matching its schema).")
 
