@@ -281,3 +281,14 @@ def local_servers() -> Iterator[Tuple[AuthorizationServer, str]]:
     with AuthorizationServer() as authorization, protected_mcp_server(
             authorization.base) as url:
         yield authorization, url
+
+
+@contextlib.contextmanager
+def server_url(given: Optional[str]) -> Iterator[str]:
+    """The examples' MCP server: ``given`` if set, else the local servers' (started here)."""
+    if given:
+        yield given
+        return
+    with local_servers() as (_, url):
+        print(f"offline: local authorization server and SDK-protected MCP server at {url}")
+        yield url

@@ -16,12 +16,13 @@ server whose consent page has one "Approve" button.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import re
 import sys
 from html import unescape
-from typing import Any, Iterator, List, Optional, Tuple
+from typing import Any, List, Optional, Tuple
 from urllib.parse import parse_qs, urlsplit
+
+from _oauth_servers import server_url
 
 from lattice.mcp import MCPError, MCPServerHTTP, OAuth
 
@@ -61,18 +62,6 @@ def approve_by_itself(url: str) -> Tuple[str, str]:
                             data={unescape(k): unescape(v) for k, v in fields.items()})
     print("approved on the consent page")
     return code_and_state(consent.headers["Location"])
-
-
-@contextlib.contextmanager
-def server_url(given: Optional[str]) -> Iterator[str]:
-    if given:
-        yield given
-        return
-    from _oauth_servers import local_servers
-
-    with local_servers() as (_, url):
-        print(f"offline: local authorization server and SDK-protected MCP server at {url}")
-        yield url
 
 
 def main(argv: Optional[List[str]] = None) -> None:
