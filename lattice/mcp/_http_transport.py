@@ -123,6 +123,15 @@ class HTTPTransport(Transport):
                     self.session.secrets.append(token)
         return headers
 
+    def _stream_headers(self, last_id: Optional[str]) -> Dict[str, str]:
+        """A GET's headers: an SSE stream, resumed after ``last_id`` when there is one."""
+        headers = self._request_headers()
+        headers["Accept"] = "text/event-stream"
+        del headers["Content-Type"]
+        if last_id is not None:
+            headers["Last-Event-ID"] = last_id
+        return headers
+
     def _error(self, kind: str, text: str) -> MCPError:
         return MCPError(self.session.server, kind, redact(text, self._all_secrets()))
 
@@ -194,11 +203,7 @@ class HTTPTransport(Transport):
         last event id seen (so the server can replay what we missed)."""
         events = MCPEvents()
         while not self._stop.is_set():
-            headers = self._request_headers()
-            headers["Accept"] = "text/event-stream"
-            del headers["Content-Type"]
-            if events.last_id is not None:
-                headers["Last-Event-ID"] = events.last_id
+            headers = self._stream_headers(events.last_id)
             try:
                 ended = self._exchange("the GET stream", "GET", _GET, None, headers,
                                        (_CONNECT_S, None),
@@ -212,7 +217,7 @@ class HTTPTransport(Transport):
             self._stop.wait(_retry_s(events))
 
     def _read_stream(self, response: requests.Response, events: MCPEvents) -> bool:
-        kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
+        kind = _media_type(response)
         if response.status_code >= 400 or kind != "text/event-stream":
             return False
         self._read_events(response, None, events)
@@ -334,7 +339,7 @@ class HTTPTransport(Transport):
                 self.session.receive(reply)  # its JSON-RPC error, code and data
                 return None
             raise self._error("http", f"{what}: HTTP {status}: {_rpc_error_text(body)}")
-        kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
+        kind = _media_type(response)
         if status == 202 or "id" not in message or "method" not in message:
             return None  # a notification or a reply: nothing comes back
         if kind == "text/event-stream":
@@ -354,13 +359,10 @@ class HTTPTransport(Transport):
         for _ in range(_RESUMES):
             if events.last_id is None or self._stop.wait(_retry_s(events)):
                 return
-            headers = self._request_headers()
-            headers["Accept"] = "text/event-stream"
-            del headers["Content-Type"]
-            headers["Last-Event-ID"] = events.last_id
+            headers = self._stream_headers(events.last_id)
 
             def read(response: requests.Response) -> bool:
-                kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
+                kind = _media_type(response)
                 if response.status_code >= 400 or kind != "text/event-stream":
                     return True  # nothing to resume from: the call fails as it stands
                 return self._read_events(response, request_id, events)
@@ -420,6 +422,11 @@ def _close_pools(http: Any) -> None:
                 if pool is not None:
                     pool.close()
     http.close()
+
+
+def _media_type(response: requests.Response) -> str:
+    """The response's Content-Type without its parameters, lowercase ("" if none)."""
+    return response.headers.get("content-type", "").split(";")[0].strip().lower()
 
 
 def _retry_s(events: MCPEvents) -> float:
