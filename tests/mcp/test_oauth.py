@@ -95,6 +95,10 @@ def test_bad_options_are_named():
         MCPServerHTTP("http://127.0.0.1:9/mcp", auth="token")
     with pytest.raises(ValueError, match="token_store must have"):
         OAuth(token_store=object())
+    with pytest.raises(ValueError, match="scopes must be a list of str or None, got 5"):
+        OAuth(scopes=5)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="client_name must be a non-empty str"):
+        OAuth(client_name="")
 
 
 def test_a_redirect_handler_that_raises_system_exit_fails_the_start_at_once():
