@@ -70,13 +70,13 @@ class HTTPTransport(Transport):
         from ..models import http as stack
 
         secrets = sorted({*secrets_of(headers), *url_secrets(url)}, key=len, reverse=True)
-        self.session = RPCSession(server, self.send, abandon=self._abandon, secrets=secrets)
+        self.session = RPCSession(server, self.send, abandon=self._abandon, secrets=secrets,
+                                  more_secrets=auth.secrets if auth is not None else None)
         self._stack = stack
         self._http = stack.new_session(url)
         hide_queries_from_urllib3(url)
         self._url = url
         self._shown = shown_url(url)
-        self._secrets = secrets
         self._headers = headers
         self._auth = auth
         self._max = max_bytes
@@ -117,10 +117,7 @@ class HTTPTransport(Transport):
         if self._auth is not None:
             value = self._auth.authorization(self._url)
             if value is not None:
-                headers["Authorization"] = value
-                token = value.split(" ", 1)[-1]
-                if token not in self.session.secrets:  # kept out of tool results too
-                    self.session.secrets.append(token)
+                headers["Authorization"] = value  # its token is in auth.secrets()
         return headers
 
     def _stream_headers(self, last_id: Optional[str]) -> Dict[str, str]:
@@ -133,11 +130,7 @@ class HTTPTransport(Transport):
         return headers
 
     def _error(self, kind: str, text: str) -> MCPError:
-        return MCPError(self.session.server, kind, redact(text, self._all_secrets()))
-
-    def _all_secrets(self) -> List[str]:
-        extra = self._auth.secrets() if self._auth is not None else []
-        return sorted({*self._secrets, *extra}, key=len, reverse=True)
+        return MCPError(self.session.server, kind, redact(text, self.session.secrets))
 
     # -- sending ---------------------------------------------------------------------------
     def send(self, message: Message) -> None:
@@ -258,7 +251,7 @@ class HTTPTransport(Transport):
         """One HTTP exchange; ``handle(response)`` reads it. A request's (``key`` not
         None) is cut at once by ``_abandon`` or ``close``; any is cut after ``limit_s``.
         Failures become ``MCPError``."""
-        call = HeldCall(None, self._all_secrets(), None)
+        call = HeldCall(None, self.session.secrets, None)
         with self._lock:
             if self._closed and limit_s is None:
                 raise self._error("closed", f"{what} was abandoned: the server was closed")
@@ -281,7 +274,7 @@ class HTTPTransport(Transport):
             else:
                 failed = "could not be sent" if call.response is None else "broke off"
                 failure = self._error("http", str(self._stack.transport_failure(
-                    exc, api="MCP", shown_url=self._shown, secrets=self._all_secrets(),
+                    exc, api="MCP", shown_url=self._shown, secrets=self.session.secrets,
                     headers=headers, what=f"{what} {failed}")))
         except APIError as exc:  # a body, line or event over max_response_bytes
             failure = self._error("protocol", f"{what}: {exc}")
