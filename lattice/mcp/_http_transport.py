@@ -55,13 +55,13 @@ _CLOSE_S = 2.0  # close() waits this long at most for its threads to end
 _GET = object()  # the key of the GET stream in _live
 
 
-def _rpc_error_text(body: bytes) -> str:
-    """The JSON-RPC error message in an HTTP error body, else the body's start."""
-    try:
-        error = json.loads(body).get("error") or {}
-        return f"{error.get('message')} (JSON-RPC error {error.get('code')})"
-    except (ValueError, AttributeError, RecursionError):
+def _rpc_error_text(reply: Optional[Message], body: bytes) -> str:
+    """The JSON-RPC error message of an HTTP error body (``reply``: its parsed error
+    reply, if it is one), else the body's start."""
+    if reply is None:
         return body[:200].decode("utf-8", "replace").strip()
+    error = reply["error"]
+    return f"{error.get('message')} (JSON-RPC error {error.get('code')})"
 
 
 class HTTPTransport(Transport):
@@ -331,7 +331,7 @@ class HTTPTransport(Transport):
                 reply["id"] = message["id"]
                 self.session.receive(reply)  # its JSON-RPC error, code and data
                 return None
-            raise self._error("http", f"{what}: HTTP {status}: {_rpc_error_text(body)}")
+            raise self._error("http", f"{what}: HTTP {status}: {_rpc_error_text(reply, body)}")
         kind = _media_type(response)
         if status == 202 or "id" not in message or "method" not in message:
             return None  # a notification or a reply: nothing comes back
