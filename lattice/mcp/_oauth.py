@@ -75,6 +75,10 @@ class OAuth:
                             ("client_name", client_name)):
             if value is not None and (not isinstance(value, str) or not value):
                 raise ValueError(f"{name} must be a non-empty str or None, got {value!r}")
+        for name, value in (("redirect_uri", redirect_uri),
+                            ("client_metadata_url", client_metadata_url)):
+            if value is not None and not urlsplit(value).scheme:
+                raise ValueError(f"{name} must be an absolute URL, got {value!r}")
         for name, value in (("client_secret", client_secret), ("private_key", private_key)):
             if value is not None and (not isinstance(value, str) or not value):
                 raise ValueError(f"{name} must be a non-empty str or None")  # not shown

@@ -99,6 +99,8 @@ def test_bad_options_are_named():
         OAuth(scopes=5)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="client_name must be a non-empty str"):
         OAuth(client_name="")
+    with pytest.raises(ValueError, match="redirect_uri must be an absolute URL, got '/cb'"):
+        OAuth(redirect_uri="/cb")
 
 
 def test_a_redirect_handler_that_raises_system_exit_fails_the_start_at_once():
