@@ -19,6 +19,7 @@ import contextlib
 import hashlib
 import html
 import json
+import re
 import secrets
 import socket
 import threading
@@ -69,6 +70,14 @@ _CONSENT = """<!doctype html><html><head><title>Authorize</title></head><body>
 <h1>Authorize {client}</h1><p>{client} asks to use <code>{resource}</code>.</p>
 <form method="post" action="/authorize">{fields}
 <button id="approve" type="submit">Approve</button></form></body></html>"""
+
+
+_HIDDEN = re.compile(r'<input type="hidden" name="([^"]*)" value="([^"]*)">')
+
+
+def consent_fields(page: str) -> Dict[str, str]:
+    """The hidden fields of the consent page (what its "Approve" button posts back)."""
+    return {html.unescape(k): html.unescape(v) for k, v in _HIDDEN.findall(page)}
 
 
 class _AuthHandler(BaseHTTPRequestHandler):
@@ -281,3 +290,14 @@ def local_servers() -> Iterator[Tuple[AuthorizationServer, str]]:
     with AuthorizationServer() as authorization, protected_mcp_server(
             authorization.base) as url:
         yield authorization, url
+
+
+@contextlib.contextmanager
+def server_url(given: Optional[str]) -> Iterator[str]:
+    """The examples' MCP server: ``given`` if set, else the local servers' (started here)."""
+    if given:
+        yield given
+        return
+    with local_servers() as (_, url):
+        print(f"offline: local authorization server and SDK-protected MCP server at {url}")
+        yield url

@@ -16,12 +16,11 @@ server whose consent page has one "Approve" button.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import re
 import sys
-from html import unescape
-from typing import Any, Iterator, List, Optional, Tuple
+from typing import Any, List, Optional, Tuple
 from urllib.parse import parse_qs, urlsplit
+
+from _oauth_servers import consent_fields, server_url
 
 from lattice.mcp import MCPError, MCPServerHTTP, OAuth
 
@@ -56,23 +55,10 @@ def approve_by_itself(url: str) -> Tuple[str, str]:
 
     print(f"authorization URL: {url[:url.index('?')]}?...")
     page = requests.get(url, timeout=10).text
-    fields = dict(re.findall(r'<input type="hidden" name="([^"]*)" value="([^"]*)">', page))
     consent = requests.post(url[:url.index("?")], allow_redirects=False, timeout=10,
-                            data={unescape(k): unescape(v) for k, v in fields.items()})
+                            data=consent_fields(page))
     print("approved on the consent page")
     return code_and_state(consent.headers["Location"])
-
-
-@contextlib.contextmanager
-def server_url(given: Optional[str]) -> Iterator[str]:
-    if given:
-        yield given
-        return
-    from _oauth_servers import local_servers
-
-    with local_servers() as (_, url):
-        print(f"offline: local authorization server and SDK-protected MCP server at {url}")
-        yield url
 
 
 def main(argv: Optional[List[str]] = None) -> None:

@@ -25,9 +25,11 @@ import html
 import re
 import sys
 import threading
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional
+from typing import Any, Callable, Dict, Iterable, List, Optional
 from urllib.parse import parse_qs
 from wsgiref.simple_server import WSGIRequestHandler, make_server
+
+from _oauth_servers import consent_fields, server_url
 
 from lattice.mcp import MCPError, MCPServerHTTP, OAuth
 
@@ -110,24 +112,10 @@ def demo(base: str) -> List[str]:
     with requests.Session() as browser:
         consent = browser.get(base + "/", timeout=30)
         print(f"sent to the consent page: {consent.url.split('?')[0]}")
-        fields = dict(re.findall(r'<input type="hidden" name="([^"]*)" value="([^"]*)">',
-                                 consent.text))
-        fields = {html.unescape(k): html.unescape(v) for k, v in fields.items()}
-        tools = browser.post(consent.url.split("?")[0], data=fields, timeout=30)
+        tools = browser.post(consent.url.split("?")[0], data=consent_fields(consent.text),
+                             timeout=30)
         print(f"approved; back at {tools.url}")
         return re.findall(r"<li class='tool'>([^:]*):", tools.text)
-
-
-@contextlib.contextmanager
-def server_url(given: Optional[str]) -> Iterator[str]:
-    if given:
-        yield given
-        return
-    from _oauth_servers import local_servers
-
-    with local_servers() as (_, url):
-        print(f"offline: local authorization server and SDK-protected MCP server at {url}")
-        yield url
 
 
 def main(argv: Optional[List[str]] = None) -> None:

@@ -55,13 +55,13 @@ _CLOSE_S = 2.0  # close() waits this long at most for its threads to end
 _GET = object()  # the key of the GET stream in _live
 
 
-def _rpc_error_text(body: bytes) -> str:
-    """The JSON-RPC error message in an HTTP error body, else the body's start."""
-    try:
-        error = json.loads(body).get("error") or {}
-        return f"{error.get('message')} (JSON-RPC error {error.get('code')})"
-    except (ValueError, AttributeError, RecursionError):
+def _rpc_error_text(reply: Optional[Message], body: bytes) -> str:
+    """The JSON-RPC error message of an HTTP error body (``reply``: its parsed error
+    reply, if it is one), else the body's start."""
+    if reply is None:
         return body[:200].decode("utf-8", "replace").strip()
+    error = reply["error"]
+    return f"{error.get('message')} (JSON-RPC error {error.get('code')})"
 
 
 class HTTPTransport(Transport):
@@ -70,13 +70,13 @@ class HTTPTransport(Transport):
         from ..models import http as stack
 
         secrets = sorted({*secrets_of(headers), *url_secrets(url)}, key=len, reverse=True)
-        self.session = RPCSession(server, self.send, abandon=self._abandon, secrets=secrets)
+        self.session = RPCSession(server, self.send, abandon=self._abandon, secrets=secrets,
+                                  more_secrets=auth.secrets if auth is not None else None)
         self._stack = stack
         self._http = stack.new_session(url)
         hide_queries_from_urllib3(url)
         self._url = url
         self._shown = shown_url(url)
-        self._secrets = secrets
         self._headers = headers
         self._auth = auth
         self._max = max_bytes
@@ -117,18 +117,20 @@ class HTTPTransport(Transport):
         if self._auth is not None:
             value = self._auth.authorization(self._url)
             if value is not None:
-                headers["Authorization"] = value
-                token = value.split(" ", 1)[-1]
-                if token not in self.session.secrets:  # kept out of tool results too
-                    self.session.secrets.append(token)
+                headers["Authorization"] = value  # its token is in auth.secrets()
+        return headers
+
+    def _stream_headers(self, last_id: Optional[str]) -> Dict[str, str]:
+        """A GET's headers: an SSE stream, resumed after ``last_id`` when there is one."""
+        headers = self._request_headers()
+        headers["Accept"] = "text/event-stream"
+        del headers["Content-Type"]
+        if last_id is not None:
+            headers["Last-Event-ID"] = last_id
         return headers
 
     def _error(self, kind: str, text: str) -> MCPError:
-        return MCPError(self.session.server, kind, redact(text, self._all_secrets()))
-
-    def _all_secrets(self) -> List[str]:
-        extra = self._auth.secrets() if self._auth is not None else []
-        return sorted({*self._secrets, *extra}, key=len, reverse=True)
+        return MCPError(self.session.server, kind, redact(text, self.session.secrets))
 
     # -- sending ---------------------------------------------------------------------------
     def send(self, message: Message) -> None:
@@ -194,11 +196,7 @@ class HTTPTransport(Transport):
         last event id seen (so the server can replay what we missed)."""
         events = MCPEvents()
         while not self._stop.is_set():
-            headers = self._request_headers()
-            headers["Accept"] = "text/event-stream"
-            del headers["Content-Type"]
-            if events.last_id is not None:
-                headers["Last-Event-ID"] = events.last_id
+            headers = self._stream_headers(events.last_id)
             try:
                 ended = self._exchange("the GET stream", "GET", _GET, None, headers,
                                        (_CONNECT_S, None),
@@ -212,7 +210,7 @@ class HTTPTransport(Transport):
             self._stop.wait(_retry_s(events))
 
     def _read_stream(self, response: requests.Response, events: MCPEvents) -> bool:
-        kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
+        kind = _media_type(response)
         if response.status_code >= 400 or kind != "text/event-stream":
             return False
         self._read_events(response, None, events)
@@ -253,7 +251,7 @@ class HTTPTransport(Transport):
         """One HTTP exchange; ``handle(response)`` reads it. A request's (``key`` not
         None) is cut at once by ``_abandon`` or ``close``; any is cut after ``limit_s``.
         Failures become ``MCPError``."""
-        call = HeldCall(None, self._all_secrets(), None)
+        call = HeldCall(None, self.session.secrets, None)
         with self._lock:
             if self._closed and limit_s is None:
                 raise self._error("closed", f"{what} was abandoned: the server was closed")
@@ -276,7 +274,7 @@ class HTTPTransport(Transport):
             else:
                 failed = "could not be sent" if call.response is None else "broke off"
                 failure = self._error("http", str(self._stack.transport_failure(
-                    exc, api="MCP", shown_url=self._shown, secrets=self._all_secrets(),
+                    exc, api="MCP", shown_url=self._shown, secrets=self.session.secrets,
                     headers=headers, what=f"{what} {failed}")))
         except APIError as exc:  # a body, line or event over max_response_bytes
             failure = self._error("protocol", f"{what}: {exc}")
@@ -333,8 +331,8 @@ class HTTPTransport(Transport):
                 reply["id"] = message["id"]
                 self.session.receive(reply)  # its JSON-RPC error, code and data
                 return None
-            raise self._error("http", f"{what}: HTTP {status}: {_rpc_error_text(body)}")
-        kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
+            raise self._error("http", f"{what}: HTTP {status}: {_rpc_error_text(reply, body)}")
+        kind = _media_type(response)
         if status == 202 or "id" not in message or "method" not in message:
             return None  # a notification or a reply: nothing comes back
         if kind == "text/event-stream":
@@ -354,13 +352,10 @@ class HTTPTransport(Transport):
         for _ in range(_RESUMES):
             if events.last_id is None or self._stop.wait(_retry_s(events)):
                 return
-            headers = self._request_headers()
-            headers["Accept"] = "text/event-stream"
-            del headers["Content-Type"]
-            headers["Last-Event-ID"] = events.last_id
+            headers = self._stream_headers(events.last_id)
 
             def read(response: requests.Response) -> bool:
-                kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
+                kind = _media_type(response)
                 if response.status_code >= 400 or kind != "text/event-stream":
                     return True  # nothing to resume from: the call fails as it stands
                 return self._read_events(response, request_id, events)
@@ -420,6 +415,11 @@ def _close_pools(http: Any) -> None:
                 if pool is not None:
                     pool.close()
     http.close()
+
+
+def _media_type(response: requests.Response) -> str:
+    """The response's Content-Type without its parameters, lowercase ("" if none)."""
+    return response.headers.get("content-type", "").split(";")[0].strip().lower()
 
 
 def _retry_s(events: MCPEvents) -> float:

@@ -71,17 +71,20 @@ class OAuth:
         if redirect_handler is not None and not callable(redirect_handler):
             raise ValueError("redirect_handler must be a callable or None")
         for name, value in (("redirect_uri", redirect_uri), ("client_id", client_id),
-                            ("client_metadata_url", client_metadata_url)):
+                            ("client_metadata_url", client_metadata_url),
+                            ("client_name", client_name)):
             if value is not None and (not isinstance(value, str) or not value):
                 raise ValueError(f"{name} must be a non-empty str or None, got {value!r}")
+        for name, value in (("redirect_uri", redirect_uri),
+                            ("client_metadata_url", client_metadata_url)):
+            if value is not None and not urlsplit(value).scheme:
+                raise ValueError(f"{name} must be an absolute URL, got {value!r}")
         for name, value in (("client_secret", client_secret), ("private_key", private_key)):
             if value is not None and (not isinstance(value, str) or not value):
                 raise ValueError(f"{name} must be a non-empty str or None")  # not shown
-        if scopes is not None and (isinstance(scopes, str) or not all(
-                isinstance(s, str) for s in scopes)):
+        if scopes is not None and (isinstance(scopes, str) or not hasattr(scopes, "__iter__")
+                                   or not all(isinstance(s, str) for s in scopes)):
             raise ValueError(f"scopes must be a list of str or None, got {scopes!r}")
-        if grant == "client_credentials" and client_id is None:
-            pass  # registered dynamically, with the client_credentials grant
         if grant == "authorization_code" and redirect_uri is None:
             redirect_uri = "http://127.0.0.1:33418/callback"
         if token_store is not None and not (hasattr(token_store, "load")

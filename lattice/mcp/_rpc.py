@@ -16,7 +16,7 @@ import json
 import logging
 import threading
 import time
-from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from ..cancellation import AbortSignal, needs_polling
 from ..models.shape import MAX_DEPTH, too_deep, top_level_id
@@ -53,9 +53,11 @@ class RPCSession:
 
     def __init__(self, server: str, send: Callable[[Message], None], *,
                  abandon: Optional[Callable[[Any], None]] = None,
-                 secrets: Sequence[str] = ()) -> None:
+                 secrets: Sequence[str] = (),
+                 more_secrets: Optional[Callable[[], Sequence[str]]] = None) -> None:
         self.server = server
-        self.secrets = list(secrets)  # redacted from every error (header values, URL parts)
+        self._secrets = list(secrets)  # header values, URL parts
+        self._more_secrets = more_secrets  # what can change (OAuth's tokens): asked each time
         self._send = send
         self._abandon = abandon  # the transport's "stop the exchange of this request id"
         self._lock = threading.Lock()
@@ -238,6 +240,13 @@ class RPCSession:
         if not count:
             return ""
         return f"; it also wrote {count} line(s) that are not JSON-RPC, the last: {sample!r}"
+
+    @property
+    def secrets(self) -> List[str]:
+        """Redacted from every error and tool result, the longest first."""
+        if self._more_secrets is None:
+            return self._secrets
+        return sorted({*self._secrets, *self._more_secrets()}, key=len, reverse=True)
 
     # -- internals -----------------------------------------------------------------------
     def _error(self, kind: str, message: str, **extra: Any) -> MCPError:

@@ -95,6 +95,12 @@ def test_bad_options_are_named():
         MCPServerHTTP("http://127.0.0.1:9/mcp", auth="token")
     with pytest.raises(ValueError, match="token_store must have"):
         OAuth(token_store=object())
+    with pytest.raises(ValueError, match="scopes must be a list of str or None, got 5"):
+        OAuth(scopes=5)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="client_name must be a non-empty str"):
+        OAuth(client_name="")
+    with pytest.raises(ValueError, match="redirect_uri must be an absolute URL, got '/cb'"):
+        OAuth(redirect_uri="/cb")
 
 
 def test_a_redirect_handler_that_raises_system_exit_fails_the_start_at_once():
@@ -110,3 +116,16 @@ def test_a_redirect_handler_that_raises_system_exit_fails_the_start_at_once():
             server.start()
         server.close()
     assert caught.value.kind == "auth" and "SystemExit" in str(caught.value)
+
+
+def test_session_secrets_are_asked_of_the_auth_each_time():
+    # One source for what is redacted from errors and tool results: a token, refresh
+    # token or assertion the OAuth object meets later is redacted too, longest first.
+    from lattice.mcp._rpc import RPCSession
+
+    seen = ["at-short"]
+    session = RPCSession("s", lambda message: None, secrets=["header-value"],
+                         more_secrets=lambda: list(seen))
+    assert session.secrets == ["header-value", "at-short"]
+    seen.append("rt-a-longer-refresh-token")
+    assert session.secrets == ["rt-a-longer-refresh-token", "header-value", "at-short"]
