@@ -45,7 +45,7 @@ CPU_TARGET = 1.1
 
 
 def lattice_run(url: str, turns: int, iterate: bool) -> None:
-    client = lattice.AnthropicClient(KEY, url)
+    client = lattice.AnthropicClient(KEY, url, stream=False)
     agent = lattice.Agent(model=MODEL, model_client=client, tools=[echo], max_turns=turns + 1)
     result = None
     if iterate:

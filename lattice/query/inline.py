@@ -1,17 +1,28 @@
-"""``query()``'s loop on the consumer's own thread, for a model client that can be aborted
-from another thread (#39): one thread hand-off per tool turn instead of two.
+"""A query's loop on the caller's own thread, for a model client that can be aborted from
+another thread (#39): at most one thread hand-off per tool turn instead of two, and none
+when nothing can end the query during a tool batch.
 
 In lockstep (SPEC 5) the loop stops at every history message it yields until the consumer
 asks for the next one. With the loop in a worker, each stop is a round trip between two
 threads: two a tool turn (the reply, then the tool results), each a wake-up of a sleeping
 thread, which costs more than the rest of the turn on a machine whose idle cores are slow
-to wake. Run on the consumer's thread as a generator (``Loop.inline``), the loop yields the
-reply without a hand-off, and only the tool batch goes to another thread, where an abort
-can leave a tool that never returns (``ToolRunner``, one per query, made at its first
-batch): one round trip a tool turn.
+to wake, and more again among many busy threads (each wake-up a GIL hand-over). Run on the
+caller's thread as a generator (``Loop.inline``), the loop yields the reply without a
+hand-off.
+
+The tool batch runs where an abort can leave it. Only the caller's signal (or a parent's,
+for a subagent) can end a query while its batch runs: an interrupt waits for the batch
+(SPEC 5), a request deadline bounds model requests only, and the consumer cannot close the
+generator while it is inside it. So (``tools_need_a_thread``):
+
+- with such a signal, each batch goes to another thread (``ToolRunner``, one per query,
+  made at its first batch), which an abort leaves where it is: one round trip a tool turn;
+- without one, the batch runs on the caller's thread too, as ``prompt()``'s worker runs
+  it: no hand-off at all. ``prompt()`` runs inline only then (with a signal its worker
+  costs one hand-off a query, fewer than one a tool turn).
 
 That is only done where both of SPEC 5's promises still hold with the model call on the
-consumer's thread (``runs_inline``):
+caller's thread (``runs_inline``):
 
 - the client says it returns soon after its request's signal fires, from any thread
   (``abortable``: the built-in HTTP clients close their connection from the thread that
@@ -23,7 +34,7 @@ consumer's thread (``runs_inline``):
   caller never waits for one, SPEC 10a), no polled ``threading.Event`` signal (nothing
   would call back), no stream events (they are yielded during the model call), no
   compaction (it yields mid-turn) and no resumed batch;
-- the consumer is not the main thread: Ctrl-C (a ``KeyboardInterrupt``) lands only there,
+- the caller is not the main thread: Ctrl-C (a ``KeyboardInterrupt``) lands only there,
   at any bytecode, and must never find the loop's own writes half done.
 """
 
@@ -39,13 +50,21 @@ if TYPE_CHECKING:  # pragma: no cover
     from .race import QueryRace
     from .settings import QuerySettings
 
-__all__ = ["runs_inline", "ToolRunner"]
+__all__ = ["runs_inline", "tools_need_a_thread", "ToolRunner"]
+
+
+def tools_need_a_thread(race: QueryRace, parentage: Optional[Any]) -> bool:
+    """Whether something can end this query while a tool batch runs: the caller's signal,
+    or a parent's (a subagent's, relayed). Then a batch must run where an abort can leave
+    it; otherwise it may run on the caller's thread (the module docstring)."""
+    return race.user_signal is not None or parentage is not None
 
 
 def runs_inline(race: QueryRace, settings: QuerySettings, link: StoreLink,
-                resume: Optional[Any]) -> bool:
-    """Whether this query's loop may run on the consumer's thread (the module docstring)."""
-    return (race.lockstep and getattr(settings.client, "abortable", False) is True
+                resume: Optional[Any], parentage: Optional[Any] = None) -> bool:
+    """Whether this query's loop may run on the caller's thread (the module docstring)."""
+    return ((race.lockstep or not tools_need_a_thread(race, parentage))
+            and getattr(settings.client, "abortable", False) is True
             and not race.poll and link.store is None and resume is None
             and settings.on_model_request is None and not settings.observers
             and not settings.include_partial_messages and settings.auto_compact is None

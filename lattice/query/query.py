@@ -36,7 +36,7 @@ from ..tools.definition import ToolCall
 from ..tools.delegation import child_calls, split_decisions
 from .endings import Ending
 from .handoff import Stopped
-from .inline import ToolRunner, runs_inline
+from .inline import ToolRunner, runs_inline, tools_need_a_thread
 from .loop import Loop
 from .settings import QuerySettings
 
@@ -173,8 +173,9 @@ class Query(Iterator[SDKMessage]):
                               usage=durable.usage, parentage=parentage)
             if parentage is not None and parentage.caller is not None and durable.turns:
                 parentage.caller.add_child(durable.usage)  # a resumed child's, up to its parent
-            if runs_inline(race, settings, conversation.link, resume):
-                race.go_inline(ToolRunner(race))
+            if runs_inline(race, settings, conversation.link, resume, parentage):
+                race.go_inline(ToolRunner(race) if tools_need_a_thread(race, parentage)
+                               else None)
                 try:  # as the worker does (Loop.__call__), on this thread
                     last = yield from self._loop.inline()
                 except Stopped:

@@ -303,9 +303,9 @@ class QueryRace(Handoff):
                     raise Stopped
             self.phase = IDLE
 
-    def go_inline(self, tools: Callable[[Callable[[], Any]], Any]) -> None:
-        """The loop runs on the consumer's thread, its batches go to ``tools`` (a
-        ``ToolRunner``: lattice/query/inline.py)."""
+    def go_inline(self, tools: Optional[Callable[[Callable[[], Any]], Any]]) -> None:
+        """The loop runs on the caller's thread, its batches go to ``tools`` (a
+        ``ToolRunner``: lattice/query/inline.py), or run there too (None)."""
         self.stash = deque()
         self.tools = tools
 

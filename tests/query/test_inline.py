@@ -1,7 +1,8 @@
-"""query() with a model client that can be aborted from another thread (``abortable``,
-#39): the loop runs on the consumer's thread and only the tool batches go to another
-(one hand-off a tool turn); SPEC 5's abort and lockstep promises hold as with the worker,
-and every other query keeps its worker."""
+"""query() and prompt() with a model client that can be aborted from another thread
+(``abortable``, #39): the loop runs on the caller's thread; the tool batches go to another
+(one hand-off a tool turn) when a signal could end the query during one, else they run
+there too (no hand-off). SPEC 5's abort and lockstep promises hold as with the worker, and
+every other query keeps its worker."""
 
 from __future__ import annotations
 
@@ -68,10 +69,11 @@ def in_a_thread(fn: Any) -> Any:
     return box["value"], thread
 
 
-def test_model_calls_run_on_the_consumers_thread_and_tools_on_one_other():
+def test_with_a_signal_model_calls_run_on_the_consumers_thread_and_tools_on_one_other():
     client, tools_seen = Abortable(), []
     agent = Agent(model="m", model_client=client, tools=[step_tool(tools_seen)])
-    messages, consumer = in_a_thread(lambda: list(agent.query("go")))
+    signal = AbortController().signal
+    messages, consumer = in_a_thread(lambda: list(agent.query("go", signal=signal)))
     assert messages[-1].subtype == "success" and messages[-1].num_turns == STEPS
     assert client.threads == [consumer] * STEPS  # no worker for the model calls
     assert len(tools_seen) == STEPS - 1 and len(set(tools_seen)) == 1  # one tool thread
@@ -82,6 +84,57 @@ def test_model_calls_run_on_the_consumers_thread_and_tools_on_one_other():
     expected, _ = in_a_thread(lambda: list(worker.query("go")))
     assert [type(m).__name__ for m in messages] == [type(m).__name__ for m in expected]
     assert agent.get_history() == worker.get_history()
+
+
+@pytest.mark.parametrize("ask", ["query", "prompt"])
+def test_without_a_signal_the_tools_run_on_the_callers_thread_too(ask):
+    """Nothing can end the query during a batch (an interrupt waits for it): no hand-off."""
+    client, tools_seen = Abortable(), []
+    agent = Agent(model="m", model_client=client, tools=[step_tool(tools_seen)])
+    run = (lambda: list(agent.query("go"))) if ask == "query" else (
+        lambda: [agent.prompt("go")])
+    messages, caller = in_a_thread(run)
+    assert messages[-1].subtype == "success" and messages[-1].num_turns == STEPS
+    assert client.threads == [caller] * STEPS
+    assert tools_seen == [caller] * (STEPS - 1)
+    assert_well_formed(agent.get_history())
+
+
+def test_prompt_with_a_signal_keeps_its_worker():
+    """With a signal a batch must run where an abort can leave it: ``prompt()``'s worker
+    (one hand-off a query) beats a tool thread (one a tool turn)."""
+    client, tools_seen = Abortable(), []
+    agent = Agent(model="m", model_client=client, tools=[step_tool(tools_seen)])
+    signal = AbortController().signal
+    (result,), caller = in_a_thread(lambda: [agent.prompt("go", signal=signal)])
+    assert result.subtype == "success" and caller not in client.threads
+    assert set(tools_seen) == set(client.threads) and len(set(client.threads)) == 1
+
+
+def test_an_interrupt_during_an_inline_batch_waits_for_it():
+    """No signal, so the batch runs on the consumer's thread: an interrupt from another
+    thread lets it finish, its result is kept, and the query ends ``interrupted``."""
+    entered, release = threading.Event(), threading.Event()
+
+    def handler(args: Any, context: Any) -> str:
+        entered.set()
+        assert release.wait(WAIT_S)
+        return "kept"
+
+    agent = Agent(model="m", model_client=Abortable(),
+                  tools=[Tool("step", "A step.", {"type": "object"}, handler)])
+
+    def interrupt() -> None:
+        assert entered.wait(WAIT_S)
+        agent.interrupt()
+        release.set()
+
+    threading.Thread(target=interrupt, daemon=True).start()
+    messages, _ = in_a_thread(lambda: list(agent.query("go")))
+    assert messages[-1].subtype == "interrupted"
+    history = agent.get_history()
+    assert history[-1]["content"][0]["content"] in ("kept", [{"type": "text", "text": "kept"}])
+    assert_well_formed(history)
 
 
 @pytest.mark.parametrize("why", ["no attribute", "main thread", "hook", "store"])
