@@ -393,7 +393,9 @@ def new_session(url: str) -> requests.Session:
     if not requests.utils.should_bypass_proxies(url, no_proxy=None):
         session.proxies.update(urllib.request.getproxies())
     env = os.environ
-    session.verify = env.get("REQUESTS_CA_BUNDLE") or env.get("CURL_CA_BUNDLE") or True
+    if url.lower().startswith("https:"):
+        # Only where it is used: requests stats a bundle path on every request (#39).
+        session.verify = env.get("REQUESTS_CA_BUNDLE") or env.get("CURL_CA_BUNDLE") or True
     adapter = _adapter_class()(pool_connections=4, pool_maxsize=_POOL_SIZE)
     session.mount("https://", adapter)
     session.mount("http://", adapter)

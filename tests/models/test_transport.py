@@ -36,6 +36,19 @@ def test_sessions_share_adapter_classes_built_once() -> None:
         session.close()
 
 
+def test_the_ca_bundle_from_the_environment_is_set_for_https_only(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    # requests stats a verify path on every request: a plain-HTTP client (a local server)
+    # must not pay for a bundle it never uses.
+    bundle = str(tmp_path / "ca.pem")
+    monkeypatch.setenv("REQUESTS_CA_BUNDLE", bundle)
+    secure, plain = http.new_session("https://x.test/v1"), http.new_session("http://127.0.0.1:1")
+    assert (secure.verify, plain.verify) == (bundle, True)
+    monkeypatch.delenv("REQUESTS_CA_BUNDLE")
+    monkeypatch.setenv("CURL_CA_BUNDLE", bundle)
+    assert http.new_session("HTTPS://x.test").verify == bundle
+
+
 def test_mcp_errors_are_worded_by_the_model_transport() -> None:
     server = MCPServerHTTP("http://127.0.0.1:9/mcp", timeout_ms=3000)  # discard: refused
     with pytest.raises(Exception) as mcp_error:
