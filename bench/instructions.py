@@ -21,9 +21,12 @@ benches cannot give on a loaded machine (``loop_overhead.py`` runs them too):
 
 * ``query()`` per tool turn / ``prompt()`` per tool turn, with a model client that says it
   can be aborted from another thread (``abortable = True``: the loop runs on the
-  consumer's thread, one hand-off a tool turn, for the batch): <= 1.1; and with one that
-  does not (the worker's two hand-offs: shown). Both loops run on a thread other than the
-  main one, as in a server (on the main thread a query keeps its worker);
+  consumer's thread): with no signal (nothing can end a batch, so it runs there too: no
+  hand-off) and with an abort signal (each batch on a tool thread an abort can leave: one
+  hand-off a tool turn; ``prompt()`` then keeps its worker, one a query): <= 1.1 both;
+  with one that does not say so (the worker's two hand-offs: shown). Both loops run on a
+  thread other than the main one, as in a server (on the main thread a query keeps its
+  worker);
 * per turn at 500 turns / at 50 (``prompt()`` and ``query()``): <= 1.5, a turn must not cost
   more as the history grows;
 * a 1-turn ``prompt()`` on a 10,000-message conversation / on an empty one: <= 1.5;
@@ -106,6 +109,8 @@ THIS: Dict[str, str] = {  # --this workloads: name -> what ``this_workload`` run
     "query": "a query() tool loop of SIZE turns",
     "prompt-abortable": "the same, the client says abortable = True",
     "query-abortable": "the same, the client says abortable = True",
+    "prompt-abortable-signal": "the same, with an abort signal (AbortController)",
+    "query-abortable-signal": "the same, with an abort signal (AbortController)",
     "one-turn-0": "SIZE 1-turn prompt()s on an empty conversation",
     "one-turn-10000": "SIZE 1-turn prompt()s on a 10,000-message conversation",
     "sqlite-plain": "a prompt() tool loop of SIZE turns, SQLite store",
@@ -139,7 +144,7 @@ def this_workload(tree: str, what: str, size: int) -> None:
         for _ in range(size):
             agent.prompt("next")
         return
-    model = _Model(size, what.endswith("abortable"))
+    model = _Model(size, "abortable" in what)
     if what.startswith("sqlite"):
         with tempfile.TemporaryDirectory() as tmp:
             store = SqliteHistoryStore(f"{tmp}/runs.db", "bench")
@@ -150,13 +155,16 @@ def this_workload(tree: str, what: str, size: int) -> None:
             store.close()
         return
     agent = Agent(model="bench", model_client=model, tools=[step], max_turns=size + 1)
+    from lattice import AbortController
+
+    signal = AbortController().signal if what.endswith("-signal") else None
 
     def run() -> None:
         if what.startswith("query"):
-            for _message in agent.query("go"):
+            for _message in agent.query("go", signal=signal):
                 pass
         else:
-            agent.prompt("go")
+            agent.prompt("go", signal=signal)
 
     # Off the main thread, as in a server (on the main thread a query keeps its worker,
     # out of Ctrl-C's reach: lattice/query/inline.py); prompt() alike, to compare.
@@ -168,23 +176,28 @@ def this_workload(tree: str, what: str, size: int) -> None:
 
 
 def this_count(job: Tuple[str, int, int]) -> int:
-    return counted([__file__, "--this-worker", str(NEW), job[0], str(job[1])])
+    """One count of ``job`` (what, size, repeat): repeat r hashes with seed r + 1."""
+    return counted([__file__, "--this-worker", str(NEW), job[0], str(job[1])],
+                   hash_seed=job[2] + 1)
 
 
 Row = Tuple[str, float, Optional[bool]]  # name, figure, verdict (None: shown)
-REPEATS = 3  # which thread finds the other's work done (and skips a sleep) moves a count
+# A string hash seed moves a count by up to 3% (dict and set probes): each repeat runs
+# every workload with its own fixed seed, so a figure is the same from run to run.
+REPEATS = 3
 
 
 def this_rows(parallel: int = 2) -> List[Row]:
     """This tree's verdicts in instructions (the ``--this`` list in the docstring). Each
-    count is taken ``REPEATS`` times, interleaved, and each figure is the median of the
-    repeats' figures (their min-max printed): how two threads interleave changes a count
-    by a few percent from run to run, the load of the machine does not."""
+    count is taken ``REPEATS`` times, each with its own hash seed, and each figure is the
+    median of the repeats' figures (their min-max printed): the seed changes a count by a
+    few percent, how two threads interleave by less, the load of the machine not at all."""
     from concurrent.futures import ThreadPoolExecutor
 
     # Spans of 100+ turns: a 50-turn difference moves by up to 10% from run to run.
     sizes = {"prompt": (50, 150, 500, 600), "query": (50, 150, 500, 600),
              "prompt-abortable": (50, 300), "query-abortable": (50, 300),
+             "prompt-abortable-signal": (50, 300), "query-abortable-signal": (50, 300),
              "one-turn-0": (10, 110), "one-turn-10000": (10, 110),
              "sqlite-plain": (20, 120), "sqlite-durable": (20, 120)}
     jobs = [(what, n, r) for r in range(REPEATS) for what, ns in sizes.items() for n in ns]
@@ -204,7 +217,10 @@ def this_rows(parallel: int = 2) -> List[Row]:
                              f"{ratios[0]:.3f}-{ratios[-1]:.3f} over {REPEATS} runs")
 
     rows: List[Row] = []
-    for client, suffix in (("abortable = True", "-abortable"), ("no abortable", "")):
+    for client, suffix in (("abortable = True, no signal: no hand-off", "-abortable"),
+                           ("abortable = True, a signal: one hand-off a tool turn",
+                            "-abortable-signal"),
+                           ("not abortable: two hand-offs a tool turn", "")):
         span = (50, 300) if suffix else (50, 150)
         value, shown = figure(("query" + suffix, *span), ("prompt" + suffix, *span))
         rows.append((f"query()/prompt() per tool turn, client {client} ({shown})", value,
@@ -238,12 +254,13 @@ def instructions(tree: Path, what: str, size: int) -> int:
     return counted([__file__, "--worker", str(tree), what, str(size)])
 
 
-def counted(argv: List[str]) -> int:
+def counted(argv: List[str], hash_seed: Optional[int] = None) -> int:
     """The instructions of ``python argv...`` under callgrind (this interpreter; child
-    processes, such as a server, are not followed)."""
+    processes, such as a server, are not followed), with ``PYTHONHASHSEED`` if given."""
     command = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
                os.path.realpath(sys.executable), *argv]
-    out = subprocess.run(command, capture_output=True, text=True, check=True).stderr
+    env = None if hash_seed is None else {**os.environ, "PYTHONHASHSEED": str(hash_seed)}
+    out = subprocess.run(command, capture_output=True, text=True, check=True, env=env).stderr
     found = re.search(r"Collected : (\d+)", out)
     if found is None:
         raise RuntimeError(f"no instruction count in valgrind's output:\n{out[-2000:]}")

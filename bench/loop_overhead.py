@@ -20,7 +20,8 @@ Beside them: one thread hand-off round trip on the doorbells ``race.py`` uses
 two threads were seen on, and again with both pinned to one CPU in a child process (on a
 VM whose idle cores are slow to wake the two differ tenfold); a ``Condition`` over an
 ``RLock`` and a ``SimpleQueue`` pair to compare. ``query()`` with a client that keeps the
-worker makes two per tool turn (the reply, the tool results), one with an abortable one.
+worker makes two per tool turn (the reply, the tool results); with an abortable one, one
+(for the batch) when the query has an abort signal, none when it has not.
 Against 0.1 (issue 12: its figures or better; issue 18: tracing off unchanged), see
 ``compare_versions.py``, which runs both trees in alternating processes.
 
@@ -377,7 +378,8 @@ def main() -> int:
           f"to it); {cond:.1f} us on Condition(RLock), {queue:.1f} us on SimpleQueue. "
           "query() with a client that keeps the worker makes two per tool turn (the reply, "
           "the tool results: each waits for the consumer, SPEC 5); with one that can be "
-          "aborted from another thread (abortable), one.")
+          "aborted from another thread (abortable), one with an abort signal (the batch "
+          "goes to a thread an abort can leave), none without.")
     for text in shown:
         print(f"{text}: shown (wall clock; judged in instructions)")
     if not args.no_instructions:
