@@ -247,13 +247,14 @@ class SqliteHistoryStore:
     def save_run(self, record: Dict[str, Any]) -> None:
         """Insert or update the record of ``record["run_id"]`` (fenced like ``append``)."""
         encoded = sqlite_runs.Encoded(runs.stamp(record, self.session_id))  # before any I/O
+        new = self._written.new_calls(record)  # (the journal rows it wrote stay)
         hold = self._fence()
         token = sqlite_runs.NO_FENCE if hold is None else hold.token
         with self._naming(), self._pool.borrow() as conn:
             try:
                 with transaction(conn):  # the record's row and its journal rows
                     saved = sqlite_runs.save(conn, encoded.record, encoded, token,
-                                             encoded.calls)
+                                             new if new is not None else encoded.calls)
             except BaseException:
                 self._written.forget(encoded.record["run_id"])
                 raise

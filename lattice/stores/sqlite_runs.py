@@ -165,11 +165,16 @@ class Written:
         wrote ``record``'s run (None: write the whole record). The journal only grows at
         its end (``run_record.Journal``): the entries past those written are new, once
         the written ones are found unchanged (two list comparisons, in C)."""
-        run_id = record.get("run_id") if isinstance(record, dict) else None
-        known = self.runs.get(run_id) if isinstance(run_id, str) else None
+        known = self._known(record)
         if known is None or known[0] != _rest(record):
             return None
-        calls = record.get("started_calls")
+        return self.new_calls(record, known)
+
+    def new_calls(self, record: Any, known: Any = None) -> Optional[Dict[str, Any]]:
+        """The journal entries of ``record`` this store has not written (None: all, it
+        does not know the run): a record written whole writes only those rows too."""
+        known = known if known is not None else self._known(record)
+        calls = record.get("started_calls") if known is not None else None
         if not isinstance(calls, dict):
             return None
         keys, values = known[1], known[2]
@@ -178,6 +183,10 @@ class Written:
                 list(islice(calls.values(), n)) == values:
             return dict(islice(calls.items(), n, None))
         return dict(calls.items() - dict(zip(keys, values)).items())  # (an attempt changed)
+
+    def _known(self, record: Any) -> Any:
+        run_id = record.get("run_id") if isinstance(record, dict) else None
+        return self.runs.get(run_id) if isinstance(run_id, str) else None
 
     def done(self, record: Dict[str, Any], whole: bool) -> None:
         """``record`` (as given to the store) was written: whole, or its journal."""
