@@ -114,3 +114,27 @@ def test_a_failed_turn_writes_neither_and_the_next_writes_in_full(tmp_path):
     del mine["bad"]
     store.append_and_save_run(reply(1), mine)
     assert store.load_run("r")["started_calls"] == {"t1": 1}
+
+
+def test_a_whole_record_writes_only_the_journal_rows_it_has_not_written(tmp_path):
+    path = str(tmp_path / "h.db")
+    store = SqliteHistoryStore(path, "s")
+    mine = record()
+    store.save_run(mine)
+    for n in (1, 2):
+        mine["started_calls"][f"t{n}"] = 1
+        store.append_and_save_run(reply(n), mine)
+    before = dict((c, at) for c, at in rows(path, "SELECT call_id, at FROM lattice_run_calls"))
+    # the run ends: its record is written whole, with one call more and one run again
+    mine = dict(mine, state="ended", started_calls={"t1": 1, "t2": 2, "t3": 1})
+    store.save_run(mine)
+    after = {c: (a, at) for c, a, at in rows(
+        path, "SELECT call_id, attempt, at FROM lattice_run_calls")}
+    assert after["t1"] == (1, before["t1"])  # its row was left as it was
+    assert after["t2"][0] == 2 and after["t2"][1] > before["t2"] and after["t3"][0] == 1
+    fresh = SqliteHistoryStore(path, "s").load_run("r")
+    assert (fresh["state"], fresh["started_calls"]) == ("ended", mine["started_calls"])
+    # a store that never wrote the run writes every row of a whole record
+    SqliteHistoryStore(path, "s").save_run(mine)
+    again = dict(rows(path, "SELECT call_id, at FROM lattice_run_calls"))
+    assert again["t1"] > before["t1"]
