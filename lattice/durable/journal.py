@@ -86,18 +86,22 @@ class RunJournal(Journal):
     def ride(self, calls: Sequence[ToolCall], lockstep: bool) -> Optional[Dict[str, Any]]:
         if lockstep or not self._rides:
             return None
-        first = next((c for c in calls if c.problem is None), None)
-        if first is None:
+        for first in calls:
+            if first.problem is None:
+                break
+        else:
             return None
-        with self._mutex:
-            self._mark(first.id)
-            self._rode.add(first.id)
+        call_id = first.id
+        with self._mutex:  # (once a tool turn: ``_mark`` inlined)
+            self.record = self.record.with_call(call_id, self._next.get(call_id, 1))
+            self._rode.add(call_id)
             return self.record.to_dict()
 
     def starting(self, calls: List[ToolCall], answered: Dict[str, Any],
                  mark: Started) -> Started:
+        run_id, attempts = self.record.run_id, self._next
         for call in calls:
-            call.in_run(self.run_id, self.attempt(call.id))
+            call.in_run(run_id, attempts.get(call.id, 1))
         runs = {c.id: c for c in calls if c.problem is None and c.id not in answered}
         return partial(self._started, mark, runs)
 
@@ -119,7 +123,14 @@ class RunJournal(Journal):
         after a crash it would run again (SPEC 17: at most once)."""
         mark(call_id)
         call = runs.get(call_id)
-        if call is None or self._start(call_id):
+        if call is None:
+            return None
+        rode = self._rode
+        if call_id in rode:  # already in the store, with its reply (``_start``'s first case)
+            rode.discard(call_id)  # (set operations are atomic: no lock needed)
+            if self._writing():
+                return None
+        elif self._start(call_id):
             return None
         if call.tool is not None and call.tool.idempotent:
             return None

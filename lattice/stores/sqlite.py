@@ -26,7 +26,7 @@ from .base import Message, PathArg, check_flag, encode_message, resolve_path
 from .idle import IdlePool
 from .locks import check_wait
 from .shape import keep_messages
-from .sqlite_lease import LEASE_SCHEMA, SqliteLease, transaction
+from .sqlite_lease import LEASE_SCHEMA, SqliteLease, rollback, transaction
 
 if TYPE_CHECKING:
     import sqlite3
@@ -282,7 +282,8 @@ class SqliteHistoryStore:
         sid = self.session_id
         with self._naming(), self._pool.borrow() as conn:
             try:
-                with transaction(conn):
+                conn.execute("BEGIN IMMEDIATE")  # (``transaction``, inlined: every tool turn)
+                try:
                     if hold is None:
                         conn.execute(_APPEND, (sid, text, sid))
                     elif conn.execute(sqlite_runs.FENCED_APPEND,
@@ -290,6 +291,10 @@ class SqliteHistoryStore:
                         hold.lost = True
                         raise runs.lock_lost(self._where())
                     sqlite_runs.save(conn, stored, encoded, sqlite_runs.NO_FENCE, calls)
+                except BaseException:
+                    rollback(conn)
+                    raise
+                conn.execute("COMMIT")
             except BaseException:
                 self._written.forget(record.get("run_id"))
                 raise

@@ -165,8 +165,9 @@ class Written:
         wrote ``record``'s run (None: write the whole record). The journal only grows at
         its end (``run_record.Journal``): the entries past those written are new, once
         the written ones are found unchanged (two list comparisons, in C)."""
-        known = self._known(record)
-        if known is None or known[0] != _rest(record):
+        run_id = record.get("run_id") if isinstance(record, dict) else None  # (``_known``)
+        known = self.runs.get(run_id) if isinstance(run_id, str) else None
+        if known is None or known[0] != {k: v for k, v in record.items() if k not in _VOLATILE}:
             return None
         return self.new_calls(record, known)
 
