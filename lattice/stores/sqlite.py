@@ -250,11 +250,14 @@ class SqliteHistoryStore:
         new = self._written.new_calls(record)  # (the journal rows it wrote stay)
         hold = self._fence()
         token = sqlite_runs.NO_FENCE if hold is None else hold.token
+        calls = new if new is not None else encoded.calls
         with self._naming(), self._pool.borrow() as conn:
             try:
-                with transaction(conn):  # the record's row and its journal rows
-                    saved = sqlite_runs.save(conn, encoded.record, encoded, token,
-                                             new if new is not None else encoded.calls)
+                if calls:
+                    with transaction(conn):  # the record's row and its journal rows
+                        saved = sqlite_runs.save(conn, encoded.record, encoded, token, calls)
+                else:  # the row alone: one statement is its own transaction
+                    saved = sqlite_runs.save(conn, encoded.record, encoded, token, calls)
             except BaseException:
                 self._written.forget(encoded.record["run_id"])
                 raise
