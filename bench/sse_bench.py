@@ -296,6 +296,7 @@ def eventstream_row(deltas: int, reps: int) -> None:
           f"{Spread(ours).median * 1e3:.1f} ms CPU, SSE parse_stream "
           f"{Spread(floor).median * 1e3:.1f} ms on the same events ({ratio.text()}; "
           f"target <= 1.5x): {verdict}")
+    CHAT["on"] = False  # the Chat rows left it on: this row's client is AnthropicClient
     with server_process(deltas, None) as sse_url, frames_process(frames) as frames_url:
         anthropic = lattice_client(sse_url, deltas * 20)
         bedrock = bedrock_client(frames_url, deltas * 20)
