@@ -7,7 +7,9 @@ and report billed-input-token equivalents for both:
 
     billed = input_tokens + 0.1 * cache_read_input_tokens + 1.25 * cache_creation_input_tokens
 
-Target: with caching <= 20% of without. Prints PASS or FAIL; exit status 1 on FAIL.
+Target: with caching <= 20% of without. Prints PASS or FAIL; exit status 1 on FAIL. The
+figure is a count of tokens, not a timing: the server bills the same requests the same
+way every run, so one run each way is the measure, with no rounds (#39).
 
     python bench/cache_bench.py [--turns 50] [--result-chars 800]
 """

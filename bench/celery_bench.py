@@ -1,22 +1,24 @@
 """Throughput of short agent runs through Celery, with and without ``run_id``.
 
-    python bench/celery_bench.py            # 3 rounds of 100 runs each way
-    python bench/celery_bench.py --rounds 5
+    python bench/celery_bench.py            # 7 rounds of 100 runs each way
+    python bench/celery_bench.py --rounds 9
 
 A private Redis (``redis-server`` on a free port) and two real Celery workers (solo pool,
 ``acks_late``); each job is one agent run (one model reply, a SQLite store, a session per
-run). The two ways take turns, round by round, so a busy moment on a shared machine hits
-both. Reported: runs/s each way and the ratio of the medians of round times. Target: the
+run). The two ways take turns, round by round (``_rounds.interleave``), so a busy moment on
+a shared machine hits both. Reported: runs/s each way (median over rounds, min-max) and the
+ratio durable / plain taken within each round, its median with min-max. Target: the
 durable path (``run_id`` = the job's id: a run record before, and its end after) within
-1.1x of the plain one. Needs ``celery[redis]`` and ``redis-server``.
+1.1x of the plain one; judged from 5 rounds or more, only shown with fewer (#39). Needs
+``celery[redis]`` and ``redis-server``.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -26,9 +28,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 
+from _rounds import DEFAULT_ROUNDS, MIN_ROUNDS, Spread, interleave, judge, verdict_text  # noqa: E402
 from redis_fixture import TemporaryRedis  # noqa: E402
 
 RUNS = 100
+TARGET = 1.1
 
 
 def lines(path: str) -> int:
@@ -54,7 +58,9 @@ def one_round(client, log: str, durable: bool, tag: str) -> float:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS,
+                        help=f"rounds of {RUNS} runs each way (default {DEFAULT_ROUNDS}; "
+                        f"fewer than {MIN_ROUNDS}: shown, not judged)")
     args = parser.parse_args()
     from celery import Celery
 
@@ -71,24 +77,26 @@ def main() -> int:
          "-n", f"bench{n}@localhost"], cwd=HERE, env=env, stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL, start_new_session=True) for n in range(2)]
     client = Celery("bench", broker=redis.url)
-    times = {False: [], True: []}
+    tags = itertools.count()  # a fresh session per run, every round
     try:
         one_round(client, log, False, "warm")  # workers up, tables made
-        for r in range(args.rounds):
-            for durable in ((False, True) if r % 2 == 0 else (True, False)):
-                times[durable].append(one_round(client, log, durable, f"r{r}-{durable}"))
+        measured = interleave([lambda: one_round(client, log, False, f"p{next(tags)}"),
+                               lambda: one_round(client, log, True, f"d{next(tags)}")],
+                              args.rounds, warm=False)
     finally:
         for worker in workers:
             os.killpg(worker.pid, signal.SIGKILL)
             worker.wait(10)
         redis.stop()
-    plain, durable = statistics.median(times[False]), statistics.median(times[True])
-    ratio = durable / plain
-    print(f"plain:   {RUNS / plain:7.1f} runs/s (median of {args.rounds} rounds of {RUNS})")
-    print(f"run_id:  {RUNS / durable:7.1f} runs/s")
-    print(f"ratio:   {ratio:.2f}x  {'PASS' if ratio <= 1.1 else 'FAIL'} (target <= 1.1x)")
+    plain, durable = measured.times
+    ratio = measured.ratios[1]  # durable / plain within each round
+    ok = judge(ratio, lambda v: v <= TARGET)
+    print(f"{args.rounds} interleaved rounds of {RUNS} runs each way: median (min-max)")
+    print(f"plain:   {Spread([RUNS / t for t in plain.values]).text('.1f')} runs/s")
+    print(f"run_id:  {Spread([RUNS / t for t in durable.values]).text('.1f')} runs/s")
+    print(f"ratio:   {ratio.text()}  {verdict_text(ok)} (target <= {TARGET}x)")
     print(f"load average: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
-    return 0 if ratio <= 1.1 else 1
+    return 1 if ok is False else 0
 
 
 if __name__ == "__main__":

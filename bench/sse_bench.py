@@ -7,19 +7,22 @@ through ``requests`` and ``json.loads`` every event, in the same run:
 * floor A: ``iter_content(64 KiB)`` + ``split(b"\\n")`` + ``json.loads``;
 * floor B: ``iter_lines(chunk_size=64 KiB)`` + ``json.loads``;
 
-and reports the ratio to the faster of the two (target <= 1.5x). The floors' session is
-configured as lattice's own (``trust_env = False``). Last, one 16 MB event read 8 KiB at
-a time is parsed by ``lattice.models.sse.parse_stream``, against ``json.loads`` of its
-data, in CPU time (the line reader must stay linear; target <= 3x). And the same events
-as a Bedrock event stream (base64 in ``chunk`` frames) are decoded against the SSE path
-(target <= 1.5x).
+and reports the ratio to the faster of the two in the same round (target <= 1.5x). The
+floors' session is configured as lattice's own (``trust_env = False``). Last, one 16 MB
+event read 8 KiB at a time is parsed by ``lattice.models.sse.parse_stream``, against
+``json.loads`` of its data, in CPU time (the line reader must stay linear; target <= 3x).
+And the same events as a Bedrock event stream (base64 in ``chunk`` frames) are decoded
+against the SSE path, in CPU time (target <= 1.5x).
 
 Two wire shapes: the body in large HTTP chunks, and one ~event-sized chunk at a time (as
 the real API sends). The server runs in a child process so it does not share our GIL. The
-runs alternate (order rotated each round); each figure is the median of its runs.
-The official ``anthropic`` and ``openai`` SDKs are timed too when installed.
+runs take turns in ``--reps`` interleaved rounds (7 by default, order rotated each round;
+``_rounds``): each time is the median over rounds, each ratio the median of the ratios
+within a round, printed with its min-max. With fewer than 5 rounds the ratios are shown,
+not judged (#39). The official ``anthropic`` and ``openai`` SDKs are timed too when
+installed.
 
-    python bench/sse_bench.py [--reps 5] [--deltas 50000]
+    python bench/sse_bench.py [--reps 7] [--deltas 50000]
 """
 
 from __future__ import annotations
@@ -28,15 +31,16 @@ import argparse
 import contextlib
 import json
 import multiprocessing
-import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import requests  # noqa: E402
+from _rounds import DEFAULT_ROUNDS, MIN_ROUNDS, Spread, interleave, judge, verdict_text  # noqa: E402
 
 from lattice.models.anthropic import AnthropicClient  # noqa: E402
 from lattice.models.base import ModelRequest  # noqa: E402
@@ -191,23 +195,30 @@ def openai_sdk(url: str, expected_chars: int) -> Callable[[], int]:
     return run
 
 
-def timed(fns: List[Callable[[], int]], reps: int) -> List[float]:
-    """Median time of each of ``fns`` over ``reps`` interleaved rounds (order rotated each
-    round), so a busy moment on a shared machine hits them all."""
-    for fn in fns:
-        fn()  # warm up (connection, caches)
-    times: List[List[float]] = [[] for _ in fns]
-    for rep in range(reps):
-        for slot in [(rep + i) % len(fns) for i in range(len(fns))]:
-            started = time.perf_counter()
-            fns[slot]()
-            times[slot].append(time.perf_counter() - started)
-    return [statistics.median(t) for t in times]
+def within(ours: List[float], floor: List[float]) -> Spread:
+    """``ours`` / ``floor`` within each round."""
+    return Spread([a / b for a, b in zip(ours, floor)])
+
+
+def cpu_rounds(runs: List[Callable[[], Any]], rounds: int) -> List[List[float]]:
+    """CPU seconds of each of ``runs`` in ``rounds`` rounds, the order rotated each round.
+    Not ``_rounds.interleave``: what a run returns (megabytes here) is freed after the clock
+    stops, not inside it."""
+    seconds: List[List[float]] = [[] for _ in runs]
+    for rep in range(rounds):
+        for slot in [(rep + i) % len(runs) for i in range(len(runs))]:
+            started = time.process_time()
+            result = runs[slot]()
+            seconds[slot].append(time.process_time() - started)
+            del result
+    return seconds
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--reps", type=int, default=DEFAULT_ROUNDS,
+                        help=f"interleaved rounds (default {DEFAULT_ROUNDS}; fewer than "
+                        f"{MIN_ROUNDS}: shown, not judged)")
     parser.add_argument("--deltas", type=int, default=50_000)
     args = parser.parse_args()
     piece = 20
@@ -216,9 +227,9 @@ def main() -> int:
     chat_body = build_chat_stream(args.deltas, piece)
     print(f"stream: {args.deltas} text deltas, {chars / 1e6:.2f} MB of text, "
           f"{len(body) / 1e6:.2f} MB (Messages) / {len(chat_body) / 1e6:.2f} MB (Chat) on the "
-          f"wire; median of {args.reps} runs\n")
+          f"wire; median (min-max) over {args.reps} interleaved rounds\n")
     rows: List[List[str]] = []
-    worst = 0.0
+    worst: List[Spread] = []
     for api, chat in (("Messages", False), ("Chat", True)):
         CHAT["on"] = chat
         sdk = openai_sdk if chat else anthropic_sdk
@@ -230,25 +241,26 @@ def main() -> int:
                     runs.append(sdk(url, chars))
                 except ImportError:
                     pass
-                floor_a, floor_b, ours, *sdk_time = timed(runs, args.reps)
-            floor = min(floor_a, floor_b)
-            sdk_cell = (f"{sdk_time[0] * 1e3:8.1f} ms ({sdk_time[0] / floor:.2f}x)" if sdk_time
+                floor_a, floor_b, ours, *sdk_time = [t.values for t in
+                                                     interleave(runs, args.reps).times]
+            floor = [min(a, b) for a, b in zip(floor_a, floor_b)]  # the faster, each round
+            sdk_cell = (f"{Spread(sdk_time[0]).median * 1e3:8.1f} ms "
+                        f"({within(sdk_time[0], floor).median:.2f}x)" if sdk_time
                         else "not installed")
-            ratio = ours / floor
-            worst = max(worst, ratio)
-            rows.append([api, shape, f"{floor_a * 1e3:8.1f} ms", f"{floor_b * 1e3:8.1f} ms",
-                         f"{ours * 1e3:8.1f} ms", f"{ratio:.2f}x", sdk_cell])
+            ratio = within(ours, floor)
+            worst.append(ratio)
+            rows.append([api, shape] + [f"{Spread(t).median * 1e3:8.1f} ms" for t in
+                                        (floor_a, floor_b, ours)] + [ratio.text(), sdk_cell])
     header = ["API", "wire shape", "floor A split", "floor B iter_lines", "lattice client",
               "vs floor", "official SDK"]
     widths = [max(len(r[i]) for r in rows + [header]) for i in range(len(header))]
     for row in [header, ["-" * w for w in widths]] + rows:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)))
-    verdict = "PASS" if worst <= 1.5 else "FAIL"
-    print(f"\nworst ratio to the faster floor: {worst:.2f}x (target <= 1.5x): {verdict}")
-    huge, floor = huge_event()
-    verdict = "PASS" if huge <= 3 * floor else "FAIL"
-    print(f"one 16 MB event in 8 KiB reads: parse_stream {huge * 1e3:.1f} ms CPU, json.loads "
-          f"{floor * 1e3:.1f} ms ({huge / floor:.2f}x; target <= 3x): {verdict}")
+    highest = max(worst, key=lambda r: r.median)
+    verdict = verdict_text(judge(highest, lambda v: v <= 1.5))
+    print(f"\nworst median ratio to the faster floor: {highest.text()} (target <= 1.5x): "
+          f"{verdict}")
+    huge_event(args.reps)
     eventstream_row(args.deltas, args.reps)
     return 0
 
@@ -275,27 +287,25 @@ def eventstream_row(deltas: int, reps: int) -> None:
     sse_chunks, frame_chunks = pieces(sse), pieces(frames)
     expected = parse_stream(sse_chunks)
     assert parse_event_stream(frame_chunks) == expected
-    times: Tuple[List[float], List[float]] = ([], [])
-    for rep in range(max(reps, 5)):
-        for slot in ((0, 1) if rep % 2 == 0 else (1, 0)):
-            started = time.process_time()
-            (parse_stream if slot == 0 else parse_event_stream)(
-                sse_chunks if slot == 0 else frame_chunks)
-            times[slot].append(time.process_time() - started)
-    ours, floor = statistics.median(times[1]), statistics.median(times[0])
-    verdict = "PASS" if ours <= 1.5 * floor else "FAIL"
+    floor, ours = cpu_rounds([lambda: parse_stream(sse_chunks),
+                              lambda: parse_event_stream(frame_chunks)], reps)
+    ratio = within(ours, floor)
+    verdict = verdict_text(judge(ratio, lambda v: v <= 1.5))
     print(f"Bedrock event stream, {deltas} text deltas ({len(frames) / 1e6:.1f} MB of frames, "
-          f"{deltas * 20 / 1e6:.1f} MB of text): parse_event_stream {ours * 1e3:.1f} ms CPU, "
-          f"SSE parse_stream {floor * 1e3:.1f} ms on the same events ({ours / floor:.2f}x; "
+          f"{deltas * 20 / 1e6:.1f} MB of text): parse_event_stream "
+          f"{Spread(ours).median * 1e3:.1f} ms CPU, SSE parse_stream "
+          f"{Spread(floor).median * 1e3:.1f} ms on the same events ({ratio.text()}; "
           f"target <= 1.5x): {verdict}")
+    CHAT["on"] = False  # the Chat rows left it on: this row's client is AnthropicClient
     with server_process(deltas, None) as sse_url, frames_process(frames) as frames_url:
         anthropic = lattice_client(sse_url, deltas * 20)
         bedrock = bedrock_client(frames_url, deltas * 20)
-        over_sse, over_frames = timed([anthropic, bedrock], reps)
+        over_sse, over_frames = [t.values for t in interleave([anthropic, bedrock], reps).times]
     print(f"  the same through the clients over HTTP (large chunks; the frames are "
           f"{len(frames) / len(sse):.2f}x the bytes): AnthropicBedrockClient "
-          f"{over_frames * 1e3:.1f} ms, AnthropicClient {over_sse * 1e3:.1f} ms "
-          f"({over_frames / over_sse:.2f}x, for information)")
+          f"{Spread(over_frames).median * 1e3:.1f} ms, AnthropicClient "
+          f"{Spread(over_sse).median * 1e3:.1f} ms ({within(over_frames, over_sse).text()}, "
+          "for information)")
 
 
 def _serve_frames(conn: Any, frames: bytes) -> None:
@@ -335,9 +345,9 @@ def bedrock_client(url: str, expected_chars: int) -> Callable[[], int]:
     return run
 
 
-def huge_event() -> Tuple[float, float]:
-    """CPU seconds to parse a stream holding one 16 MB text delta, and to json.loads it
-    (median of 5 each, alternating)."""
+def huge_event(rounds: int) -> None:
+    """CPU time to parse a stream holding one 16 MB text delta / to json.loads it, within
+    each of ``rounds`` alternating rounds; printed and judged (<= 3x)."""
     text = "lorem ipsum " * ((16 << 20) // 12)
     delta = {"type": "content_block_delta", "index": 0,
              "delta": {"type": "text_delta", "text": text}}
@@ -347,22 +357,14 @@ def huge_event() -> Tuple[float, float]:
         b"event: content_block_stop" + head[1]
     chunks = [data[i : i + 8192] for i in range(0, len(data), 8192)]
 
-    def cpu(fn: Callable[[], Any]) -> Tuple[float, Any]:
-        started = time.process_time()
-        result = fn()
-        return time.process_time() - started, result  # freed after the clock stops
-
-    ours: List[float] = []
-    floor: List[float] = []
-    for _ in range(5):
-        elapsed, message = cpu(lambda: parse_stream(chunks))
-        assert len(message["content"][0]["text"]) == len(text)
-        ours.append(elapsed)
-        del message
-        elapsed, loaded = cpu(lambda: json.loads(payload))
-        floor.append(elapsed)
-        del loaded
-    return statistics.median(ours), statistics.median(floor)
+    assert len(parse_stream(chunks)["content"][0]["text"]) == len(text)
+    floor, ours = cpu_rounds([lambda: json.loads(payload), lambda: parse_stream(chunks)],
+                             rounds)
+    ratio = within(ours, floor)
+    verdict = verdict_text(judge(ratio, lambda v: v <= 3))
+    print(f"one 16 MB event in 8 KiB reads: parse_stream {Spread(ours).median * 1e3:.1f} ms "
+          f"CPU, json.loads {Spread(floor).median * 1e3:.1f} ms ({ratio.text()}; target "
+          f"<= 3x): {verdict}")
 
 
 SESSION = requests.Session()
