@@ -12,6 +12,11 @@ of the ratio within a round, printed with its min and max:
 * CPU per turn: this process's CPU time (``time.process_time``, all threads) / the floor's.
   Target <= 1.1 for both.
 
+Without a signal nothing can end a query during a tool batch, so with these clients (they
+can be aborted from another thread) neither makes a thread hand-off. ``query(signal=)``
+(each batch on a thread an abort can leave: one hand-off a tool turn) runs beside them,
+shown.
+
 Thread hand-offs are what this measures beyond ``http_floor.py``: each one is a futex wake
 and a GIL hand-over among hundreds of threads. On a loaded machine the figures move with
 the load: run it on a quiet one, and read the spread.
@@ -44,15 +49,16 @@ TARGETS = {"prompt": 0.95, "query": 0.9}
 CPU_TARGET = 1.1
 
 
-def lattice_run(url: str, turns: int, iterate: bool) -> None:
+def lattice_run(url: str, turns: int, iterate: bool, signal: bool = False) -> None:
     client = lattice.AnthropicClient(KEY, url, stream=False)
     agent = lattice.Agent(model=MODEL, model_client=client, tools=[echo], max_turns=turns + 1)
+    stop = lattice.AbortController().signal if signal else None
     result = None
     if iterate:
-        for result in agent.query("Run the steps."):
+        for result in agent.query("Run the steps.", signal=stop):
             pass
     else:
-        result = agent.prompt("Run the steps.")
+        result = agent.prompt("Run the steps.", signal=stop)
     assert result is not None and result.num_turns == turns, result
     client.close()
 
@@ -73,7 +79,8 @@ def threads_rows(server: Callable[[int], str], rounds: int, n: int, turns: int =
     url = server(turns)
     runs = {"floor": lambda: bare_loop(url, turns, False, TOOLS),
             "prompt": lambda: lattice_run(url, turns, False),
-            "query": lambda: lattice_run(url, turns, True)}
+            "query": lambda: lattice_run(url, turns, True),
+            "query+signal": lambda: lattice_run(url, turns, True, signal=True)}
     names = list(runs)
     for name in names:
         many(min(n, 8), runs[name])  # warm: imports, the server's threads
@@ -94,6 +101,11 @@ def threads_rows(server: Callable[[int], str], rounds: int, n: int, turns: int =
                      speed, judge(speed, lambda v, t=target: v >= t)))
         rows.append((f"{n} threads x {turns} turns {name}() CPU per turn / floor's "
                      f"(<= {CPU_TARGET})", cost, judge(cost, lambda v: v <= CPU_TARGET)))
+    speed = Spread([f / t for f, t in zip(wall["floor"], wall["query+signal"])])
+    cost = Spread([c / f for c, f in zip(cpu["query+signal"], cpu["floor"])])
+    rows.append((f"{n} threads x {turns} turns query(signal=) turns/s / floor's", speed, None))
+    rows.append((f"{n} threads x {turns} turns query(signal=) CPU per turn / floor's", cost,
+                 None))
     floor_rate = Spread([n * turns / t for t in wall["floor"]])
     floor_cpu = Spread([c / (n * turns) for c in cpu["floor"]])
     rows.append((f"{n} threads: the floor's turns/s", floor_rate, None))
