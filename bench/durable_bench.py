@@ -14,7 +14,9 @@
 2. The same runs with a model that answers in-process (``FunctionModelClient``): no
    network, so the ratio is the store writes' share alone, and what the run id adds per
    turn in microseconds. Target (#39): SQLite <= +50 us a turn (median of the rounds'
-   differences); ``instructions.py --this`` counts the same in instructions. 41 rounds
+   differences), the stores sharing their connections as a server's do (``stores``); a
+   new store each run (new connections: each prepares its statements again) is shown
+   beside it. ``instructions.py --this`` counts the same in instructions. 41 rounds
    by default: a run takes a few milliseconds, and SQLite's checkpoints (an fsync every
    ~1000 pages written) land in one round of several, so a few rounds give a median the
    next run does not repeat.
@@ -123,9 +125,13 @@ def fence_cost_us(make_store: Callable[[str], Any], n: int) -> Tuple[float, floa
 
 
 def stores(tmp: str, postgres: bool) -> Tuple[Dict[str, Callable[[str], Any]], Any]:
+    """How each run gets its store: as a server does (docs/history-stores.md,
+    examples/wsgi_app.py), one store per database and ``with_session`` for each
+    conversation, so runs share its connections (and SQLite's prepared statements)."""
+    sqlite_root = SqliteHistoryStore(os.path.join(tmp, "runs.db"), "-")
     made: Dict[str, Callable[[str], Any]] = {
         "jsonl": lambda s: JsonlHistoryStore(os.path.join(tmp, f"{s}.jsonl")),
-        "sqlite": lambda s: SqliteHistoryStore(os.path.join(tmp, "runs.db"), s),
+        "sqlite": sqlite_root.with_session,
     }
     server = None
     if postgres:
@@ -138,8 +144,7 @@ def stores(tmp: str, postgres: bool) -> Tuple[Dict[str, Callable[[str], Any]], A
             print(f"(no PostgreSQL: {exc})")
             server = None
         else:
-            conninfo = server.conninfo
-            made["postgres"] = lambda s: PostgresHistoryStore(conninfo, s)
+            made["postgres"] = PostgresHistoryStore(server.conninfo, "-").with_session
     return made, server
 
 
@@ -173,7 +178,9 @@ def main() -> int:
             local = FunctionModelClient(lambda request: reply_for(request.messages))
             print("2. the same with an in-process model (the store writes' share): without / "
                   f"with, and what the run id adds per turn ({TURNS + 1} model calls)")
-            for name, make in made.items():
+            fresh = {"sqlite, a new store each run":
+                     lambda s: SqliteHistoryStore(os.path.join(tmp, "runs.db"), s)}
+            for name, make in {**made, **fresh}.items():
                 plain, durable, ratio = paired(make, local, args.local_rounds)
                 extra = Spread([(d - p) / (TURNS + 1) * 1e6
                                 for p, d in zip(plain.values, durable.values)])
