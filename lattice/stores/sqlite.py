@@ -273,16 +273,15 @@ class SqliteHistoryStore:
         changed since this store wrote it, only the new journal rows are written: a
         durable tool turn costs its reply's row and its call's (#39)."""
         text = encode_message(message).decode("utf-8")  # before any I/O
+        sid = self.session_id
         calls = self._written.calls_only(record)
         encoded: Optional[sqlite_runs.Encoded] = None
+        rows = None  # the new journal rows alone, or (None) the whole record
         if calls is None:
-            encoded = sqlite_runs.Encoded(runs.stamp(record, self.session_id))
-            stored, calls = encoded.record, encoded.calls
+            encoded = sqlite_runs.Encoded(runs.stamp(record, sid))
         else:
-            stored = {"run_id": record["run_id"], "session_id": self.session_id,
-                      "updated_at": time.time()}
+            rows = sqlite_runs.call_rows(sid, record["run_id"], calls, time.time())
         hold = self._fence()
-        sid = self.session_id
         with self._naming(), self._pool.borrow() as conn:
             try:
                 conn.execute("BEGIN IMMEDIATE")  # (``transaction``, inlined: every tool turn)
@@ -293,7 +292,11 @@ class SqliteHistoryStore:
                                       (sid, sid, text, sid, hold.token)).rowcount != 1:
                         hold.lost = True
                         raise runs.lock_lost(self._where())
-                    sqlite_runs.save(conn, stored, encoded, sqlite_runs.NO_FENCE, calls)
+                    if encoded is not None:
+                        sqlite_runs.save(conn, encoded.record, encoded, sqlite_runs.NO_FENCE,
+                                         encoded.calls)
+                    else:
+                        sqlite_runs.write_calls(conn, rows or [])
                 except BaseException:
                     rollback(conn)
                     raise

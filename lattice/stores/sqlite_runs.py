@@ -33,7 +33,8 @@ if TYPE_CHECKING:
     import sqlite3
 
 __all__ = ["SCHEMA", "FENCED_APPEND", "NO_FENCE", "bump_fence", "fence_ok",
-           "load_run", "list_runs", "Naming", "Written", "Encoded", "save"]
+           "load_run", "list_runs", "Naming", "Written", "Encoded", "save", "call_rows",
+           "write_calls"]
 
 SCHEMA = (
     """
@@ -127,7 +128,10 @@ _VOLATILE = ("started_calls", "updated_at", "session_id")  # not what makes a ro
 
 
 def _rest(record: Dict[str, Any]) -> Dict[str, Any]:
-    return {k: v for k, v in record.items() if k not in _VOLATILE}
+    rest = dict(record)  # (a copy and three pops: a few C calls, not a loop over the keys)
+    for key in _VOLATILE:
+        rest.pop(key, None)
+    return rest
 
 
 def _snapshot(value: Any) -> Any:
@@ -157,33 +161,34 @@ class Written:
     __slots__ = ("runs",)
 
     def __init__(self) -> None:
-        # run_id -> (the record but its journal, the journal's keys, its values)
+        # run_id -> (the record but its journal, a copy of the journal as written)
         self.runs: Dict[str, Any] = {}
 
     def calls_only(self, record: Any) -> Optional[Dict[str, Any]]:
         """The journal entries to write when only the journal changed since this store
-        wrote ``record``'s run (None: write the whole record). The journal only grows at
-        its end (``run_record.Journal``): the entries past those written are new, once
-        the written ones are found unchanged (two list comparisons, in C)."""
+        wrote ``record``'s run (None: write the whole record)."""
         run_id = record.get("run_id") if isinstance(record, dict) else None  # (``_known``)
         known = self.runs.get(run_id) if isinstance(run_id, str) else None
-        if known is None or known[0] != {k: v for k, v in record.items() if k not in _VOLATILE}:
+        if known is None or known[0] != _rest(record):
             return None
         return self.new_calls(record, known)
 
     def new_calls(self, record: Any, known: Any = None) -> Optional[Dict[str, Any]]:
         """The journal entries of ``record`` this store has not written (None: all, it
-        does not know the run): a record written whole writes only those rows too."""
+        does not know the run): a record written whole writes only those rows too. The
+        journal only grows at its end (``RunRecord.with_call``): once every written entry
+        is found unchanged (one comparison of item views, in C), the new ones are those
+        past them."""
         known = known if known is not None else self._known(record)
         calls = record.get("started_calls") if known is not None else None
         if not isinstance(calls, dict):
             return None
-        keys, values = known[1], known[2]
-        n = len(keys)
-        if len(calls) >= n and list(islice(calls, n)) == keys and \
-                list(islice(calls.values(), n)) == values:
-            return dict(islice(calls.items(), n, None))
-        return dict(calls.items() - dict(zip(keys, values)).items())  # (an attempt changed)
+        written = known[1]
+        if calls.items() >= written.items():
+            new = dict(islice(calls.items(), len(written), None))
+            if len(new) + len(written) == len(calls) and not (new.keys() & written.keys()):
+                return new
+        return dict(calls.items() - written.items())  # (an attempt changed, or the order)
 
     def _known(self, record: Any) -> Any:
         run_id = record.get("run_id") if isinstance(record, dict) else None
@@ -192,11 +197,13 @@ class Written:
     def done(self, record: Dict[str, Any], whole: bool) -> None:
         """``record`` (as given to the store) was written: whole, or its journal."""
         run_id = record["run_id"]
+        if record.get("state") == "ended":  # written again only whole (a replay writes none)
+            self.runs.pop(run_id, None)
+            return
         known = self.runs.get(run_id)
         rest = _snapshot(_rest(record)) if whole or known is None else known[0]
         calls = record.get("started_calls")
-        calls = calls if isinstance(calls, dict) else {}
-        self.runs[run_id] = (rest, list(calls), list(calls.values()))
+        self.runs[run_id] = (rest, dict(calls) if isinstance(calls, dict) else {})
 
     def forget(self, run_id: Any) -> None:
         self.runs.pop(run_id, None)
@@ -214,14 +221,23 @@ def save(conn: sqlite3.Connection, record: Dict[str, Any], encoded: Optional[Enc
                                         sid, token))
         if cursor.rowcount != 1:
             return False
-    at = float(record["updated_at"])
-    if len(calls) == 1:  # a durable tool turn's one call
-        for call_id, attempt in calls.items():
-            conn.execute(_CALL, (sid, rid, str(call_id), int(attempt), at))
-    elif calls:
-        conn.executemany(_CALL, [(sid, rid, str(call_id), int(attempt), at)
-                                 for call_id, attempt in calls.items()])
+    write_calls(conn, call_rows(sid, rid, calls, float(record["updated_at"])))
     return True
+
+
+def call_rows(session_id: str, run_id: str, calls: Dict[str, Any], at: float) -> List[Any]:
+    """The journal rows of ``calls`` (a bad attempt fails here: before any I/O if made
+    before the transaction)."""
+    return [(session_id, run_id, str(call_id), int(attempt), at)
+            for call_id, attempt in calls.items()]
+
+
+def write_calls(conn: sqlite3.Connection, rows: List[Any]) -> None:
+    """Inside a transaction: insert or update the journal ``rows`` (``call_rows``)."""
+    if len(rows) == 1:  # a durable tool turn's one call
+        conn.execute(_CALL, rows[0])
+    elif rows:
+        conn.executemany(_CALL, rows)
 
 
 def _with_calls(conn: sqlite3.Connection, found: List[Dict[str, Any]],
