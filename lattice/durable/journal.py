@@ -86,22 +86,18 @@ class RunJournal(Journal):
     def ride(self, calls: Sequence[ToolCall], lockstep: bool) -> Optional[Dict[str, Any]]:
         if lockstep or not self._rides:
             return None
-        for first in calls:
-            if first.problem is None:
-                break
-        else:
+        first = next((c for c in calls if c.problem is None), None)
+        if first is None:
             return None
-        call_id = first.id
-        with self._mutex:  # (once a tool turn: ``_mark`` inlined)
-            self.record = self.record.with_call(call_id, self._next.get(call_id, 1))
-            self._rode.add(call_id)
+        with self._mutex:
+            self._mark(first.id)
+            self._rode.add(first.id)
             return self.record.to_dict()
 
     def starting(self, calls: List[ToolCall], answered: Dict[str, Any],
                  mark: Started) -> Started:
-        run_id, attempts = self.record.run_id, self._next
         for call in calls:
-            call.in_run(run_id, attempts.get(call.id, 1))
+            call.in_run(self.run_id, self.attempt(call.id))
         runs = {c.id: c for c in calls if c.problem is None and c.id not in answered}
         return partial(self._started, mark, runs)
 
@@ -123,14 +119,7 @@ class RunJournal(Journal):
         after a crash it would run again (SPEC 17: at most once)."""
         mark(call_id)
         call = runs.get(call_id)
-        if call is None:
-            return None
-        rode = self._rode
-        if call_id in rode:  # already in the store, with its reply (``_start``'s first case)
-            rode.discard(call_id)  # (set operations are atomic: no lock needed)
-            if self._writing():
-                return None
-        elif self._start(call_id):
+        if call is None or self._start(call_id):
             return None
         if call.tool is not None and call.tool.idempotent:
             return None
@@ -138,13 +127,17 @@ class RunJournal(Journal):
 
     def _start(self, call_id: str) -> bool:
         """Record that ``call_id`` starts; False if that could not be stored."""
-        with self._mutex:
-            if call_id in self._rode:  # already in the store, with its reply
-                self._rode.discard(call_id)
-            else:
+        # Already in the store, with its reply (``ride``): every riding tool turn, so
+        # without the lock (``ride`` added it before the batch began; set operations are
+        # atomic).
+        rode = self._rode
+        if call_id in rode:
+            rode.discard(call_id)
+        else:
+            with self._mutex:
                 self._mark(call_id)
                 self._save(self.record)
-            return self._writing()
+        return self._writing()
 
     def _mark(self, call_id: str) -> None:
         self.record = self.record.with_call(call_id, self.attempt(call_id))

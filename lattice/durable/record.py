@@ -43,6 +43,7 @@ FORMAT = 1
 STATES = ("running", "ended")
 
 SUPERSEDED_WHY = "another query of this conversation started after the run stopped"
+_NO_USAGE = Usage()  # what ``to_dict`` compares with each tool turn (never changed)
 
 _KNOWN = ("run_id", "state", "prompt", "index", "started_at", "updated_at", "started_calls",
           "session_id", "result", "end_index", "compacted_turns", "compacted_usage",
@@ -217,9 +218,7 @@ class RunRecord:
             out["result"] = dict(self.result)
         if self.end_index is not None:
             out["end_index"] = self.end_index
-        spent = self.compacted_usage  # (``!= Usage()``, without a call each turn)
-        if self.compacted_turns or spent.input_tokens or spent.output_tokens or \
-                spent.cache_creation_input_tokens or spent.cache_read_input_tokens:
+        if self.compacted_turns or self.compacted_usage != _NO_USAGE:
             out["compacted_turns"] = self.compacted_turns
             out["compacted_usage"] = self.compacted_usage.to_dict(by_model=True)
         if self.approved is not None:

@@ -15,6 +15,7 @@ first use, so ``import lattice`` does not pay for it.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -26,7 +27,7 @@ from .base import Message, PathArg, check_flag, encode_message, resolve_path
 from .idle import IdlePool
 from .locks import check_wait
 from .shape import keep_messages
-from .sqlite_lease import LEASE_SCHEMA, SqliteLease, rollback, transaction
+from .sqlite_lease import LEASE_SCHEMA, SqliteLease, transaction
 
 if TYPE_CHECKING:
     import sqlite3
@@ -253,10 +254,9 @@ class SqliteHistoryStore:
         calls = new if new is not None else encoded.calls
         with self._naming(), self._pool.borrow() as conn:
             try:
-                if calls:
-                    with transaction(conn):  # the record's row and its journal rows
-                        saved = sqlite_runs.save(conn, encoded.record, encoded, token, calls)
-                else:  # the row alone: one statement is its own transaction
+                # the record's row and its journal rows; the row alone is one statement,
+                # its own transaction
+                with transaction(conn) if calls else contextlib.nullcontext():
                     saved = sqlite_runs.save(conn, encoded.record, encoded, token, calls)
             except BaseException:
                 self._written.forget(encoded.record["run_id"])
@@ -276,7 +276,7 @@ class SqliteHistoryStore:
         sid = self.session_id
         calls = self._written.calls_only(record)
         encoded: Optional[sqlite_runs.Encoded] = None
-        rows = None  # the new journal rows alone, or (None) the whole record
+        rows: List[Any] = []  # when only the journal changed: its new rows alone
         if calls is None:
             encoded = sqlite_runs.Encoded(runs.stamp(record, sid))
         else:
@@ -284,8 +284,7 @@ class SqliteHistoryStore:
         hold = self._fence()
         with self._naming(), self._pool.borrow() as conn:
             try:
-                conn.execute("BEGIN IMMEDIATE")  # (``transaction``, inlined: every tool turn)
-                try:
+                with transaction(conn):
                     if hold is None:
                         conn.execute(_APPEND, (sid, text, sid))
                     elif conn.execute(sqlite_runs.FENCED_APPEND,
@@ -296,11 +295,7 @@ class SqliteHistoryStore:
                         sqlite_runs.save(conn, encoded.record, encoded, sqlite_runs.NO_FENCE,
                                          encoded.calls)
                     else:
-                        sqlite_runs.write_calls(conn, rows or [])
-                except BaseException:
-                    rollback(conn)
-                    raise
-                conn.execute("COMMIT")
+                        sqlite_runs.write_calls(conn, rows)
             except BaseException:
                 self._written.forget(record.get("run_id"))
                 raise

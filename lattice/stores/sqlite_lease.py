@@ -34,7 +34,7 @@ from .sqlite_runs import Naming, bump_fence
 if TYPE_CHECKING:
     import sqlite3
 
-__all__ = ["SqliteLease", "transaction", "rollback", "LEASE_SCHEMA", "TTL_S", "RENEW_S"]
+__all__ = ["SqliteLease", "transaction", "LEASE_SCHEMA", "TTL_S", "RENEW_S"]
 
 TTL_S = 5.0
 RENEW_S = 1.0
@@ -66,16 +66,10 @@ class transaction:
         if exc_type is None:
             self.conn.execute("COMMIT")
             return
-        rollback(self.conn)
-
-
-def rollback(conn: sqlite3.Connection) -> None:
-    """``ROLLBACK`` after an error (which matters more than this one's: the connection is
-    closed, not pooled, anyway)."""
-    try:
-        conn.execute("ROLLBACK")
-    except Exception:
-        pass
+        try:
+            self.conn.execute("ROLLBACK")
+        except Exception:
+            pass  # the first error matters; the connection is closed, not pooled, anyway
 
 
 class SqliteLease:

@@ -136,7 +136,9 @@ def _rest(record: Dict[str, Any]) -> Dict[str, Any]:
 
 def _snapshot(value: Any) -> Any:
     """A copy of a record's JSON-shaped data that shares nothing mutable with it (what
-    ``Written`` compares a later record with), a few times faster than ``deepcopy``."""
+    ``Written`` compares a later record with), a few times faster than ``deepcopy``.
+    Not ``messages.copy_json``: that shares tuples and dict subclasses, which a caller's
+    record may hold and change in place."""
     kind = type(value)
     if kind is dict:
         return {k: _snapshot(v) for k, v in value.items()}
@@ -167,8 +169,7 @@ class Written:
     def calls_only(self, record: Any) -> Optional[Dict[str, Any]]:
         """The journal entries to write when only the journal changed since this store
         wrote ``record``'s run (None: write the whole record)."""
-        run_id = record.get("run_id") if isinstance(record, dict) else None  # (``_known``)
-        known = self.runs.get(run_id) if isinstance(run_id, str) else None
+        known = self._known(record)
         if known is None or known[0] != _rest(record):
             return None
         return self.new_calls(record, known)
@@ -186,7 +187,7 @@ class Written:
         written = known[1]
         if calls.items() >= written.items():
             new = dict(islice(calls.items(), len(written), None))
-            if len(new) + len(written) == len(calls) and not (new.keys() & written.keys()):
+            if not new.keys() & written.keys():  # (else a written entry moved: the order)
                 return new
         return dict(calls.items() - written.items())  # (an attempt changed, or the order)
 

@@ -15,7 +15,7 @@ from helpers import QUICK, WAIT_S, in_thread, reply, tool_use
 
 from lattice import AbortController, Agent, AnthropicClient, Tool
 from lattice.models.base import ModelRequest
-from lattice.testing import assert_well_formed
+from lattice.testing import FunctionModelClient, assert_well_formed
 
 STEPS = 3
 
@@ -266,3 +266,45 @@ def test_the_built_in_http_clients_say_they_can_be_aborted():
     azure = AzureOpenAIChatClient(endpoint="https://x.openai.azure.com", deployment="d",
                                   token_provider=lambda: "t", api_version="2024-10-21")
     assert azure.abortable is False  # the provider is code no signal reaches
+
+
+def test_a_subagent_under_its_parents_signal_keeps_its_tools_where_an_abort_leaves_them():
+    """A child query has no signal of its own, but its parent's can end it during a batch:
+    its tools go to a thread of their own (run inline, an abort could not leave one that
+    hangs), and the parent's abort ends the query at once."""
+    entered, release, tool_threads = threading.Event(), threading.Event(), []
+
+    def hang(args: Any) -> str:
+        tool_threads.append(threading.current_thread())
+        entered.set()
+        release.wait(WAIT_S)
+        return "late"
+
+    client = Abortable(turns=2)
+    child = Agent(model="m", name="helper", model_client=client,
+                  tools=[Tool("step", "A step.", {"type": "object"}, hang)])
+    parent_threads: List[threading.Thread] = []
+
+    def delegating(request: ModelRequest) -> Dict[str, Any]:
+        parent_threads.append(threading.current_thread())  # (it runs the batch too)
+        return reply(tool_use("helper", {"prompt": "work"}, id="d1"))
+
+    parent = Agent(model="m", tools=[child.as_tool()],
+                   model_client=FunctionModelClient(delegating))
+    controller = AbortController()
+    threading.Thread(target=lambda: (entered.wait(WAIT_S), controller.abort()),
+                     daemon=True).start()
+    try:
+        started = time.monotonic()
+        messages, _ = in_a_thread(lambda: list(parent.query(
+            "go", signal=controller.signal)))
+        assert messages[-1].subtype == "error_abort"
+        assert time.monotonic() - started < WAIT_S / 2  # not after the hanging tool
+        # the child's loop runs where the parent's abort can leave it, not inline on the
+        # thread that runs the parent's batch
+        assert len(client.threads) == 1 and tool_threads
+        assert client.threads[0] is not parent_threads[0]
+        assert tool_threads[0] is not parent_threads[0]
+        assert_well_formed(parent.get_history())
+    finally:
+        release.set()

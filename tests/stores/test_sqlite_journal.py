@@ -41,6 +41,9 @@ def test_turns_write_the_journal_row_and_leave_the_record_row(tmp_path):
     assert stored["started_calls"] == {}
     assert sorted(rows(path, "SELECT call_id, attempt FROM lattice_run_calls")) == [
         ("t1", 1), ("t2", 1), ("t3", 1)]
+    # kept in its key's b-tree: a journal row dirties one page, not a table's and an index's
+    (schema,) = rows(path, "SELECT sql FROM sqlite_master WHERE name = 'lattice_run_calls'")[0]
+    assert schema.rstrip().endswith("WITHOUT ROWID")
     for reader in (store, SqliteHistoryStore(path, "s")):  # this store and a fresh one
         got = reader.load_run("r")
         assert got["started_calls"] == {"t1": 1, "t2": 1, "t3": 1}
