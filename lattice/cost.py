@@ -18,7 +18,7 @@ import logging
 import math
 import re
 from pathlib import Path
-from typing import Any, Dict, Iterator, Mapping, Optional, Set, Tuple
+from typing import Any, Dict, Mapping, Optional, Set, Tuple
 
 from .usage import Usage
 
@@ -30,6 +30,7 @@ Price = Dict[str, float]
 Prices = Mapping[str, Price]
 
 _log = logging.getLogger("lattice")
+_VERSION = re.compile(r"-v\d+(?::\d+)?$")
 _DATE = re.compile(r"(?:-\d{8}|-\d{4}-\d{2}-\d{2})$")
 _WARNED: Set[Tuple[str, ...]] = set()  # max_cost_usd warnings given (once per model set)
 _REGION = re.compile(r"^(?:us|eu|apac|au|ca|jp|us-gov|global)\.")
@@ -104,16 +105,16 @@ def check_max_cost(value: Any) -> Optional[float]:
     return float(value)
 
 
-def _names(model: str) -> Iterator[str]:
-    """``model``, then its plainer spellings (see the module docstring)."""
-    yield model
+@functools.lru_cache(maxsize=256)
+def _names(model: str) -> Tuple[str, str, str]:
+    """``model``, then its plainer spellings (see the module docstring). Cached: a query
+    prices its result by the same few names every time."""
     name = model.rsplit("/", 1)[-1] if model.startswith(("arn:", "models/")) else model
     name = _REGION.sub("", name)
     if name.startswith("anthropic."):
         name = name[len("anthropic."):]
-    name = re.sub(r"-v\d+(?::\d+)?$", "", name).replace("@", "-")
-    yield name
-    yield _DATE.sub("", name)
+    name = _VERSION.sub("", name).replace("@", "-")
+    return model, name, _DATE.sub("", name)
 
 
 def price_of(model: str, prices: Optional[Prices] = None) -> Optional[Price]:

@@ -4,9 +4,11 @@ The loop talks to a ``Journal`` for every batch and every reply, and never asks 
 the query keeps one: the base class here journals nothing (a query without a run record);
 ``RunJournal`` is the journal of one run record. Three moments:
 
-- ``ride(calls, lockstep)``: the record with the first call of a reply's batch marked
-  started, to be written with the reply where the store writes both at once
-  (``append_and_save_run``: one round trip per call fewer). Only for a batch that starts at
+- ``ride(calls, lockstep)``: the first call of a reply's batch marked started, to be
+  written with the reply where the store writes both at once (one round trip per call
+  fewer): its journal entry alone (``append_and_save_calls``) where the store writes
+  entries by themselves and holds the record, else the whole record
+  (``append_and_save_run``). Only for a batch that starts at
   once: not in lockstep (``query()``: a consumer holding the reply may never let it
   start), not for calls waiting for approval, never for a call that cannot run; a crash
   between the two is answered "unknown" (never run twice), like one in the call;
@@ -19,19 +21,24 @@ the query keeps one: the base class here journals nothing (a query without a run
 from __future__ import annotations
 
 import threading
+import time
 from functools import partial
-from typing import Any, Callable, Dict, List, Optional, Sequence, Set
+from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 from ..tools.calls import Outcome, not_run
 from ..tools.definition import ToolCall
 from ..usage import Usage
 from .record import RunRecord
 
-__all__ = ["Journal", "RunJournal", "NO_JOURNAL", "Started"]
+__all__ = ["Journal", "RunJournal", "NO_JOURNAL", "Started", "Ride"]
 
 Started = Callable[[str], Optional[Outcome]]
 """``execute_batch``'s hook, called as each call is about to start: None lets it run; an
 ``Outcome`` answers it instead."""
+
+Ride = Tuple[Any, ...]
+"""What ``ride`` gives the loop: the store method that writes the reply with the journal,
+and its arguments after the message."""
 
 
 class Journal:
@@ -39,7 +46,7 @@ class Journal:
 
     __slots__ = ()
 
-    def ride(self, calls: Sequence[ToolCall], lockstep: bool) -> Optional[Dict[str, Any]]:
+    def ride(self, calls: Sequence[ToolCall], lockstep: bool) -> Optional[Ride]:
         return None
 
     def starting(self, calls: List[ToolCall], answered: Dict[str, Any],
@@ -56,24 +63,48 @@ NO_JOURNAL = Journal()
 
 class RunJournal(Journal):
     """The journal of one run record. ``save(record)`` stores a record (raising for a run
-    id: SPEC 21b); ``writing()`` is False once a lenient store failed (approvals resumed
-    without a run id), after which a call whose start cannot be stored does not run."""
+    id: SPEC 21b); ``save_calls(run_id, calls)`` stores journal entries alone (None: the
+    store cannot, each entry saves the whole record); ``writing()`` is False once a lenient
+    store failed (approvals resumed without a run id), after which a call whose start
+    cannot be stored does not run. ``rides``: the store writes a message and a record at
+    once. ``stored``: the store holds ``record`` (else the first write is the whole one)."""
 
-    __slots__ = ("record", "_save", "_writing", "_rides", "_next", "_mutex", "_rode")
+    __slots__ = ("_base", "_calls", "_at", "_record", "_save", "_save_calls", "_writing",
+                 "_rides", "_stored", "_next", "_mutex", "_rode")
 
     def __init__(self, record: RunRecord, save: Callable[[RunRecord], Any],
-                 writing: Callable[[], bool], rides: bool) -> None:
-        self.record = record
+                 writing: Callable[[], bool], rides: bool,
+                 save_calls: Optional[Callable[[str, Dict[str, int]], Any]] = None,
+                 stored: bool = True) -> None:
         self._save = save
+        self._save_calls = save_calls
         self._writing = writing
-        self._rides = rides  # the store writes a message and a record at once
+        self._rides = rides
+        self._stored = stored
         self._next: Dict[str, int] = {}  # attempts decided by settle (a call run again)
         self._mutex = threading.Lock()  # a parallel batch journals from several threads
         self._rode: Set[str] = set()  # started with their reply's write (``ride``)
+        self._set(record)
+
+    def _set(self, record: RunRecord) -> None:
+        # A tool turn adds an entry to ``_calls`` (its own dict) and the record is made
+        # when asked for: a new record a turn copied the whole journal each time (#39).
+        self._base = record
+        self._record: Optional[RunRecord] = record
+        self._calls = dict(record.started_calls)
+        self._at = record.updated_at
+
+    @property
+    def record(self) -> RunRecord:
+        """The run's record, with every call the journal has started."""
+        record = self._record
+        if record is None:
+            record = self._record = self._base.with_calls(self._calls, self._at)
+        return record
 
     @property
     def run_id(self) -> str:
-        return self.record.run_id
+        return self._base.run_id
 
     def again(self, call_id: str, attempt: int) -> None:
         """The call runs again as ``attempt`` (an idempotent call a crash left started)."""
@@ -83,16 +114,22 @@ class RunJournal(Journal):
         return self._next.get(call_id, 1)
 
     # -- the loop's three moments -------------------------------------------------------------
-    def ride(self, calls: Sequence[ToolCall], lockstep: bool) -> Optional[Dict[str, Any]]:
-        if lockstep or not self._rides:
+    def ride(self, calls: Sequence[ToolCall], lockstep: bool) -> Optional[Ride]:
+        if lockstep:
             return None
         first = next((c for c in calls if c.problem is None), None)
         if first is None:
             return None
+        by_entry = self._by_entry()
+        if not (by_entry or self._rides):
+            return None
         with self._mutex:
-            self._mark(first.id)
+            entry = self._mark(first.id)
             self._rode.add(first.id)
-            return self.record.to_dict()
+            if by_entry:
+                return ("append_and_save_calls", self.run_id, entry)
+            self._stored = True
+            return ("append_and_save_run", self.record.to_dict())
 
     def starting(self, calls: List[ToolCall], answered: Dict[str, Any],
                  mark: Started) -> Started:
@@ -108,8 +145,9 @@ class RunJournal(Journal):
         with self._mutex:
             record = self.record.compacted(before, cut, after, summary)
             if record is not self.record:
-                self.record = record
+                self._set(record)
                 self._save(record)
+                self._stored = True
 
     # -- inside ------------------------------------------------------------------------------
     def _started(self, mark: Started, runs: Dict[str, ToolCall], call_id: str
@@ -135,9 +173,23 @@ class RunJournal(Journal):
             rode.discard(call_id)
         else:
             with self._mutex:
-                self._mark(call_id)
-                self._save(self.record)
+                entry = self._mark(call_id)
+                if self._by_entry():
+                    assert self._save_calls is not None
+                    self._save_calls(self.run_id, entry)
+                else:
+                    self._save(self.record)
+                    self._stored = True
         return self._writing()
 
-    def _mark(self, call_id: str) -> None:
-        self.record = self.record.with_call(call_id, self.attempt(call_id))
+    def _mark(self, call_id: str) -> Dict[str, int]:
+        """The record with ``call_id`` started; its journal entry."""
+        attempt = self.attempt(call_id)
+        self._calls[call_id] = attempt
+        self._at = time.time()
+        self._record = None
+        return {call_id: attempt}
+
+    def _by_entry(self) -> bool:
+        """Whether an entry is written alone: the store can, and holds the record."""
+        return self._save_calls is not None and self._stored

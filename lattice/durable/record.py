@@ -104,18 +104,19 @@ class RunRecord:
                                       "path": c.path} for c in result.pending_approvals]
         if result.pending_elicitations:  # awaiting_input (SPEC 23)
             data["pending_elicitations"] = [r.to_dict() for r in result.pending_elicitations]
-        return dataclasses.replace(self, state="ended", result=data, end_index=end_index,
-                                   updated_at=time.time())
+        return self._but(state="ended", result=data, end_index=end_index,
+                         updated_at=time.time())
 
-    def with_call(self, call_id: str, attempt: int) -> RunRecord:
-        """This record with ``call_id`` started at ``attempt``: the journal's change of
-        every tool turn, so made without ``dataclasses.replace``'s walk over the fields
-        (a copy of the instance dict; #39)."""
+    def with_calls(self, calls: Mapping[str, int], at: float) -> RunRecord:
+        """This record with the call journal ``calls`` (copied), updated at ``at``."""
+        return self._but(started_calls=dict(calls), updated_at=at)
+
+    def _but(self, **changes: Any) -> RunRecord:
+        """``dataclasses.replace`` for the changes of every run (its end, its journal),
+        without its walk over the fields and ``__init__``: a copy of the instance dict."""
+        assert changes.keys() <= self.__dataclass_fields__.keys(), changes
         new = object.__new__(RunRecord)
-        fields = new.__dict__
-        fields.update(self.__dict__)
-        fields["started_calls"] = {**self.started_calls, call_id: attempt}
-        fields["updated_at"] = time.time()
+        new.__dict__.update(self.__dict__, **changes)
         return new
 
     def superseded(self, messages: List[Dict[str, Any]]) -> RunRecord:

@@ -255,9 +255,10 @@ class RecordedRun(DurableRun):
         """Continue this running run from the store: the prompt appended if it never got
         there, then the last stored reply settled (None: the next step is a request)."""
         raw = self._raw()
-        assert self.record is not None
-        record = self.record = self.record.checked_against(raw)
-        journal = self.journal = self._journal(record)
+        loaded = self.record
+        assert loaded is not None
+        record = self.record = loaded.checked_against(raw)
+        journal = self.journal = self._journal(record, stored=record is loaded)
         index = record.index if record.index is not None else len(raw)
         # An approval run's batch answers the paused reply at ``index``, and the prompt
         # given with the decisions (if any) follows the results.
@@ -309,8 +310,11 @@ class RecordedRun(DurableRun):
                 out[call.id] = NOT_RUN["uncertain"]
         return out
 
-    def _journal(self, record: RunRecord) -> RunJournal:
-        return RunJournal(record, self._save, self._writing, self.link.caps.writes_with_runs)
+    def _journal(self, record: RunRecord, stored: bool = True) -> RunJournal:
+        """The journal of ``record`` (``stored``: as the store holds it)."""
+        caps = self.link.caps
+        return RunJournal(record, self._save, self._writing, caps.writes_with_runs,
+                          self._save_calls if caps.saves_calls else None, stored)
 
     # -- the end ---------------------------------------------------------------------------
     def end(self, result: ResultMessage) -> None:
@@ -326,6 +330,9 @@ class RecordedRun(DurableRun):
 
     def _save(self, record: RunRecord) -> None:
         self.link.save("save_run", record.to_dict(), strict=self.strict)
+
+    def _save_calls(self, run_id: str, calls: Dict[str, int]) -> None:
+        self.link.save("save_calls", run_id, calls, strict=self.strict)
 
     def _writing(self) -> bool:
         return self.link.store is not None  # (None: a lenient store was left behind)

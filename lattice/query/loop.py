@@ -24,7 +24,7 @@ from typing import Any, Dict, Generator, List, Optional
 from ..compaction.compactor import Compactor
 from ..conversation.store_link import StoreLink
 from ..cost import cost_usd, warn_unchecked
-from ..durable.journal import NO_JOURNAL, Journal
+from ..durable.journal import NO_JOURNAL, Journal, Ride
 from ..errors import BudgetExceededError, MaxTurnsExceededError, PromptTooLongError
 from ..messages import AssistantMessage, UserMessage, text_of, tool_uses_of
 from ..models.base import MALFORMED_CALL
@@ -248,15 +248,15 @@ class Loop:
 
     # -- writing ---------------------------------------------------------------------------
     def write(self, message: Dict[str, Any], cls: Any = None,
-              record: Optional[Dict[str, Any]] = None) -> None:
+              ride: Optional[Ride] = None) -> None:
         """Append ``message`` (store first, then memory) and yield it as ``cls`` (which
-        copies when read, so a consumer's edits never reach the history); with ``record``
-        (a run record), both in one store write."""
+        copies when read, so a consumer's edits never reach the history); with ``ride``
+        (the journal's, ``Journal.ride``), the journal in the same store write."""
         history, link = self.history, self.link
         save = None
         if link.store is not None:
-            save = partial(link.save, "append", message) if record is None else \
-                partial(link.save, "append_and_save_run", message, record)
+            save = partial(link.save, "append", message) if ride is None else \
+                partial(link.save, ride[0], message, *ride[1:])
         item = cls(message) if self.race.lockstep and cls is not None else None
         self.race.commit(save, partial(history.keep, message), item, late=self.diverged)
 

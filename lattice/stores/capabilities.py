@@ -8,9 +8,11 @@ a ``define_history_store`` store those whose callables it was given:
 - ``Locks``: ``lock(wait_s=)``, the session lock; its hold carries a fencing ``token``
   and a ``lost`` flag (``Fenced``, SPEC 18);
 - ``RecordsRuns``: ``load_run``/``save_run``/``list_runs``, durable runs' records (SPEC 17);
-- ``WritesWithRuns``: ``append_and_save_run``, a message and a run record in one write.
+- ``WritesWithRuns``: ``append_and_save_run``, a message and a run record in one write;
+- ``SavesCalls``: ``save_calls``/``append_and_save_calls``, a run's call journal written
+  by its entries, not by the whole record (the SQLite store: #39).
 
-``Capabilities.of(store)`` answers all four once, when an Agent (or ``follow()``) is given
+``Capabilities.of(store)`` answers them all once, when an Agent (or ``follow()``) is given
 the store; nothing else in lattice asks a store what it has.
 """
 
@@ -19,7 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Protocol, Tuple, runtime_checkable
 
-__all__ = ["Versioned", "Fenced", "Locks", "RecordsRuns", "WritesWithRuns", "Capabilities",
+__all__ = ["Versioned", "Fenced", "Locks", "RecordsRuns", "WritesWithRuns", "SavesCalls",
+           "Capabilities",
            "is_store", "offers"]
 
 
@@ -59,6 +62,18 @@ class WritesWithRuns(Protocol):
     def append_and_save_run(self, message: Dict[str, Any], record: Dict[str, Any]) -> None: ...
 
 
+@runtime_checkable
+class SavesCalls(Protocol):
+    """A run's journal entries (``{call_id: attempt}``) written beside its saved record,
+    which ``load_run``/``list_runs`` give back in ``started_calls``; with a message
+    appended in the same write (both or neither)."""
+
+    def save_calls(self, run_id: str, calls: Dict[str, int]) -> None: ...
+
+    def append_and_save_calls(self, message: Dict[str, Any], run_id: str,
+                              calls: Dict[str, int]) -> None: ...
+
+
 # Each capability's methods. A method counts when it is there and callable: a
 # ``define_history_store`` store declares its run-record slots on its class whether or not
 # they were given, which ``isinstance`` against a runtime protocol would take for methods.
@@ -66,6 +81,7 @@ _METHODS: Dict[type, Tuple[str, ...]] = {
     Versioned: ("version",), Locks: ("lock",),
     RecordsRuns: ("load_run", "save_run", "list_runs"),
     WritesWithRuns: ("append_and_save_run",),
+    SavesCalls: ("save_calls", "append_and_save_calls"),
 }
 
 
@@ -89,6 +105,7 @@ class Capabilities:
     locks: bool = False
     records_runs: bool = False
     writes_with_runs: bool = False
+    saves_calls: bool = False
 
     @classmethod
     def of(cls, store: Any) -> Capabilities:
@@ -96,7 +113,8 @@ class Capabilities:
             return NONE
         return cls(versioned=offers(store, Versioned), locks=offers(store, Locks),
                    records_runs=offers(store, RecordsRuns),
-                   writes_with_runs=offers(store, WritesWithRuns))
+                   writes_with_runs=offers(store, WritesWithRuns),
+                   saves_calls=offers(store, SavesCalls))
 
 
 NONE = Capabilities()  # no store

@@ -173,7 +173,6 @@ class SqliteHistoryStore:
         self.fail_on_error = check_flag("fail_on_error", fail_on_error)
         self._pool = _Pool(self.path, check_flag("fsync", fsync))
         self._hold: Optional[SqliteLease] = None  # while locked: writes carry its token
-        self._written = sqlite_runs.Written()  # what it wrote of its runs (write what changed)
 
     def __repr__(self) -> str:
         return f"SqliteHistoryStore({self.path!r}, {self.session_id!r})"
@@ -211,16 +210,9 @@ class SqliteHistoryStore:
         """Add one message at the end of the session (refused with ``LockLostError`` while
         this store holds a lease another holder has since taken over)."""
         text = encode_message(message).decode("utf-8")  # before any I/O
-        sid = self.session_id
         hold = self._fence()
         with self._naming(), self._pool.borrow() as conn:
-            if hold is None:
-                conn.execute(_APPEND, (sid, text, sid))
-                return
-            cursor = conn.execute(sqlite_runs.FENCED_APPEND, (sid, sid, text, sid, hold.token))
-            if cursor.rowcount != 1:
-                hold.lost = True
-                raise runs.lock_lost(self._where())
+            self._append(conn, text, hold)
 
     def replace(self, messages: List[Message]) -> None:
         """Make the session hold exactly ``messages``, in one transaction."""
@@ -246,60 +238,55 @@ class SqliteHistoryStore:
             return sqlite_runs.load_run(conn, self.session_id, run_id)
 
     def save_run(self, record: Dict[str, Any]) -> None:
-        """Insert or update the record of ``record["run_id"]`` (fenced like ``append``)."""
+        """Insert or update the record of ``record["run_id"]`` (fenced like ``append``).
+        Its journal goes to rows of its own: only those that differ from the stored ones
+        are written."""
         encoded = sqlite_runs.Encoded(runs.stamp(record, self.session_id))  # before any I/O
-        new = self._written.new_calls(record)  # (the journal rows it wrote stay)
         hold = self._fence()
         token = sqlite_runs.NO_FENCE if hold is None else hold.token
-        calls = new if new is not None else encoded.calls
         with self._naming(), self._pool.borrow() as conn:
-            try:
-                # the record's row and its journal rows; the row alone is one statement,
-                # its own transaction
-                with transaction(conn) if calls else contextlib.nullcontext():
-                    saved = sqlite_runs.save(conn, encoded.record, encoded, token, calls)
-            except BaseException:
-                self._written.forget(encoded.record["run_id"])
-                raise
-            if not saved and hold is not None:
-                hold.lost = True
-                raise runs.lock_lost(self._where())
-        self._written.done(record, True)
+            # Usually every journal row is written already (as each call started): then
+            # the record's row alone, one statement. (Read before the write: only the
+            # holder of the session's lock writes its journal.)
+            rows = sqlite_runs.unwritten(conn, encoded)
+            with transaction(conn) if rows else contextlib.nullcontext():
+                saved = sqlite_runs.save(conn, encoded, token, rows)
+        self._refused_unless(saved, hold)
 
     def append_and_save_run(self, message: Message, record: Dict[str, Any]) -> None:
         """``append(message)`` and ``save_run(record)`` in one transaction: both or
-        neither, one commit (a durable run's reply and the journal entry of the call it
-        starts at once). Fenced like ``append``. Where only the record's call journal
-        changed since this store wrote it, only the new journal rows are written: a
-        durable tool turn costs its reply's row and its call's (#39)."""
+        neither, one commit (a durable run's prompt and its new record). Fenced like
+        ``append``."""
         text = encode_message(message).decode("utf-8")  # before any I/O
-        sid = self.session_id
-        calls = self._written.calls_only(record)
-        encoded: Optional[sqlite_runs.Encoded] = None
-        rows: List[Any] = []  # when only the journal changed: its new rows alone
-        if calls is None:
-            encoded = sqlite_runs.Encoded(runs.stamp(record, sid))
-        else:
-            rows = sqlite_runs.call_rows(sid, record["run_id"], calls, time.time())
+        encoded = sqlite_runs.Encoded(runs.stamp(record, self.session_id))
+        hold = self._fence()
+        with self._naming(), self._pool.borrow() as conn, transaction(conn):
+            self._append(conn, text, hold)
+            sqlite_runs.save(conn, encoded, sqlite_runs.NO_FENCE,  # (fenced by the append)
+                             sqlite_runs.unwritten(conn, encoded))
+
+    def save_calls(self, run_id: str, calls: Dict[str, int]) -> None:
+        """Journal entries of run ``run_id``, whose record this store holds: ``calls``
+        maps a tool call's id to its attempt (``load_run`` gives them back in the record's
+        ``started_calls``). Fenced like ``append``."""
+        rows = sqlite_runs.call_rows(self.session_id, run_id, calls, time.time())
         hold = self._fence()
         with self._naming(), self._pool.borrow() as conn:
-            try:
-                with transaction(conn):
-                    if hold is None:
-                        conn.execute(_APPEND, (sid, text, sid))
-                    elif conn.execute(sqlite_runs.FENCED_APPEND,
-                                      (sid, sid, text, sid, hold.token)).rowcount != 1:
-                        hold.lost = True
-                        raise runs.lock_lost(self._where())
-                    if encoded is not None:
-                        sqlite_runs.save(conn, encoded.record, encoded, sqlite_runs.NO_FENCE,
-                                         encoded.calls)
-                    else:
-                        sqlite_runs.write_calls(conn, rows)
-            except BaseException:
-                self._written.forget(record.get("run_id"))
-                raise
-        self._written.done(record, encoded is not None)
+            with transaction(conn) if len(rows) > 1 else contextlib.nullcontext():
+                saved = sqlite_runs.write_calls(conn, rows, None if hold is None else hold.token)
+        self._refused_unless(saved, hold)
+
+    def append_and_save_calls(self, message: Message, run_id: str,
+                              calls: Dict[str, int]) -> None:
+        """``append(message)`` and ``save_calls(run_id, calls)`` in one transaction (a
+        durable tool turn: its reply and the journal entry of the call it starts at once,
+        one commit; #39)."""
+        text = encode_message(message).decode("utf-8")  # before any I/O
+        rows = sqlite_runs.call_rows(self.session_id, run_id, calls, time.time())
+        hold = self._fence()
+        with self._naming(), self._pool.borrow() as conn, transaction(conn):
+            self._append(conn, text, hold)
+            sqlite_runs.write_calls(conn, rows)  # (fenced by the append)
 
     def list_runs(self, state: Optional[str] = None, *,
                   all_sessions: bool = False) -> List[Dict[str, Any]]:
@@ -378,11 +365,27 @@ class SqliteHistoryStore:
             raise runs.lock_lost(self._where())
         return hold
 
-    def _check_fence(self, conn: sqlite3.Connection, hold: Optional[SqliteLease]) -> None:
-        """Inside a write transaction: refuse it if a newer token exists."""
-        if hold is not None and not sqlite_runs.fence_ok(conn, self.session_id, hold.token):
+    def _append(self, conn: sqlite3.Connection, text: str,
+                hold: Optional[SqliteLease]) -> None:
+        """Append the encoded message ``text``: one statement (the write lock is taken
+        before MAX(seq) is read), refused if ``hold``'s token is no longer the newest."""
+        sid = self.session_id
+        if hold is None:
+            conn.execute(_APPEND, (sid, text, sid))
+        elif conn.execute(sqlite_runs.FENCED_APPEND,
+                          (sid, sid, text, sid, hold.token)).rowcount != 1:
+            self._refused_unless(False, hold)
+
+    def _refused_unless(self, saved: bool, hold: Optional[SqliteLease]) -> None:
+        """``LockLostError`` for a fenced write the store refused (``hold`` is then lost)."""
+        if not saved and hold is not None:
             hold.lost = True
             raise runs.lock_lost(self._where())
+
+    def _check_fence(self, conn: sqlite3.Connection, hold: Optional[SqliteLease]) -> None:
+        """Inside a write transaction: refuse it if a newer token exists."""
+        if hold is not None:
+            self._refused_unless(sqlite_runs.fence_ok(conn, self.session_id, hold.token), hold)
 
     def _naming(self) -> sqlite_runs.Naming:
         return sqlite_runs.Naming(self._where())

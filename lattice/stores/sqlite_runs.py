@@ -1,6 +1,6 @@
 """The SQLite store's run records and fencing tokens, below its methods (SPEC 17, 18).
 
-Two tables beside the messages:
+Three tables beside the messages:
 
 * ``lattice_history_fences(session_id, token)``: the newest fencing token of each session,
   raised in the transaction that takes the session's lease (``sqlite_lease``). A write made
@@ -12,8 +12,10 @@ Two tables beside the messages:
 * ``lattice_run_calls(session_id, run_id, call_id, attempt, at)``: the call journal
   (``started_calls``), one row per call, read back into the record. A run's record grows
   by one call a tool turn: kept in the JSON it made every turn's write as long as the run
-  so far (#39). A durable turn writes its reply and its call's row in one transaction, and
-  the record's row only when something else in it changed (``Written``).
+  so far (#39). A durable tool turn writes its reply and its call's row in one transaction
+  (``append_and_save_calls``: the journal says what changed, the record's row is left as
+  it is); a record saved whole writes its row and only the journal rows that differ from
+  the stored ones (``unwritten``).
 
 Every function takes an open connection; the caller borrows it and opens transactions.
 ``Naming`` makes SQLite's errors name the database and session, and a file that is not an
@@ -22,9 +24,7 @@ SQLite database (or a damaged one) a ``HistoryStoreError`` (SPEC 21b).
 
 from __future__ import annotations
 
-import copy
-from itertools import islice
-from typing import TYPE_CHECKING, Any, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional
 
 from ..errors import HistoryStoreError
 from . import runs
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     import sqlite3
 
 __all__ = ["SCHEMA", "FENCED_APPEND", "NO_FENCE", "bump_fence", "fence_ok",
-           "load_run", "list_runs", "Naming", "Written", "Encoded", "save", "call_rows",
+           "load_run", "list_runs", "Naming", "Encoded", "unwritten", "save", "call_rows",
            "write_calls"]
 
 SCHEMA = (
@@ -104,141 +104,83 @@ def fence_ok(conn: sqlite3.Connection, session_id: str, token: int) -> bool:
     return int(row[0]) <= token
 
 
-_CALL = """
-INSERT INTO lattice_run_calls (session_id, run_id, call_id, attempt, at) VALUES (?, ?, ?, ?, ?)
+_UPSERT_CALL = """
 ON CONFLICT (session_id, run_id, call_id) DO UPDATE SET
     attempt = excluded.attempt, at = excluded.at"""
+# A journal row, fenced like FENCED_APPEND (rowcount 0 = refused); unfenced, inside a
+# transaction a fenced write already checked.
+_FENCED_CALL = f"""
+INSERT INTO lattice_run_calls (session_id, run_id, call_id, attempt, at)
+SELECT ?1, ?2, ?3, ?4, ?5 WHERE {_NEWEST.replace("?", "?1")} <= ?6""" + _UPSERT_CALL
+_CALL = """
+INSERT INTO lattice_run_calls (session_id, run_id, call_id, attempt, at)
+VALUES (?, ?, ?, ?, ?)""" + _UPSERT_CALL
+_CALLS_OF = "SELECT call_id, attempt FROM lattice_run_calls WHERE session_id = ? AND run_id = ?"
 
 
 class Encoded:
     """A stamped record (``runs.stamp``) as ``save`` writes it: the JSON text of all but
     its call journal (``text``; TypeError here, before any I/O, for what JSON cannot
-    hold), and the journal (``calls``)."""
+    hold), and the journal (``calls``, attempts made ints: int()'s error before any I/O)."""
 
     __slots__ = ("record", "text", "calls")
 
     def __init__(self, record: Dict[str, Any]) -> None:
         calls = record.get("started_calls")
-        self.calls: Dict[str, Any] = dict(calls) if isinstance(calls, dict) else {}
+        self.calls: Dict[str, int] = {str(c): int(a) for c, a in calls.items()} \
+            if isinstance(calls, dict) else {}
         self.record = record
         self.text = runs.encode_record(dict(record, started_calls={}))
 
 
-_VOLATILE = ("started_calls", "updated_at", "session_id")  # not what makes a row stale
-
-
-def _rest(record: Dict[str, Any]) -> Dict[str, Any]:
-    rest = dict(record)  # (a copy and three pops: a few C calls, not a loop over the keys)
-    for key in _VOLATILE:
-        rest.pop(key, None)
-    return rest
-
-
-def _snapshot(value: Any) -> Any:
-    """A copy of a record's JSON-shaped data that shares nothing mutable with it (what
-    ``Written`` compares a later record with), a few times faster than ``deepcopy``.
-    Not ``messages.copy_json``: that shares tuples and dict subclasses, which a caller's
-    record may hold and change in place."""
-    kind = type(value)
-    if kind is dict:
-        return {k: _snapshot(v) for k, v in value.items()}
-    if kind is list or kind is tuple:
-        return kind(_snapshot(v) for v in value)
-    if isinstance(value, (str, int, float, bool, type(None))):
-        return value
-    return copy.deepcopy(value)  # (not JSON-shaped: stored as the encoder allows)
-
-
-class Written:
-    """What one store last wrote of each of its runs (the record but its journal, and
-    the journal), so a durable tool turn writes only what changed: its call's row, not
-    the whole record again (and does not encode it: the record is compared with a deep
-    copy of what was written, so a value changed in place is seen too).
-
-    Updated only after the transaction committed; a run another store wrote meanwhile is
-    written again in full at worst (rows are upserts), never left stale: only the holder
-    of the session's lock writes its runs, and a taken-over holder's writes are refused
-    by the fence. (No lock: each access is one dict operation, atomic.)"""
-
-    __slots__ = ("runs",)
-
-    def __init__(self) -> None:
-        # run_id -> (the record but its journal, a copy of the journal as written)
-        self.runs: Dict[str, Any] = {}
-
-    def calls_only(self, record: Any) -> Optional[Dict[str, Any]]:
-        """The journal entries to write when only the journal changed since this store
-        wrote ``record``'s run (None: write the whole record)."""
-        known = self._known(record)
-        if known is None or known[0] != _rest(record):
-            return None
-        return self.new_calls(record, known)
-
-    def new_calls(self, record: Any, known: Any = None) -> Optional[Dict[str, Any]]:
-        """The journal entries of ``record`` this store has not written (None: all, it
-        does not know the run): a record written whole writes only those rows too. The
-        journal only grows at its end (``RunRecord.with_call``): once every written entry
-        is found unchanged (one comparison of item views, in C), the new ones are those
-        past them."""
-        known = known if known is not None else self._known(record)
-        calls = record.get("started_calls") if known is not None else None
-        if not isinstance(calls, dict):
-            return None
-        written = known[1]
-        if calls.items() >= written.items():
-            new = dict(islice(calls.items(), len(written), None))
-            if not new.keys() & written.keys():  # (else a written entry moved: the order)
-                return new
-        return dict(calls.items() - written.items())  # (an attempt changed, or the order)
-
-    def _known(self, record: Any) -> Any:
-        run_id = record.get("run_id") if isinstance(record, dict) else None
-        return self.runs.get(run_id) if isinstance(run_id, str) else None
-
-    def done(self, record: Dict[str, Any], whole: bool) -> None:
-        """``record`` (as given to the store) was written: whole, or its journal."""
-        run_id = record["run_id"]
-        if record.get("state") == "ended":  # written again only whole (a replay writes none)
-            self.runs.pop(run_id, None)
-            return
-        known = self.runs.get(run_id)
-        rest = _snapshot(_rest(record)) if whole or known is None else known[0]
-        calls = record.get("started_calls")
-        self.runs[run_id] = (rest, dict(calls) if isinstance(calls, dict) else {})
-
-    def forget(self, run_id: Any) -> None:
-        self.runs.pop(run_id, None)
-
-
-def save(conn: sqlite3.Connection, record: Dict[str, Any], encoded: Optional[Encoded],
-         token: int, calls: Dict[str, Any]) -> bool:
-    """Inside a transaction: the record's row (if ``encoded``; fenced: False if a token
-    newer than ``token`` exists) and the rows of ``calls``."""
+def unwritten(conn: sqlite3.Connection, encoded: Encoded) -> List[Any]:
+    """The journal rows of ``encoded`` that differ from the stored ones (a read: usually
+    none, each entry was written as its call started)."""
+    if not encoded.calls:
+        return []
+    record = encoded.record
     sid, rid = record["session_id"], record["run_id"]
-    if encoded is not None:
-        cursor = conn.execute(_UPSERT, (sid, rid, str(record.get("state")),
-                                        float(record["started_at"]),
-                                        float(record["updated_at"]), sid, encoded.text,
-                                        sid, token))
-        if cursor.rowcount != 1:
-            return False
-    write_calls(conn, call_rows(sid, rid, calls, float(record["updated_at"])))
+    stored = dict(conn.execute(_CALLS_OF, (sid, rid)).fetchall())
+    changed = {c: a for c, a in encoded.calls.items() if stored.get(c) != a}
+    return call_rows(sid, rid, changed, float(record["updated_at"]))
+
+
+def save(conn: sqlite3.Connection, encoded: Encoded, token: int, rows: List[Any]) -> bool:
+    """Inside a transaction if there are ``rows`` (else one statement): the record's row
+    (fenced: False if a token newer than ``token`` exists) and the journal ``rows``
+    (``unwritten``)."""
+    record = encoded.record
+    sid = record["session_id"]
+    cursor = conn.execute(_UPSERT, (sid, record["run_id"], str(record.get("state")),
+                                    float(record["started_at"]), float(record["updated_at"]),
+                                    sid, encoded.text, sid, token))
+    if cursor.rowcount != 1:
+        return False
+    write_calls(conn, rows)
     return True
 
 
-def call_rows(session_id: str, run_id: str, calls: Dict[str, Any], at: float) -> List[Any]:
+def call_rows(session_id: str, run_id: str, calls: Mapping[str, Any], at: float
+              ) -> List[Any]:
     """The journal rows of ``calls`` (a bad attempt fails here: before any I/O if made
     before the transaction)."""
     return [(session_id, run_id, str(call_id), int(attempt), at)
             for call_id, attempt in calls.items()]
 
 
-def write_calls(conn: sqlite3.Connection, rows: List[Any]) -> None:
-    """Inside a transaction: insert or update the journal ``rows`` (``call_rows``)."""
-    if len(rows) == 1:  # a durable tool turn's one call
-        conn.execute(_CALL, rows[0])
-    elif rows:
-        conn.executemany(_CALL, rows)
+def write_calls(conn: sqlite3.Connection, rows: List[Any],
+                token: Optional[int] = None) -> bool:
+    """Insert or update the journal ``rows`` (``call_rows``), several inside a
+    transaction; fenced with ``token`` if given (False: a newer one exists, nothing
+    written)."""
+    if token is None:
+        if len(rows) == 1:  # a durable tool turn's one call
+            conn.execute(_CALL, rows[0])
+        elif rows:
+            conn.executemany(_CALL, rows)
+        return True
+    fenced = [(*row, token) for row in rows]
+    return conn.executemany(_FENCED_CALL, fenced).rowcount == len(rows)
 
 
 def _with_calls(conn: sqlite3.Connection, found: List[Dict[str, Any]],

@@ -82,9 +82,10 @@ def run_attempt(kind, where, session, run_id, crash, log_path):
     charge, lookup = effect_tools(effect)
 
     store = make_store(kind, where, session, fail_on_error=True)
-    for name in ("append", "save_run", "replace", "append_and_save_run"):
+    for name in ("append", "save_run", "replace", "append_and_save_run", "save_calls",
+                 "append_and_save_calls"):
         real = getattr(store, name, None)
-        if real is None:  # (only PostgreSQL writes a reply and a journal entry at once)
+        if real is None:  # (the stores that do not write journal entries by themselves)
             continue
 
         def counted(*args, _real=real, _name=name):

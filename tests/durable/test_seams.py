@@ -209,6 +209,17 @@ def dying(cls):
                 super().append_and_save_run(message, record)
                 self._after(record)
 
+        if hasattr(cls, "save_calls"):  # (journal entries by themselves: SQLite)
+            def save_calls(self, run_id, calls):
+                self._check()
+                super().save_calls(run_id, calls)
+                self._after({"started_calls": calls})
+
+            def append_and_save_calls(self, message, run_id, calls):
+                self._check()
+                super().append_and_save_calls(message, run_id, calls)
+                self._after({"started_calls": calls})
+
     return Dying
 
 

@@ -100,16 +100,18 @@ def run_attempt(kind, where, session, run_id, crash, log_path):
     def watched(store):
         """Each write counted (``write:<n>`` crashes right after the n-th), each stored
         reply and each recorded end logged; stores derived from it are watched too."""
-        for name in ("append", "save_run", "replace", "append_and_save_run", "with_session"):
+        writers = ("append", "save_run", "replace", "append_and_save_run", "save_calls",
+                   "append_and_save_calls")
+        for name in (*writers, "with_session"):
             store.__dict__.pop(name, None)  # (PostgreSQL's with_session copies the instance)
-        for name in ("append", "save_run", "replace", "append_and_save_run"):
+        for name in writers:
             real = getattr(store, name, None)
             if real is None:
                 continue
 
             def counted(*args, _real=real, _name=name, _session=store.session_id):
                 _real(*args)
-                if _name in ("append", "append_and_save_run") and \
+                if _name in ("append", "append_and_save_run", "append_and_save_calls") and \
                         args[0].get("role") == "assistant":
                     log("stored", _session, args[0]["content"][0]["text"])
                 if _name in ("save_run", "append_and_save_run") and \
