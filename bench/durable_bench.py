@@ -16,7 +16,7 @@
    turn in microseconds. Target (#39): SQLite <= +50 us a turn (median of the rounds'
    differences), the stores sharing their connections as a server's do (``stores``); a
    new store each run (new connections: each prepares its statements again) is shown
-   beside it. ``instructions.py --this`` counts the same in instructions. 41 rounds
+   beside it. ``instructions.py --this`` counts the same in instructions. 101 rounds
    by default: a run takes a few milliseconds, and SQLite's checkpoints (an fsync every
    ~1000 pages written) land in one round of several, so a few rounds give a median the
    next run does not repeat.
@@ -152,7 +152,7 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=12,
                         help="alternating rounds (at least 5 for a verdict)")
-    parser.add_argument("--local-rounds", type=int, default=41,
+    parser.add_argument("--local-rounds", type=int, default=101,
                         help="alternating rounds of part 2 (a run takes a few ms)")
     parser.add_argument("--appends", type=int, default=300)
     parser.add_argument("--no-postgres", action="store_true")

@@ -126,6 +126,8 @@ def _set_up(conn: sqlite3.Connection, fsync: bool) -> None:
             conn.execute(f"PRAGMA synchronous = {'FULL' if fsync else 'NORMAL'}")
             for statement in _SCHEMA:
                 conn.execute(statement)
+            for statement in sqlite_runs.REPLY_WITH_CALL:  # (this connection's own)
+                conn.execute(statement)
             return
         except sqlite3.OperationalError as exc:
             if not _is_busy(exc) or time.monotonic() + pause > deadline:
@@ -278,15 +280,26 @@ class SqliteHistoryStore:
 
     def append_and_save_calls(self, message: Message, run_id: str,
                               calls: Dict[str, int]) -> None:
-        """``append(message)`` and ``save_calls(run_id, calls)`` in one transaction (a
-        durable tool turn: its reply and the journal entry of the call it starts at once,
-        one commit; #39)."""
+        """``append(message)`` and ``save_calls(run_id, calls)`` at once: both or neither,
+        one commit (a durable tool turn: its reply and the journal entry of the call it
+        starts; one statement for one entry, #39)."""
         text = encode_message(message).decode("utf-8")  # before any I/O
         rows = sqlite_runs.call_rows(self.session_id, run_id, calls, time.time())
+        if not rows:
+            self.append(message)
+            return
         hold = self._fence()
-        with self._naming(), self._pool.borrow() as conn, transaction(conn):
-            self._append(conn, text, hold)
-            sqlite_runs.write_calls(conn, rows)  # (fenced by the append)
+        (sid, rid, call_id, attempt, at), rest = rows[0], rows[1:]
+        token = sqlite_runs.NO_FENCE if hold is None else hold.token
+        with self._naming(), self._pool.borrow() as conn:
+            with transaction(conn) if rest else contextlib.nullcontext():
+                try:
+                    conn.execute(sqlite_runs.REPLY_AND_CALL,
+                                 (sid, text, rid, call_id, attempt, at, token))
+                except Exception as exc:  # (the trigger's RAISE: an IntegrityError)
+                    self._refused_unless(sqlite_runs.FENCED_OUT not in str(exc), hold)
+                    raise
+                sqlite_runs.write_calls(conn, rest)  # (fenced by the first)
 
     def list_runs(self, state: Optional[str] = None, *,
                   all_sessions: bool = False) -> List[Dict[str, Any]]:

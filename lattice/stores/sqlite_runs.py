@@ -12,10 +12,11 @@ Three tables beside the messages:
 * ``lattice_run_calls(session_id, run_id, call_id, attempt, at)``: the call journal
   (``started_calls``), one row per call, read back into the record. A run's record grows
   by one call a tool turn: kept in the JSON it made every turn's write as long as the run
-  so far (#39). A durable tool turn writes its reply and its call's row in one transaction
+  so far (#39). A durable tool turn writes its reply and its call's row in one statement
   (``append_and_save_calls``: the journal says what changed, the record's row is left as
-  it is); a record saved whole writes its row and only the journal rows that differ from
-  the stored ones (``unwritten``).
+  it is), an insert into a TEMP view whose trigger writes both (``REPLY_WITH_CALL``, made
+  on each connection); a record saved whole writes its row and only the journal rows that
+  differ from the stored ones (``unwritten``).
 
 Every function takes an open connection; the caller borrows it and opens transactions.
 ``Naming`` makes SQLite's errors name the database and session, and a file that is not an
@@ -32,7 +33,8 @@ from . import runs
 if TYPE_CHECKING:
     import sqlite3
 
-__all__ = ["SCHEMA", "FENCED_APPEND", "NO_FENCE", "bump_fence", "fence_ok",
+__all__ = ["SCHEMA", "FENCED_APPEND", "NO_FENCE", "REPLY_WITH_CALL", "REPLY_AND_CALL",
+           "FENCED_OUT", "bump_fence", "fence_ok",
            "load_run", "list_runs", "Naming", "Encoded", "unwritten", "save", "call_rows",
            "write_calls"]
 
@@ -115,6 +117,30 @@ SELECT ?1, ?2, ?3, ?4, ?5 WHERE {_NEWEST.replace("?", "?1")} <= ?6""" + _UPSERT_
 _CALL = """
 INSERT INTO lattice_run_calls (session_id, run_id, call_id, attempt, at)
 VALUES (?, ?, ?, ?, ?)""" + _UPSERT_CALL
+# A durable tool turn's reply and its call's journal row in one statement (so one implicit
+# transaction: both or neither, and a quarter of the calls into sqlite3 a transaction of
+# three statements makes; #39): an insert into this view of the connection's own (TEMP)
+# runs the trigger. Fenced like FENCED_APPEND: a newer token aborts the statement with
+# FENCED_OUT. The write lock is taken before MAX(seq) is read, as for _APPEND.
+FENCED_OUT = "lattice: a newer fencing token exists"
+REPLY_WITH_CALL = (
+    """
+CREATE TEMP VIEW IF NOT EXISTS lattice_reply_with_call
+    (session_id, message, run_id, call_id, attempt, at, token)
+AS SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL""",
+    f"""
+CREATE TEMP TRIGGER IF NOT EXISTS lattice_reply_with_call
+INSTEAD OF INSERT ON lattice_reply_with_call BEGIN
+SELECT RAISE(ABORT, '{FENCED_OUT}') WHERE COALESCE((SELECT token
+    FROM lattice_history_fences WHERE session_id = NEW.session_id), 0) > NEW.token;
+INSERT INTO lattice_history (session_id, seq, message)
+SELECT NEW.session_id, COALESCE(MAX(seq), 0) + 1, NEW.message FROM lattice_history
+WHERE session_id = NEW.session_id;
+INSERT INTO lattice_run_calls (session_id, run_id, call_id, attempt, at)
+VALUES (NEW.session_id, NEW.run_id, NEW.call_id, NEW.attempt, NEW.at){_UPSERT_CALL};
+END""",
+)
+REPLY_AND_CALL = "INSERT INTO lattice_reply_with_call VALUES (?, ?, ?, ?, ?, ?, ?)"
 _CALLS_OF = "SELECT call_id, attempt FROM lattice_run_calls WHERE session_id = ? AND run_id = ?"
 
 

@@ -151,3 +151,26 @@ def test_a_taken_over_holder_writes_no_entry(tmp_path, write):
         hold.__exit__(None, None, None)
     assert SqliteHistoryStore(path, "s").load_run("r")["started_calls"] == {"t1": 1}
     assert SqliteHistoryStore(path, "s").load() == []
+
+
+def test_a_reply_with_several_entries_or_none(tmp_path):
+    path = str(tmp_path / "h.db")
+    store = SqliteHistoryStore(path, "s")
+    store.save_run(record())
+    store.append_and_save_calls(reply(1), "r", {"t1": 1, "t2": 1, "t3": 2})
+    store.append_and_save_calls(reply(4), "r", {})  # the reply alone
+    assert SqliteHistoryStore(path, "s").load_run("r")["started_calls"] == {
+        "t1": 1, "t2": 1, "t3": 2}
+    assert [m["content"][0]["id"] for m in store.load()] == ["t1", "t4"]
+
+
+def test_each_connection_makes_the_view_it_writes_a_turn_through(tmp_path):
+    """The view and its trigger are TEMP (a connection's own): nothing in the file."""
+    path = str(tmp_path / "h.db")
+    store = SqliteHistoryStore(path, "s")
+    store.save_run(record())
+    store.append_and_save_calls(reply(1), "r", {"t1": 1})
+    assert rows(path, "SELECT name FROM sqlite_master WHERE name LIKE '%reply_with%'") == []
+    other = SqliteHistoryStore(path, "s")  # new connections: made again
+    other.append_and_save_calls(reply(2), "r", {"t2": 1})
+    assert other.load_run("r")["started_calls"] == {"t1": 1, "t2": 1}
