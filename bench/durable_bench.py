@@ -22,7 +22,8 @@
    next run does not repeat.
 3. The fencing check per append: ``append`` while holding the session lock (the write
    carries the token and the store checks it in the same transaction / statement) against
-   ``append`` without the lock (no check), per store, in microseconds.
+   ``append`` without the lock (no check), per store, in microseconds (shown: the median
+   of the rounds' differences).
 """
 
 from __future__ import annotations
@@ -102,13 +103,14 @@ def paired(make_store: Callable[[str], Any], client: Any, rounds: int
     return Spread(plain), Spread(durable), Spread([d / p for p, d in zip(plain, durable)])
 
 
-def fence_cost_us(make_store: Callable[[str], Any], n: int) -> Tuple[float, float]:
-    """Best microseconds per append (of 6 rounds of ``n``) without the lock and while
-    holding it."""
+def fence_cost_us(make_store: Callable[[str], Any], n: int, rounds: int
+                  ) -> Tuple[Spread, Spread, Spread]:
+    """Microseconds per append (``n`` a round) without the lock and while holding it, in
+    interleaved rounds, and the difference within each round."""
     message = {"role": "user", "content": [{"type": "text", "text": "x" * 200}]}
     free: List[float] = []
     held: List[float] = []
-    for i in range(6):
+    for i in range(rounds):
         store = make_store(f"f-{uuid.uuid4().hex[:12]}")
         store.append(message)  # table, connection
         lock = store.lock()
@@ -121,7 +123,7 @@ def fence_cost_us(make_store: Callable[[str], Any], n: int) -> Tuple[float, floa
             (held if locked else free).append((time.perf_counter() - started) / n * 1e6)
             if locked:
                 lock.__exit__(None, None, None)
-    return min(free), min(held)
+    return Spread(free), Spread(held), Spread([h - f for f, h in zip(free, held)])
 
 
 def stores(tmp: str, postgres: bool) -> Tuple[Dict[str, Callable[[str], Any]], Any]:
@@ -190,11 +192,12 @@ def main() -> int:
                       f"{durable.median * 1000:8.1f} ms  {ratio.text()}  "
                       f"+{extra.text('.0f')} us a turn  "
                       f"{verdict_text(ok)}{f' (<= +{PER_TURN_US} us)' if ok is not None else ''}")
-            print("3. append without the lock / holding it (the fencing check), per append")
+            print("3. append without the lock / holding it (the fencing check), per append, "
+                  f"medians of {args.rounds} rounds, and the difference within a round")
             for name, make in made.items():
-                free, held = fence_cost_us(make, args.appends)
-                print(f"   {name:9} {free:8.1f} us  {held:8.1f} us  {held / free:5.2f}x  "
-                      f"(+{held - free:.1f} us)")
+                free, held, extra = fence_cost_us(make, args.appends, args.rounds)
+                print(f"   {name:9} {free.median:8.1f} us  {held.median:8.1f} us  "
+                      f"+{extra.text('.1f')} us")
         finally:
             if server is not None:
                 server.stop()
