@@ -278,3 +278,36 @@ def test_a_call_whose_start_cannot_be_journaled_never_runs_with_a_run_id(caplog)
     assert world.effects == []
     assert store.load_run("r")["state"] == "running"
     assert "history store append failed" in caplog.text
+
+
+def test_a_resumed_record_that_differs_from_the_stored_one_is_written_whole_first(tmp_path):
+    """SQLite writes a tool turn's journal entry alone (``append_and_save_calls``) only for
+    a record it holds as the run has it. A record that a compaction saved before a crash
+    stopped its rewrite is taken back on resume (``checked_against``): the first write of
+    the resumed run is then the whole record, so the store no longer holds the undone
+    compaction while the call runs."""
+    from lattice import Agent, SqliteHistoryStore, tool
+    from lattice.testing import FunctionModelClient
+
+    path = str(tmp_path / "h.db")
+    store = SqliteHistoryStore(path, "s")
+    store.append({"role": "user", "content": "go"})
+    store.save_run(record(compacted_turns=4, compacting={
+        "first": "not the history's first message", "index": 0, "compacted_turns": 0,
+        "compacted_usage": {"input_tokens": 0, "output_tokens": 0}}))
+    seen = []
+
+    @tool
+    def look(amount: int) -> str:
+        """Look at the stored record while the call runs."""
+        stored = SqliteHistoryStore(path, "s").load_run("r")
+        seen.append((stored.get("compacting"), stored.get("compacted_turns", 0),
+                     sorted(stored["started_calls"])))
+        return "looked"
+
+    world = World([reply(use("t1", "look")), reply(use("t2", "look"))])
+    agent = Agent(model="m", model_client=FunctionModelClient(world.model), tools=[look],
+                  history_store=SqliteHistoryStore(path, "s"))
+    assert agent.prompt("go", run_id="r").subtype == "success"
+    # the first turn wrote the record whole (the compaction undone), the second its entry
+    assert seen == [(None, 0, ["t1"]), (None, 0, ["t1", "t2"])]
