@@ -120,7 +120,7 @@ class RunJournal(Journal):
         first = next((c for c in calls if c.problem is None), None)
         if first is None:
             return None
-        by_entry = self._by_entry()
+        by_entry = self._entry_writer() is not None
         if not (by_entry or self._rides):
             return None
         with self._mutex:
@@ -174,9 +174,9 @@ class RunJournal(Journal):
         else:
             with self._mutex:
                 entry = self._mark(call_id)
-                if self._by_entry():
-                    assert self._save_calls is not None
-                    self._save_calls(self.run_id, entry)
+                writer = self._entry_writer()
+                if writer is not None:
+                    writer(self.run_id, entry)
                 else:
                     self._save(self.record)
                     self._stored = True
@@ -190,6 +190,7 @@ class RunJournal(Journal):
         self._record = None
         return {call_id: attempt}
 
-    def _by_entry(self) -> bool:
-        """Whether an entry is written alone: the store can, and holds the record."""
-        return self._save_calls is not None and self._stored
+    def _entry_writer(self) -> Optional[Callable[[str, Dict[str, int]], Any]]:
+        """What writes an entry alone, where the store can and holds the record (None:
+        the whole record is written)."""
+        return self._save_calls if self._stored else None

@@ -43,7 +43,7 @@ FORMAT = 1
 STATES = ("running", "ended")
 
 SUPERSEDED_WHY = "another query of this conversation started after the run stopped"
-_NO_USAGE = Usage()  # what ``to_dict`` compares with each tool turn (never changed)
+_NO_USAGE = Usage()  # what ``to_dict`` compares with (never changed)
 
 _KNOWN = ("run_id", "state", "prompt", "index", "started_at", "updated_at", "started_calls",
           "session_id", "result", "end_index", "compacted_turns", "compacted_usage",

@@ -61,9 +61,10 @@ def tools_need_a_thread(race: QueryRace, parentage: Optional[Any]) -> bool:
 
 
 def runs_inline(race: QueryRace, settings: QuerySettings, link: StoreLink,
-                resume: Optional[Any], parentage: Optional[Any] = None) -> bool:
-    """Whether this query's loop may run on the caller's thread (the module docstring)."""
-    return ((race.lockstep or not tools_need_a_thread(race, parentage))
+                resume: Optional[Any], tools_threaded: bool) -> bool:
+    """Whether this query's loop may run on the caller's thread (the module docstring);
+    ``tools_threaded``: ``tools_need_a_thread``'s answer for it."""
+    return ((race.lockstep or not tools_threaded)
             and getattr(settings.client, "abortable", False) is True
             and not race.poll and link.store is None and resume is None
             and settings.on_model_request is None and not settings.observers

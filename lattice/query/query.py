@@ -173,9 +173,9 @@ class Query(Iterator[SDKMessage]):
                               usage=durable.usage, parentage=parentage)
             if parentage is not None and parentage.caller is not None and durable.turns:
                 parentage.caller.add_child(durable.usage)  # a resumed child's, up to its parent
-            if runs_inline(race, settings, conversation.link, resume, parentage):
-                race.go_inline(ToolRunner(race) if tools_need_a_thread(race, parentage)
-                               else None)
+            threaded = tools_need_a_thread(race, parentage)
+            if runs_inline(race, settings, conversation.link, resume, threaded):
+                race.go_inline(ToolRunner(race) if threaded else None)
                 try:  # as the worker does (Loop.__call__), on this thread
                     last = yield from self._loop.inline()
                 except Stopped:

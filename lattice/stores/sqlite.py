@@ -285,13 +285,13 @@ class SqliteHistoryStore:
         starts; one statement for one entry, #39)."""
         text = encode_message(message).decode("utf-8")  # before any I/O
         rows = sqlite_runs.call_rows(self.session_id, run_id, calls, time.time())
-        if not rows:
-            self.append(message)
-            return
         hold = self._fence()
-        (sid, rid, call_id, attempt, at), rest = rows[0], rows[1:]
         token = sqlite_runs.NO_FENCE if hold is None else hold.token
         with self._naming(), self._pool.borrow() as conn:
+            if not rows:
+                self._append(conn, text, hold)
+                return
+            (sid, rid, call_id, attempt, at), rest = rows[0], rows[1:]
             with transaction(conn) if rest else contextlib.nullcontext():
                 try:
                     conn.execute(sqlite_runs.REPLY_AND_CALL,

@@ -35,7 +35,8 @@ if TYPE_CHECKING:
 
 __all__ = ["SCHEMA", "FENCED_APPEND", "NO_FENCE", "REPLY_WITH_CALL", "REPLY_AND_CALL",
            "FENCED_OUT", "bump_fence", "fence_ok",
-           "load_run", "list_runs", "Naming", "Encoded", "unwritten", "save", "call_rows",
+           "load_run", "list_runs", "Naming", "Encoded", "attempts", "unwritten", "save",
+           "call_rows",
            "write_calls"]
 
 SCHEMA = (
@@ -131,8 +132,8 @@ AS SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL""",
     f"""
 CREATE TEMP TRIGGER IF NOT EXISTS lattice_reply_with_call
 INSTEAD OF INSERT ON lattice_reply_with_call BEGIN
-SELECT RAISE(ABORT, '{FENCED_OUT}') WHERE COALESCE((SELECT token
-    FROM lattice_history_fences WHERE session_id = NEW.session_id), 0) > NEW.token;
+SELECT RAISE(ABORT, '{FENCED_OUT}')
+WHERE NOT {_NEWEST.replace("?", "NEW.session_id")} <= NEW.token;
 INSERT INTO lattice_history (session_id, seq, message)
 SELECT NEW.session_id, COALESCE(MAX(seq), 0) + 1, NEW.message FROM lattice_history
 WHERE session_id = NEW.session_id;
@@ -153,8 +154,7 @@ class Encoded:
 
     def __init__(self, record: Dict[str, Any]) -> None:
         calls = record.get("started_calls")
-        self.calls: Dict[str, int] = {str(c): int(a) for c, a in calls.items()} \
-            if isinstance(calls, dict) else {}
+        self.calls = attempts(calls) if isinstance(calls, dict) else {}
         self.record = record
         self.text = runs.encode_record(dict(record, started_calls={}))
 
@@ -186,12 +186,35 @@ def save(conn: sqlite3.Connection, encoded: Encoded, token: int, rows: List[Any]
     return True
 
 
-def call_rows(session_id: str, run_id: str, calls: Mapping[str, Any], at: float
+def attempts(calls: Mapping[Any, Any]) -> Dict[str, int]:
+    """A journal's entries as they are stored: call ids as str, attempts as int (a
+    ``ValueError`` naming the call for an attempt that is not one, before any I/O)."""
+    try:
+        return {str(call_id): int(attempt) for call_id, attempt in calls.items()}
+    except (TypeError, ValueError):
+        call_id, attempt = next((c, a) for c, a in calls.items() if not _is_int(a))
+        raise ValueError(f"the attempt of call {call_id!r} in a run's started_calls must "
+                         f"be an int, got {attempt!r}") from None
+
+
+def _is_int(value: Any) -> bool:
+    try:
+        int(value)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def call_rows(session_id: str, run_id: str, calls: Mapping[Any, Any], at: float
               ) -> List[Any]:
-    """The journal rows of ``calls`` (a bad attempt fails here: before any I/O if made
-    before the transaction)."""
-    return [(session_id, run_id, str(call_id), int(attempt), at)
-            for call_id, attempt in calls.items()]
+    """The journal rows of ``calls`` (a bad attempt fails before any I/O, named by
+    ``attempts``; not made per tool turn: no dict on the way)."""
+    try:
+        return [(session_id, run_id, str(call_id), int(attempt), at)
+                for call_id, attempt in calls.items()]
+    except (TypeError, ValueError):
+        attempts(calls)  # raises, naming the call
+        raise
 
 
 def write_calls(conn: sqlite3.Connection, rows: List[Any],
@@ -227,7 +250,7 @@ def _with_calls(conn: sqlite3.Connection, found: List[Dict[str, Any]],
         sql += " WHERE " + " AND ".join(where)
     by_run: Dict[Any, List[Any]] = {}
     # In the order the calls started (a table without rowid keeps its rows by key; the
-    # order of a record's journal is only shown, never relied on: ``Written`` checks it).
+    # order of a record's journal is only shown, never relied on).
     for sid, rid, call_id, attempt, at in conn.execute(sql + " ORDER BY at, call_id", params):
         by_run.setdefault((sid, rid), []).append((call_id, attempt, at))
     for record in found:

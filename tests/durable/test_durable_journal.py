@@ -1,13 +1,14 @@
 """A durable run's journal entry for the first call of a batch rides on the write of the
-reply that asks for it, where the store writes both at once (``append_and_save_run``:
-PostgreSQL, one round trip per call fewer). Only for a batch that starts at once: not in
+reply that asks for it, where the store writes both at once (one round trip per call
+fewer: ``append_and_save_run`` with the whole record, or ``append_and_save_calls`` with
+the entry alone on a store that writes entries by themselves, SQLite). Only for a batch that starts at once: not in
 lockstep (``query()``: a consumer holding the reply may never let it start), not for calls
 waiting for approval, and never for a call that cannot run."""
 
 import pytest
 from durable_world import UNCERTAIN, World, record, reply, use
 
-from lattice import HistoryStoreError, MemoryHistoryStore, Tool, ToolResult
+from lattice import HistoryStoreError, MemoryHistoryStore, Tool, ToolContext, ToolResult
 from lattice.testing import assert_well_formed
 
 
@@ -311,3 +312,35 @@ def test_a_resumed_record_that_differs_from_the_stored_one_is_written_whole_firs
     assert agent.prompt("go", run_id="r").subtype == "success"
     # the first turn wrote the record whole (the compaction undone), the second its entry
     assert seen == [(None, 0, ["t1"]), (None, 0, ["t1", "t2"])]
+
+
+def test_on_sqlite_every_call_is_journaled_before_it_runs_ridden_or_not(tmp_path):
+    """SQLite writes entries alone: the first call of a batch with its reply, the others
+    (and every call of a ``query()`` in lockstep) by ``save_calls`` just before they run.
+    Each handler finds its own entry already stored."""
+    from lattice import Agent, SqliteHistoryStore, tool
+    from lattice.testing import FunctionModelClient
+
+    path = str(tmp_path / "h.db")
+    seen = []
+
+    @tool
+    def look(amount: int, context: ToolContext) -> str:
+        """Look at the stored journal while the call runs."""
+        stored = SqliteHistoryStore(path, "s").load_run(context.run_id)
+        seen.append((context.tool_use_id, context.tool_use_id in stored["started_calls"]))
+        return "looked"
+
+    for run_id, query in (("p", False), ("q", True)):
+        world = World([reply(use(f"{run_id}1", "look"), use(f"{run_id}2", "look")),
+                       reply(use(f"{run_id}3", "look"))])
+        agent = Agent(model="m", model_client=FunctionModelClient(world.model),
+                      tools=[look], history_store=SqliteHistoryStore(path, "s"))
+        if query:
+            *_, result = agent.query("go", run_id=run_id)
+        else:
+            result = agent.prompt("go", run_id=run_id)
+        assert result.subtype == "success"
+        assert sorted(SqliteHistoryStore(path, "s").load_run(run_id)["started_calls"]) == [
+            f"{run_id}1", f"{run_id}2", f"{run_id}3"]
+    assert seen == [(f"{r}{n}", True) for r in "pq" for n in (1, 2, 3)]

@@ -94,8 +94,11 @@ def test_a_bad_turn_writes_neither_message_nor_entry(tmp_path):
     path = str(tmp_path / "h.db")
     store = SqliteHistoryStore(path, "s")
     store.save_run(record())
-    with pytest.raises(ValueError):  # an attempt that is not a number: before any I/O
+    # an attempt that is not a number: refused before any I/O, naming the call
+    with pytest.raises(ValueError, match=r"attempt of call 't1'.* got 'first'"):
         store.append_and_save_calls(reply(1), "r", {"t1": "first"})
+    with pytest.raises(ValueError, match=r"attempt of call 't2'.* got None"):
+        store.save_run(record(started_calls={"t2": None}))
     with pytest.raises(TypeError):  # a message JSON cannot hold
         store.append_and_save_calls({"role": "assistant", "content": object()}, "r",
                                     {"t1": 1})
